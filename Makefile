@@ -1,0 +1,38 @@
+# The two commands: `make lab` and `make test`. Everything else is a helper.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(CURDIR)/$(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup lab test matrix grade bench release clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+lab: setup  ## open JupyterLab on the lessons (offline: the scripted Claude)
+	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) lessons/01_skeleton_resume.ipynb
+
+test: setup  ## run every test
+	$(BIN)/python -m pytest
+
+matrix: setup
+	$(BIN)/python -m resumable_core matrix
+
+grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconcile JOBS=2
+	$(BIN)/python -m resumable_core grade $(SUBMISSIONS) --assignment $(or $(ASSIGNMENT),reconcile) --jobs $(or $(JOBS),2)
+
+release: setup  ## regenerate exercises/ from solutions/ with nbgrader
+	$(BIN)/python -m resumable_core.course release
+
+bench: setup
+	$(BIN)/python bench/bench_checkpoint.py
+	$(BIN)/python bench/bench_matrix.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,86 @@
+"""The kit's exception hierarchy: every error carries the data that explains it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ResumableError(Exception):
+    """Base class of every error raised by resumable_core."""
+
+
+class CheckpointError(ResumableError):
+    """A checkpoint file was refused. Carries the ``path`` and a one-line ``reason``.
+
+    Loading never changes the file: a refused checkpoint stays on disk as it was.
+    """
+
+    def __init__(self, path: str | Path | None, reason: str) -> None:
+        self.path = Path(path) if path is not None else None
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}" if self.path else reason)
+
+
+class CheckpointCorruptError(CheckpointError):
+    """The file is not valid JSON, or its fields do not have the checkpoint's types."""
+
+
+class CheckpointForeignError(CheckpointCorruptError):
+    """The file is JSON but not a checkpoint of this kit (no ``version`` field)."""
+
+
+class CheckpointVersionError(CheckpointError):
+    """The file was written by another checkpoint format version."""
+
+    def __init__(self, path: str | Path | None, found: object, expected: int) -> None:
+        self.found = found
+        self.expected = expected
+        super().__init__(path, f"checkpoint version {found!r}, this code reads version {expected}")
+
+
+class CheckpointInconsistentError(CheckpointError):
+    """The fields parse but contradict each other (e.g. a tool_use with no tool_result)."""
+
+
+class CheckpointTaskMismatchError(CheckpointError):
+    """Resume was asked for one task but the checkpoint belongs to another."""
+
+    def __init__(self, path: str | Path | None, expected_task: str, found_task: str) -> None:
+        self.expected_task = expected_task
+        self.found_task = found_task
+        super().__init__(
+            path, f"checkpoint is for task {found_task!r}, not {expected_task!r}; refusing to resume it"
+        )
+
+
+class SecretInCheckpointError(CheckpointError):
+    """Saving was refused because the state holds the API key. Secrets never go to disk."""
+
+
+class ToolError(ResumableError):
+    """A tool ran and failed (an ordinary tool failure, reported to the model with is_error)."""
+
+
+class UnknownToolError(ToolError, KeyError):
+    """The toolbox has no tool of that name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        ToolError.__init__(self, f"unknown tool {name!r}")
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return f"unknown tool {self.name!r}"
+
+
+class IdempotencyConflictError(ResumableError):
+    """The same idempotency key was used with a different input."""
+
+    def __init__(self, key: str, stored_hash: str, new_hash: str) -> None:
+        self.key = key
+        self.stored_hash = stored_hash
+        self.new_hash = new_hash
+        super().__init__(f"idempotency key {key!r} was first used with other input ({stored_hash[:12]} != {new_hash[:12]})")
+
+
+class CrashError(ResumableError):
+    """A crash simulation did not go as planned (the child was not killed, or failed)."""

@@ -1,0 +1,88 @@
+"""Exercise checkpoints A, B and C, made by really running the scenarios and crashing them.
+
+- A: the notes run, killed right after save point A of its final answer: nothing pending,
+  the last message is a plain assistant reply. The run is *finished*; resume must report
+  that and make no model call. (The seed course reads this case as "crashed after save
+  point B"; but after B the last message is a user tool_result, never an assistant reply.)
+- B: the notes run, killed after save point A of ``read_file(meeting-08-25.md)``: pending
+  read-only call; resume re-runs it.
+- C: the email run, killed after ``send_email`` ran and before save point B (the postmortem's
+  crash): pending side-effecting call that already happened; resume must not send again.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from .checkpoint import Checkpoint, load_checkpoint
+from .crash import CrashPlan, run_in_child
+from .loop import run_agent
+from .simulation import SCENARIOS, Sandbox
+from .tools import Toolbox
+
+FIXTURE_DIR = Path(__file__).parent / "fixtures"
+NAMES = ("A", "B", "C")
+
+
+def _plan(name: str) -> tuple[str, CrashPlan]:
+    if name == "A":
+        return SCENARIOS["read_file"], CrashPlan("after_save_a", turn=_notes_turns())
+    if name == "B":
+        return SCENARIOS["read_file"], CrashPlan("after_save_a", tool="read_file", turn=_notes_turns() - 1)
+    if name == "C":
+        from .simulation import reference_turn
+
+        return SCENARIOS["send_email"], CrashPlan("after_tool", tool="send_email", turn=reference_turn("send_email"))
+    raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
+
+
+def _notes_turns() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        return Sandbox.create(tmp).run(SCENARIOS["read_file"]).checkpoint.turns
+
+
+def exercise_sandbox(name: str, root: str | Path, *, ledger: bool = False) -> tuple[Checkpoint, Toolbox]:
+    """Crash the scenario of checkpoint ``name`` for real in ``root``; return the checkpoint and toolbox.
+
+    The world is as the crash left it: for C the email is already in the outbox.
+    """
+    task, plan = _plan(name.upper())
+    box = Sandbox.create(root, ledger=ledger)
+    box_run = lambda: run_agent(  # noqa: E731
+        task, checkpoint_path=box.checkpoint_path, toolbox=box.toolbox, crash=plan, run_id=f"run_exercise_{name.lower()}"
+    )
+    if run_in_child(box_run, box.root / "child-error.txt") != "killed":
+        raise RuntimeError(f"checkpoint {name}: the run ended before its crash point")
+    cp = load_checkpoint(box.checkpoint_path)
+    assert cp is not None
+    return cp, box.toolbox
+
+
+def write_exercise_checkpoints(out: str | Path | None = None) -> list[Path]:
+    """Regenerate ``checkpoint_a.json`` … ``checkpoint_c.json`` into ``out``."""
+    out = Path(out) if out else FIXTURE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in NAMES:
+        with tempfile.TemporaryDirectory() as tmp:
+            exercise_sandbox(name, tmp)
+            target = out / f"checkpoint_{name.lower()}.json"
+            target.write_bytes((Path(tmp) / "checkpoint.json").read_bytes())
+            paths.append(target)
+    return paths
+
+
+def load_exercise_checkpoint(name: str) -> Checkpoint:
+    """Exercise checkpoint ``"A"``, ``"B"`` or ``"C"``, validated like any checkpoint."""
+    if name.upper() not in NAMES:
+        raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
+    cp = load_checkpoint(FIXTURE_DIR / f"checkpoint_{name.lower()}.json")
+    assert cp is not None
+    return cp
+
+
+def exercise_checkpoint_json(name: str) -> dict:
+    """The raw JSON of an exercise checkpoint."""
+    return json.loads((FIXTURE_DIR / f"checkpoint_{name.lower()}.json").read_text())

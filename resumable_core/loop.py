@@ -1,0 +1,135 @@
+"""The agent loop with save points A and B, and the resume path at its top."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, new_checkpoint, save_checkpoint
+from .claude import MAX_TOKENS, make_client, model_id
+from .crash import CrashPlan, kill_self
+from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ToolError
+from .ledger import idempotency_key
+from .reconcile import Reconcile, reconcile_by_effect, tool_result
+from .tools import Effect, Toolbox
+
+MAX_TURNS = 40
+
+
+@dataclass
+class RunResult:
+    """How a call to :func:`run_agent` ended."""
+
+    status: Literal["finished", "already_finished", "max_turns"]
+    """``finished``: the model gave its final answer in this call; ``already_finished``: the
+    checkpoint was of a finished run and no model call was made; ``max_turns``: the cap was hit."""
+    checkpoint: Checkpoint
+    resumed: bool
+    """True when the run continued from a checkpoint on disk."""
+    model_calls: int
+    """Model calls made by this call (not the run's total: that is ``checkpoint.turns``)."""
+
+    @property
+    def final_text(self) -> str | None:
+        """The text of the model's final reply, when the run is finished."""
+        if not self.checkpoint.is_finished():
+            return None
+        content = self.checkpoint.messages[-1]["content"]
+        if isinstance(content, str):
+            return content
+        return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def _block_json(block: Any) -> dict[str, Any]:
+    # Keep blocks exactly as the API accepts them back.
+    if block.type == "text":
+        return {"type": "text", "text": block.text}
+    if block.type == "tool_use":
+        return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
+    return block.to_dict()
+
+
+def run_agent(
+    task: str,
+    *,
+    checkpoint_path: str | Path,
+    toolbox: Toolbox,
+    client: Any = None,
+    reconcile: Reconcile = reconcile_by_effect,
+    max_turns: int = MAX_TURNS,
+    crash: CrashPlan | None = None,
+    run_id: str | None = None,
+) -> RunResult:
+    """Run ``task`` to its end, or resume it from ``checkpoint_path`` if a checkpoint is there.
+
+    Resume: load (version and consistency checked), refuse another task's checkpoint, report a
+    finished run without calling the model, reconcile a dangling call and save the reconciled
+    state before the next model call. ``turns`` and ``tokens_used`` carry over, so ``max_turns``
+    bounds the task across any number of crashes.
+
+    The model is asked for one tool call per turn (``disable_parallel_tool_use``): the checkpoint
+    has one ``pending_tool_use`` slot and save point B records one result. With parallel calls a
+    crash could leave several dangling calls, some already run, and one slot could not say which.
+
+    ``crash`` makes this process SIGKILL itself at a named point (use it in a child process:
+    see :mod:`resumable_core.crash`).
+    """
+    path = Path(checkpoint_path)
+    client = client if client is not None else make_client()
+
+    def boundary(point: str, tool: str | None = None) -> None:
+        if crash is not None and crash.matches(point, cp.turns, tool):
+            kill_self()
+
+    cp = load_checkpoint(path)
+    resumed = cp is not None
+    if cp is None:
+        cp = new_checkpoint(task, run_id=run_id)
+    else:
+        if cp.task != task:
+            raise CheckpointTaskMismatchError(path, task, cp.task)
+        if cp.is_finished():
+            return RunResult("already_finished", cp, resumed=True, model_calls=0)
+        if cp.pending_tool_use is not None:
+            cp = reconcile(cp, toolbox)
+            problem = consistency_problem(cp)
+            if problem:
+                raise CheckpointInconsistentError(path, f"after reconcile: {problem}")
+            save_checkpoint(cp, path)  # persist the reconciled state before the next model call
+
+    calls = 0
+    while cp.turns < max_turns:
+        cp.turns += 1
+        boundary("before_model_call")
+        response = client.messages.create(
+            model=model_id(),
+            max_tokens=MAX_TOKENS,
+            tools=toolbox.schemas(),
+            tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+            messages=cp.messages,
+        )
+        calls += 1
+        cp.tokens_used += response.usage.input_tokens + response.usage.output_tokens
+        content = [_block_json(b) for b in response.content]
+        cp.messages.append({"role": "assistant", "content": content})
+        use = next((b for b in content if b["type"] == "tool_use"), None)
+        cp.pending_tool_use = PendingToolUse(id=use["id"], name=use["name"], input=use["input"]) if use else None
+        tool = use["name"] if use else None
+        boundary("after_response", tool)
+        save_checkpoint(cp, path, midway=lambda: boundary("during_save_a", tool))  # save point A
+        boundary("after_save_a", tool)
+        if use is None:
+            return RunResult("finished", cp, resumed=resumed, model_calls=calls)
+
+        key = idempotency_key(cp.run_id, use["id"]) if toolbox.effect(use["name"]) is Effect.SIDE_EFFECT else None
+        try:
+            output, is_error = toolbox.execute(use["name"], use["input"], idempotency_key=key), False
+        except ToolError as e:  # an ordinary failure: the call finished, and the model is told
+            output, is_error = str(e), True
+        boundary("after_tool", tool)
+        cp.messages.append({"role": "user", "content": [tool_result(use["id"], output, is_error=is_error)]})
+        cp.pending_tool_use = None
+        save_checkpoint(cp, path, midway=lambda: boundary("during_save_b", tool))  # save point B
+        boundary("after_save_b", tool)
+    return RunResult("max_turns", cp, resumed=resumed, model_calls=calls)

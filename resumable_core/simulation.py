@@ -1,0 +1,289 @@
+"""Crash one run for real and resume it: one cell of the crash matrix, or the whole matrix."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .checkpoint import Checkpoint, load_checkpoint
+from .crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
+from .errors import CheckpointError, CrashError
+from .ledger import Ledger
+from .loop import RunResult, run_agent
+from .reconcile import STRATEGIES, Reconcile
+from .scripted import EMAIL_TASK, NOTES_TASK
+from .tools import Toolbox
+from .world import World
+
+SCENARIOS: dict[str, str] = {"read_file": NOTES_TASK, "send_email": EMAIL_TASK}
+"""The tool a cell crashes on, and the task whose run calls it."""
+MATRIX_STRATEGIES = ("delete", "rerun", "by_effect", "by_effect_ledger")
+RUN_ID = "run_sim"
+
+
+@dataclass
+class Sandbox:
+    """One run's folder: the world, the toolbox, the checkpoint path."""
+
+    root: Path
+    world: World
+    toolbox: Toolbox
+    checkpoint_path: Path
+
+    @classmethod
+    def create(cls, root: str | Path, *, ledger: bool = False) -> "Sandbox":
+        """A fresh world in ``root``; with ``ledger``, the toolbox keeps receipts."""
+        root = Path(root)
+        world = World.create(root / "world")
+        box = Toolbox(world, ledger=Ledger(root / "ledger.sqlite") if ledger else None)
+        return cls(root, world, box, root / "checkpoint.json")
+
+    def run(self, task: str, **kw: Any) -> RunResult:
+        """``run_agent`` on this sandbox."""
+        return run_agent(task, checkpoint_path=self.checkpoint_path, toolbox=self.toolbox, run_id=RUN_ID, **kw)
+
+
+@dataclass
+class MatrixRow:
+    """One cell of the crash matrix."""
+
+    crash_point: str
+    tool: str
+    strategy: str
+    effects: int
+    """How many times the tool's effect happened for the crashed call (emails sent, files read)."""
+    api_error: bool
+    """The resumed run hit a 400 from the Messages API."""
+    completed: bool
+    turns: int
+    tokens: int
+
+
+@dataclass
+class Cell:
+    """Everything one crash-and-resume showed, for the simulator and the lessons."""
+
+    row: MatrixRow
+    killed: bool
+    checkpoint_at_crash: dict[str, Any] | None
+    """The checkpoint file as the crash left it (None: no checkpoint was written yet)."""
+    outbox_at_crash: list[dict[str, Any]]
+    outbox: list[dict[str, Any]]
+    error: str | None
+    """The API's error text, when the resume was refused."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """The conversation after the resume."""
+    final_text: str | None = None
+
+    def story(self) -> str:
+        """The cell told in plain lines."""
+        r = self.row
+        cp = self.checkpoint_at_crash
+        lines = [f"Crash {CRASH_POINT_HELP[r.crash_point]} on the turn that calls {r.tool}; resume with {r.strategy!r}."]
+        lines.append("1. The run was killed with SIGKILL." if self.killed else "1. The run ended before the crash point.")
+        if cp is None:
+            lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
+        else:
+            p = cp.get("pending_tool_use")
+            lines.append(
+                f"2. Checkpoint on disk: turn {cp['turns']}, {len(cp['messages'])} messages, "
+                + (f"pending {p['name']} ({p['id']})." if p else "nothing pending.")
+            )
+        lines.append(f"3. Emails in the outbox at the crash: {len(self.outbox_at_crash)}.")
+        if self.error:
+            lines.append(f"4. The resume was refused by the API (400): {self.error}")
+        else:
+            lines.append(f"4. The resumed run {'finished' if r.completed else 'did not finish'}: {self.final_text!r}")
+        lines.append(f"5. Effects of the crashed call: {r.effects}; emails in the outbox now: {len(self.outbox)}.")
+        lines.append(f"   Totals across the crash: {r.turns} turns, {r.tokens} tokens.")
+        return "\n".join(lines)
+
+
+def _target_input(tool: str) -> dict[str, Any]:
+    return _reference(tool)[1]
+
+
+def reference_turn(tool: str) -> int:
+    """The turn on which an uncrashed run of the tool's scenario first calls ``tool``."""
+    return _reference(tool)[0]
+
+
+@lru_cache(maxsize=None)
+def _reference_cached(tool: str) -> tuple[int, str]:
+    with tempfile.TemporaryDirectory(prefix="resumable-ref-") as tmp:
+        box = Sandbox.create(tmp)
+        result = box.run(SCENARIOS[tool])
+    turn = 0
+    for m in result.checkpoint.messages:
+        if m["role"] != "assistant":
+            continue
+        turn += 1
+        for b in m["content"]:
+            if b.get("type") == "tool_use" and b["name"] == tool:
+                return turn, json.dumps(b["input"], sort_keys=True)
+    raise CrashError(f"the {SCENARIOS[tool]!r} run never calls {tool}")
+
+
+def _reference(tool: str) -> tuple[int, dict[str, Any]]:
+    turn, raw = _reference_cached(tool)
+    return turn, json.loads(raw)
+
+
+def count_effects(world: World, tool: str, tool_input: dict[str, Any]) -> int:
+    """How many times the effect of ``tool(tool_input)`` happened in ``world``."""
+    if tool == "send_email":
+        return sum(1 for e in world.sent_emails() if e["subject"] == tool_input["subject"])
+    return sum(1 for _, i in world.calls(tool) if i == tool_input)
+
+
+def _raw_checkpoint(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+def resume(box: Sandbox, task: str, strategy: Reconcile) -> tuple[RunResult | None, str | None]:
+    """Resume in this process; a 400 from the API is returned as its message, not raised."""
+    import anthropic
+
+    try:
+        return box.run(task, reconcile=strategy), None
+    except anthropic.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        return None, (body.get("error") or {}).get("message") or str(e)
+
+
+def run_cell(
+    crash_point: str,
+    tool: str,
+    strategy: str | Reconcile,
+    *,
+    root: str | Path | None = None,
+) -> Cell:
+    """Crash a run for real at ``crash_point`` on the turn that calls ``tool``, then resume it."""
+    if tool not in SCENARIOS:
+        raise ValueError(f"tool must be one of {', '.join(SCENARIOS)}")
+    name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "my reconcile")
+    fn = STRATEGIES[strategy] if isinstance(strategy, str) else strategy
+    own_tmp = None
+    if root is None:
+        own_tmp = tempfile.TemporaryDirectory(prefix="resumable-cell-")
+        root = own_tmp.name
+    try:
+        box = Sandbox.create(root, ledger=(name == "by_effect_ledger"))
+        task = SCENARIOS[tool]
+        plan = CrashPlan(crash_point, tool=tool, turn=reference_turn(tool))
+        ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")
+        at_crash = _raw_checkpoint(box.checkpoint_path)
+        outbox_at_crash = box.world.sent_emails()
+        result, error = resume(box, task, fn)
+        cp: Checkpoint | None = result.checkpoint if result else _safe_load(box.checkpoint_path)
+        row = MatrixRow(
+            crash_point=crash_point,
+            tool=tool,
+            strategy=name,
+            effects=count_effects(box.world, tool, _target_input(tool)),
+            api_error=error is not None,
+            completed=bool(result and result.checkpoint.is_finished()),
+            turns=cp.turns if cp else 0,
+            tokens=cp.tokens_used if cp else 0,
+        )
+        return Cell(
+            row=row,
+            killed=ended == "killed",
+            checkpoint_at_crash=at_crash,
+            outbox_at_crash=outbox_at_crash,
+            outbox=box.world.sent_emails(),
+            error=error,
+            messages=cp.messages if cp else [],
+            final_text=result.final_text if result else None,
+        )
+    finally:
+        if own_tmp is not None:
+            own_tmp.cleanup()
+
+
+def _safe_load(path: Path) -> Checkpoint | None:
+    try:
+        return load_checkpoint(path)
+    except CheckpointError:
+        return None
+
+
+def run_matrix(
+    strategies: Iterable[str] = MATRIX_STRATEGIES,
+    tools: Iterable[str] = tuple(SCENARIOS),
+    crash_points: Iterable[str] = CRASH_POINTS,
+    progress: Callable[[MatrixRow], None] | None = None,
+) -> list[MatrixRow]:
+    """Every crash point x tool x strategy, one row each."""
+    rows = []
+    for tool in tools:
+        for point in crash_points:
+            for strategy in strategies:
+                row = run_cell(point, tool, strategy).row
+                rows.append(row)
+                if progress:
+                    progress(row)
+    return rows
+
+
+def format_table(rows: list[MatrixRow]) -> str:
+    """The matrix as an aligned text table."""
+    header = ["crash_point", "tool", "strategy", "effects", "api_error", "completed", "turns", "tokens"]
+    data = [[str(v) for v in asdict(r).values()] for r in rows]
+    widths = [max(len(h), *(len(d[i]) for d in data)) if data else len(h) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, data)])
+
+
+def rows_json(rows: list[MatrixRow]) -> str:
+    """The matrix as a JSON list of rows."""
+    return json.dumps([asdict(r) for r in rows], indent=2)
+
+
+def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: random.Random, max_delay: float) -> Cell | None:
+    """Kill a whole run at a random instant (not a named point), then resume it.
+
+    Returns None if the run finished before the kill landed (the instant fell after the end).
+    """
+    box = Sandbox.create(root, ledger=(strategy == "by_effect_ledger"))
+    task = SCENARIOS[tool]
+    delay = rng.uniform(0, max_delay)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            box.run(task)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    time.sleep(delay)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    killed = os.WIFSIGNALED(status)
+    if not killed and os.WEXITSTATUS(status) != 0:
+        raise CrashError("the run failed on its own before the kill")
+    at_crash = _raw_checkpoint(box.checkpoint_path)
+    outbox_at_crash = box.world.sent_emails()
+    load_checkpoint(box.checkpoint_path)  # must never raise: the save is atomic
+    result, error = resume(box, task, STRATEGIES[strategy])
+    cp = result.checkpoint if result else None
+    row = MatrixRow(
+        "random", tool, strategy, count_effects(box.world, tool, _target_input(tool)), error is not None,
+        bool(cp and cp.is_finished()), cp.turns if cp else 0, cp.tokens_used if cp else 0,
+    )
+    return Cell(row, killed, at_crash, outbox_at_crash, box.world.sent_emails(), error,
+                cp.messages if cp else [], result.final_text if result else None)

@@ -1,0 +1,150 @@
+"""Tools and the Toolbox. Each tool declares its effect where it is defined."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, Iterable
+
+from .errors import ToolError, UnknownToolError
+from .ledger import Ledger
+from .world import World
+
+
+class Effect(str, Enum):
+    """What running a tool does to the world."""
+
+    READ_ONLY = "read_only"
+    """Reads only: running it twice is the same as once, so resume may re-run it."""
+    SIDE_EFFECT = "side_effect"
+    """Changes the world (sends, writes): never re-run blindly."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: its API schema, its effect, and the code that runs it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    effect: Effect
+    run: Callable[..., str]
+
+    def schema(self) -> dict[str, Any]:
+        """The tool's definition as the Messages API takes it."""
+        return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
+
+
+def tool(effect: Effect, description: str, **properties: dict[str, Any]) -> Callable[[Callable[..., str]], Tool]:
+    """Define a tool from a function ``fn(world, **input) -> str``; every property is required."""
+
+    def wrap(fn: Callable[..., str]) -> Tool:
+        schema = {"type": "object", "properties": properties, "required": list(properties)}
+        return Tool(fn.__name__, description, schema, effect, fn)
+
+    return wrap
+
+
+_STR = {"type": "string"}
+
+
+@tool(Effect.READ_ONLY, "List the files in a folder of the meeting notes.", path={**_STR, "description": "Folder, '.' for all notes."})
+def list_dir(world: World, path: str = ".", **_: Any) -> str:
+    folder = world.resolve_note(path)
+    if not folder.is_dir():
+        raise ToolError(f"no such folder: {path}")
+    return "\n".join(sorted(p.name for p in folder.iterdir()))
+
+
+@tool(Effect.READ_ONLY, "Read one file of the meeting notes.", path={**_STR, "description": "File name, e.g. meeting-08-25.md."})
+def read_file(world: World, path: str, **_: Any) -> str:
+    target = world.resolve_note(path)
+    if not target.is_file():
+        raise ToolError(f"no such file: {path}")
+    return target.read_text(encoding="utf-8")
+
+
+@tool(Effect.READ_ONLY, "Find lines matching a regular expression in the notes.", pattern=_STR, path=_STR)
+def grep(world: World, pattern: str, path: str = ".", **_: Any) -> str:
+    base = world.resolve_note(path)
+    files = sorted(base.iterdir()) if base.is_dir() else [base]
+    rx = re.compile(pattern)
+    hits = [f"{f.name}: {line}" for f in files for line in f.read_text(encoding="utf-8").splitlines() if rx.search(line)]
+    return "\n".join(hits) or "(no match)"
+
+
+@tool(Effect.SIDE_EFFECT, "Send an email. It cannot be unsent.", to=_STR, subject=_STR, body=_STR)
+def send_email(world: World, to: str, subject: str, body: str, idempotency_key: str | None = None, **_: Any) -> str:
+    msg_id, sent_now = world.send_email(to, subject, body, idempotency_key)
+    return f"Email #{msg_id} sent to {to}." if sent_now else f"Email #{msg_id} to {to} was already sent (same idempotency key)."
+
+
+@tool(Effect.READ_ONLY, "List the emails already sent (the outbox).")
+def list_sent_emails(world: World, **_: Any) -> str:
+    rows = world.sent_emails()
+    if not rows:
+        return "The outbox is empty."
+    return "\n".join(f"#{r['id']} to {r['to']}: {r['subject']}" for r in rows)
+
+
+DEFAULT_TOOLS: tuple[Tool, ...] = (list_dir, read_file, grep, send_email, list_sent_emails)
+
+
+class Toolbox:
+    """The tools of one run, bound to a world and (optionally) a side-effect ledger."""
+
+    def __init__(self, world: World, tools: Iterable[Tool] = DEFAULT_TOOLS, ledger: Ledger | None = None) -> None:
+        self.world = world
+        self.ledger = ledger
+        self._tools = {t.name: t for t in tools}
+
+    @property
+    def names(self) -> list[str]:
+        """The tool names, in definition order."""
+        return list(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def effect(self, name: str) -> Effect | None:
+        """The declared effect of a tool, or None for a tool this toolbox does not know."""
+        t = self._tools.get(name)
+        return t.effect if t else None
+
+    def is_read_only(self, name: str) -> bool:
+        """True only for a known tool declared read-only; unknown tools are never assumed safe."""
+        return self.effect(name) is Effect.READ_ONLY
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tool definitions for the Messages API ``tools`` parameter."""
+        return [t.schema() for t in self._tools.values()]
+
+    def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
+        """Run a tool and return its output. Raises ToolError when the tool fails.
+
+        With a ledger and a key, a side-effecting call runs at most once: a finished
+        receipt's result is returned instead, and the key also goes to the outbox.
+        """
+        t = self._tools.get(name)
+        if t is None:
+            raise UnknownToolError(name)
+        if t.effect is Effect.SIDE_EFFECT and self.ledger is not None and idempotency_key is not None:
+            receipt = self.ledger.begin(idempotency_key, name, input)
+            if receipt is not None and receipt.done:
+                return receipt.result  # type: ignore[return-value]
+            result = self._run(t, input, idempotency_key)
+            self.ledger.record(idempotency_key, result)
+            return result
+        return self._run(t, input, None)
+
+    def _run(self, t: Tool, input: dict[str, Any], key: str | None) -> str:
+        try:
+            extra = {"idempotency_key": key} if key is not None else {}
+            out = t.run(self.world, **input, **extra)
+        except ToolError:
+            raise
+        except (TypeError, ValueError, OSError, re.error) as e:
+            raise ToolError(f"{t.name} failed: {e}") from e
+        self.world.log_call(t.name, input)
+        return out
