@@ -50,10 +50,10 @@ _EXPORTS = {
     "run_agent": "loop",
     "RunResult": "loop",
     "MAX_TURNS": "loop",
-    "reconcile": "reconcile",
-    "STRATEGIES": "reconcile",
-    "STATUS_UNKNOWN": "reconcile",
-    "tool_result": "reconcile",
+    "reconcile": "strategies",
+    "STRATEGIES": "strategies",
+    "STATUS_UNKNOWN": "strategies",
+    "tool_result": "strategies",
     "CrashPlan": "crash",
     "CRASH_POINTS": "crash",
     "run_cell": "simulation",
@@ -86,7 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .fixtures import load_exercise_checkpoint
     from .ledger import Ledger, idempotency_key
     from .loop import MAX_TURNS, RunResult, run_agent
-    from .reconcile import STATUS_UNKNOWN, STRATEGIES, reconcile, tool_result
+    from .strategies import STATUS_UNKNOWN, STRATEGIES, reconcile, tool_result
     from .simulation import Sandbox, run_cell, run_matrix
     from .tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
     from .world import World

@@ -40,7 +40,7 @@ def _grade(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
-    from .reconcile import STRATEGIES
+    from .strategies import STRATEGIES
 
     p = argparse.ArgumentParser(prog="python -m resumable_core", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)

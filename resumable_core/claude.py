@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import anthropic
 
+    from .scripted import ScriptedClaude
+
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """The one place the model id lives. Override with $RESUMABLE_MODEL."""
 MODEL_ENV = "RESUMABLE_MODEL"
@@ -29,11 +31,12 @@ def live_enabled() -> bool:
     return os.environ.get(LIVE_ENV) == "1" and bool(os.environ.get("ANTHROPIC_API_KEY"))
 
 
-def make_client(*, live: bool | None = None) -> "anthropic.Anthropic":
+def make_client(*, live: bool | None = None, scripted: "ScriptedClaude | None" = None) -> "anthropic.Anthropic":
     """An ``anthropic.Anthropic`` client: live when enabled, else the scripted Claude.
 
     The scripted Claude sits behind the SDK's HTTP transport: the SDK builds, sends
     and parses real HTTP, and a 400 becomes a real ``anthropic.BadRequestError``.
+    Pass ``scripted`` to keep a handle on it (its ``requests`` list records every request).
     """
     import anthropic
 
@@ -47,7 +50,7 @@ def make_client(*, live: bool | None = None) -> "anthropic.Anthropic":
 
     from .scripted import ScriptedClaude
 
-    http = httpx2.Client(transport=httpx2.MockTransport(ScriptedClaude().handle))
+    http = httpx2.Client(transport=httpx2.MockTransport((scripted or ScriptedClaude()).handle))
     return anthropic.Anthropic(
         api_key="scripted-offline", base_url=SCRIPTED_BASE_URL, http_client=http, max_retries=0
     )

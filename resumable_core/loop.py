@@ -11,7 +11,7 @@ from .claude import MAX_TOKENS, make_client, model_id
 from .crash import CrashPlan, kill_self
 from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ToolError
 from .ledger import idempotency_key
-from .reconcile import Reconcile, reconcile_by_effect, tool_result
+from .strategies import Reconcile, reconcile_by_effect, tool_result
 from .tools import Effect, Toolbox
 
 MAX_TURNS = 40

@@ -18,7 +18,7 @@ from .crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
 from .errors import CheckpointError, CrashError
 from .ledger import Ledger
 from .loop import RunResult, run_agent
-from .reconcile import STRATEGIES, Reconcile
+from .strategies import STRATEGIES, Reconcile
 from .scripted import EMAIL_TASK, NOTES_TASK
 from .tools import Toolbox
 from .world import World

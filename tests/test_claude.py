@@ -1,0 +1,151 @@
+"""claude.py and scripted.py: the real SDK against a scripted Claude that enforces the API's rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import anthropic
+import pytest
+
+import resumable_core as rc
+from resumable_core import claude
+from resumable_core.scripted import EMAIL_TASK, NOTES_TASK
+
+
+def _create(client, messages, tools=None):
+    return client.messages.create(
+        model=rc.model_id(), max_tokens=100, messages=messages, tools=tools if tools is not None else _tools()
+    )
+
+
+def _tools():
+    return [t.schema() for t in rc.DEFAULT_TOOLS]
+
+
+def _error(client, messages) -> str:
+    with pytest.raises(anthropic.BadRequestError) as info:
+        _create(client, messages)
+    body = info.value.body
+    assert info.value.status_code == 400 and body["type"] == "error"
+    assert body["error"]["type"] == "invalid_request_error"
+    return body["error"]["message"]
+
+
+def _use(id_="toolu_01A", name="read_file", input_=None):
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": id_, "name": name, "input": input_ or {"path": "x"}}]}
+
+
+def test_dangling_tool_use_gets_the_real_400_text(client):
+    """A tool_use with no tool_result after it is refused with the API's own message."""
+    msg = _error(client, [{"role": "user", "content": "t"}, _use(), {"role": "user", "content": "go on"}])
+    assert msg == (
+        "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: toolu_01A. "
+        "Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+    )
+
+
+def test_conversation_ending_on_a_tool_use_is_refused(client):
+    """Resuming without reconciling (last message the assistant's tool_use) gets the same 400."""
+    assert "`tool_use` ids were found without `tool_result` blocks" in _error(client, [{"role": "user", "content": "t"}, _use()])
+
+
+def test_unknown_tool_use_id_is_refused(client):
+    """A tool_result answering no tool_use of the previous message is refused."""
+    msgs = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_ghost", "content": "x"}]}]
+    assert _error(client, msgs) == (
+        "messages.0.content.0: unexpected `tool_use_id` found in `tool_result` blocks: toolu_ghost. "
+        "Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+    )
+
+
+def test_tool_results_must_come_first(client):
+    """Text before the tool_result in the user message is refused."""
+    msgs = [
+        {"role": "user", "content": "t"},
+        _use(),
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "x"}]},
+    ]
+    assert "Did not find 1 `tool_result` block(s) at the beginning of this message" in _error(client, msgs)
+
+
+def test_role_order_is_enforced(client):
+    """The first message must be the user's, and roles alternate."""
+    assert 'first message must use the "user" role' in _error(client, [{"role": "assistant", "content": "x"}])
+    assert "roles must alternate" in _error(client, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+
+
+def test_a_finished_conversation_cannot_be_sent_again(client):
+    """Ending on the assistant's plain reply is refused (no prefill): a finished run must not be resent."""
+    cp = rc.load_exercise_checkpoint("A")
+    assert "must end with a user message" in _error(client, cp.messages)
+
+
+def test_replies_are_realistic_message_json(client):
+    """A reply has a msg_ id, toolu_ ids, stop_reason tool_use and usage."""
+    r = _create(client, [{"role": "user", "content": NOTES_TASK}])
+    assert r.id.startswith("msg_") and r.stop_reason == "tool_use"
+    use = [b for b in r.content if b.type == "tool_use"][0]
+    assert use.id.startswith("toolu_01") and use.name == "list_dir"
+    assert r.usage.input_tokens > 0 and r.usage.output_tokens > 0
+
+
+def test_replies_are_deterministic(client):
+    """The same conversation gets the same reply, ids and usage."""
+    a = _create(client, [{"role": "user", "content": EMAIL_TASK}])
+    b = _create(client, [{"role": "user", "content": EMAIL_TASK}])
+    assert a.to_dict() == b.to_dict()
+
+
+def test_status_unknown_send_makes_claude_check_the_outbox(client):
+    """Given an is_error 'status unknown' result for send_email, the scripted Claude calls list_sent_emails."""
+    cp = rc.load_exercise_checkpoint("C")
+    rc.reconcile(cp, rc.Toolbox(rc.World("/nonexistent")))
+    r = _create(client, cp.messages)
+    assert [b.name for b in r.content if b.type == "tool_use"] == ["list_sent_emails"]
+
+
+def test_tool_use_must_name_a_declared_tool(client):
+    """A tool_use for a tool not in `tools` is refused."""
+    msgs = [{"role": "user", "content": "t"}, _use(name="mystery"), {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "x"}]}]
+    assert "not in `tools`" in _error(client, msgs)
+
+
+def test_default_model_is_not_deprecated():
+    """The model id is one the installed SDK neither lists as deprecated nor warns about."""
+    from anthropic._data import DEPRECATED_MODELS
+
+    assert claude.DEFAULT_MODEL not in DEPRECATED_MODELS
+    assert claude.DEFAULT_MODEL.startswith("claude-")
+
+
+def test_model_id_has_an_environment_override(monkeypatch):
+    """$RESUMABLE_MODEL overrides the default model id."""
+    assert rc.model_id() == claude.DEFAULT_MODEL
+    monkeypatch.setenv("RESUMABLE_MODEL", "claude-opus-5-5")
+    assert rc.model_id() == "claude-opus-5-5"
+
+
+def test_live_claude_is_opt_in(monkeypatch):
+    """Without RESUMABLE_LIVE=1 the key alone does not switch to live Claude."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert not claude.live_enabled()
+    monkeypatch.setenv("RESUMABLE_LIVE", "1")
+    assert claude.live_enabled()
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    assert not claude.live_enabled()
+    with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
+        rc.make_client(live=True)
+
+
+def test_scripted_client_never_carries_a_real_key(monkeypatch):
+    """Offline, the SDK is given a placeholder key, not the environment's."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-real-key-000")
+    assert rc.make_client(live=False).api_key == "scripted-offline"
+
+
+def test_import_is_lazy():
+    """`import resumable_core` imports neither anthropic nor pydantic."""
+    code = "import sys, resumable_core; print('anthropic' in sys.modules, 'pydantic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"] and out.stderr == ""
