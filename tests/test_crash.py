@@ -1,0 +1,60 @@
+"""crash.py: real SIGKILL crashes in a forked child, at named points."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import resumable_core as rc
+from resumable_core.crash import CRASH_POINTS, kill_self, run_in_child
+
+
+def test_kill_self_is_a_real_sigkill(tmp_path):
+    """The child dies of SIGKILL: no finally block, no exit handler runs."""
+    marker = tmp_path / "finally-ran"
+
+    def body():
+        try:
+            kill_self()
+        finally:
+            marker.write_text("x")
+
+    assert run_in_child(body, tmp_path / "err") == "killed"
+    assert not marker.exists()
+
+
+def test_a_child_that_returns_is_reported_exited(tmp_path):
+    """A child that ends normally is 'exited', and the caller keeps running."""
+    assert run_in_child(lambda: None, tmp_path / "err") == "exited"
+
+
+def test_a_child_that_fails_raises_with_its_traceback(tmp_path):
+    """A child that raises is reported as a CrashError carrying the child's traceback."""
+    with pytest.raises(rc.CrashError, match="ZeroDivisionError"):
+        run_in_child(lambda: 1 / 0, tmp_path / "err")
+
+
+def test_the_caller_survives(tmp_path):
+    """The process that asks for a crash is never the one that dies."""
+    me = os.getpid()
+    run_in_child(kill_self, tmp_path / "err")
+    assert os.getpid() == me
+
+
+def test_crash_points_are_every_boundary_in_order():
+    """Seven named points, from before the model call to after save point B."""
+    assert CRASH_POINTS == (
+        "before_model_call", "after_response", "during_save_a", "after_save_a", "after_tool", "during_save_b", "after_save_b"
+    )
+
+
+def test_plan_matches_point_turn_and_tool():
+    """A plan fires only at its point, on its turn, for its tool."""
+    plan = rc.CrashPlan("after_tool", tool="send_email", turn=2)
+    assert plan.matches("after_tool", 2, "send_email")
+    assert not plan.matches("after_tool", 1, "send_email")
+    assert not plan.matches("after_tool", 2, "read_file")
+    assert not plan.matches("after_save_b", 2, "send_email")
+    with pytest.raises(ValueError, match="unknown crash point"):
+        rc.CrashPlan("sometime")

@@ -1,0 +1,141 @@
+"""loop.py: save points A and B, the resume path, counters across crashes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import resumable_core as rc
+from resumable_core.crash import run_in_child
+from resumable_core.scripted import EMAIL_TASK, NOTES_TASK
+
+
+def _run(sandbox, task, client, **kw):
+    return rc.run_agent(task, checkpoint_path=sandbox.checkpoint_path, toolbox=sandbox.toolbox, client=client, **kw)
+
+
+def _crash(sandbox, task, plan):
+    assert run_in_child(lambda: _run(sandbox, task, None, crash=plan), sandbox.root / "err.txt") == "killed"
+
+
+def test_a_run_finishes_and_checkpoints_its_answer(sandbox, client):
+    """An uncrashed run ends with the final answer saved and nothing pending."""
+    result = _run(sandbox, NOTES_TASK, client)
+    assert result.status == "finished" and not result.resumed
+    assert "Summary of this week's meetings" in result.final_text
+    assert rc.load_checkpoint(sandbox.checkpoint_path) == result.checkpoint
+    assert result.checkpoint.turns == result.model_calls == 5
+
+
+def test_every_request_asks_for_one_tool_call_per_turn(sandbox, client, scripted):
+    """The loop sends disable_parallel_tool_use with every request."""
+    _run(sandbox, EMAIL_TASK, client)
+    assert scripted.requests and all(
+        r["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True} for r in scripted.requests
+    )
+
+
+def test_save_point_a_records_the_pending_call(sandbox):
+    """Killed after save point A, the checkpoint ends on the tool_use with pending_tool_use set."""
+    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
+    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    assert cp.pending_tool_use.name == "send_email"
+    assert cp.messages[-1]["content"][-1]["id"] == cp.pending_tool_use.id
+    assert sandbox.world.sent_emails() == []
+
+
+def test_save_point_b_records_the_result(sandbox):
+    """Killed after save point B, the checkpoint ends on the tool_result with nothing pending."""
+    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_save_b", tool="send_email"))
+    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    assert cp.pending_tool_use is None
+    assert cp.messages[-1]["content"][0]["type"] == "tool_result"
+
+
+def test_resume_continues_without_redoing_finished_turns(sandbox, client, scripted):
+    """After a crash at save point B, resume makes only the remaining model calls."""
+    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_b", turn=3))
+    result = _run(sandbox, NOTES_TASK, client)
+    assert result.resumed and result.status == "finished"
+    assert result.model_calls == 2 and result.checkpoint.turns == 5
+    assert len(scripted.requests) == 2
+
+
+def test_a_finished_run_is_reported_not_resent(sandbox, client, scripted):
+    """Resuming checkpoint A's kind of state makes no model call and reports already_finished."""
+    first = _run(sandbox, NOTES_TASK, client)
+    scripted.requests.clear()
+    again = _run(sandbox, NOTES_TASK, client)
+    assert again.status == "already_finished" and again.model_calls == 0 and scripted.requests == []
+    assert again.final_text == first.final_text
+
+
+def test_resume_refuses_another_tasks_checkpoint(sandbox, client):
+    """A checkpoint of another task is refused, and left on disk untouched."""
+    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
+    before = sandbox.checkpoint_path.read_bytes()
+    with pytest.raises(rc.CheckpointTaskMismatchError) as info:
+        _run(sandbox, NOTES_TASK, client)
+    assert info.value.found_task == EMAIL_TASK and info.value.expected_task == NOTES_TASK
+    assert sandbox.checkpoint_path.read_bytes() == before
+
+
+def test_reconciled_state_is_saved_before_the_next_model_call(sandbox):
+    """The reconciled checkpoint is on disk before resume calls the model again."""
+    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_tool", tool="send_email"))
+    plan = rc.CrashPlan("before_model_call")  # die at the first model call of the resume
+    assert run_in_child(lambda: _run(sandbox, EMAIL_TASK, None, crash=plan), sandbox.root / "e.txt") == "killed"
+    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    assert cp.pending_tool_use is None
+    assert cp.messages[-1]["content"][0]["is_error"] is True
+
+
+def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(sandbox):
+    """Killing the run at every turn still stops it at max_turns: turns count the task, not the process."""
+    for _ in range(6):
+        plan = rc.CrashPlan("after_save_b")
+        run_in_child(lambda: _run(sandbox, NOTES_TASK, None, crash=plan, max_turns=3), sandbox.root / "e.txt")
+    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    assert cp.turns == 3
+    assert _run(sandbox, NOTES_TASK, None, max_turns=3).status == "max_turns"
+
+
+def test_tokens_accumulate_over_every_recorded_call(sandbox, client, scripted):
+    """tokens_used is the sum of every recorded call's input and output tokens, across a resume."""
+    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_b", turn=2))
+    before = rc.load_checkpoint(sandbox.checkpoint_path).tokens_used
+    result = _run(sandbox, NOTES_TASK, client)
+    from resumable_core.scripted import respond
+
+    spent_after = sum(u["input_tokens"] + u["output_tokens"] for u in (respond(r)["usage"] for r in scripted.requests))
+    assert result.checkpoint.tokens_used == before + spent_after
+
+
+def test_an_ordinary_tool_failure_is_reported_with_is_error(sandbox, client):
+    """A tool that fails is answered with an is_error tool_result: it finished, so nothing dangles."""
+    (sandbox.world.notes_dir / "conclusion.md").unlink()
+    result = _run(sandbox, EMAIL_TASK, client)
+    results = [b for m in result.checkpoint.messages if m["role"] == "user" for b in rc.checkpoint.tool_results(m)]
+    assert results[0]["is_error"] is True and "no such file" in results[0]["content"]
+
+
+def test_a_reconcile_that_leaves_the_state_inconsistent_is_refused(sandbox, client):
+    """A reconcile that appends a result but forgets to clear pending is caught before anything is saved."""
+    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
+    before = sandbox.checkpoint_path.read_bytes()
+
+    def forgetful(cp, tools):
+        cp.messages.append({"role": "user", "content": [rc.tool_result(cp.pending_tool_use.id, "x")]})
+        return cp
+
+    with pytest.raises(rc.CheckpointInconsistentError, match="after reconcile"):
+        _run(sandbox, NOTES_TASK, client, reconcile=forgetful)
+    assert sandbox.checkpoint_path.read_bytes() == before
+
+
+def test_checkpoint_messages_are_json_as_sent(sandbox, client, scripted):
+    """The saved messages are exactly what the next request sends."""
+    _run(sandbox, EMAIL_TASK, client)
+    saved = json.loads(sandbox.checkpoint_path.read_text())["messages"]
+    assert scripted.requests[-1]["messages"] == saved[:-1]

@@ -1,0 +1,119 @@
+"""simulation.py: the crash matrix is real, and the ledger strategy survives every crash."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+import resumable_core as rc
+from resumable_core import simulation
+from resumable_core.crash import CRASH_POINTS
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    """The whole matrix with the four strategies, computed once."""
+    return {(r.crash_point, r.tool, r.strategy): r for r in rc.run_matrix()}
+
+
+def test_matrix_has_every_point_tool_and_strategy(matrix):
+    """7 crash points x 2 tools x 4 strategies, one row each."""
+    assert len(matrix) == len(CRASH_POINTS) * 2 * 4
+
+
+def test_rerun_sends_two_emails_after_the_tool(matrix):
+    """The postmortem: crashing after send_email and re-running gives two emails."""
+    assert matrix[("after_tool", "send_email", "rerun")].effects == 2
+    assert matrix[("during_save_b", "send_email", "rerun")].effects == 2
+
+
+def test_ledger_never_duplicates_and_never_hits_the_api_error(matrix):
+    """by_effect_ledger: one email at every crash point, no 400, always completed."""
+    rows = [r for k, r in matrix.items() if k[2] == "by_effect_ledger"]
+    assert all(not r.api_error and r.completed for r in rows)
+    assert all(r.effects == 1 for r in rows if r.tool == "send_email")
+
+
+def test_by_effect_pays_an_extra_turn_to_check_the_outbox(matrix):
+    """by_effect avoids the duplicate but spends a turn on list_sent_emails; the ledger does not."""
+    by_effect = matrix[("after_tool", "send_email", "by_effect")]
+    ledger = matrix[("after_tool", "send_email", "by_effect_ledger")]
+    assert by_effect.effects == 1 and by_effect.turns == ledger.turns + 1
+
+
+def test_delete_duplicates_a_send_that_happened(matrix):
+    """delete hides that the email went out, so the model sends it again."""
+    assert matrix[("after_tool", "send_email", "delete")].effects == 2
+
+
+def test_crashes_before_save_a_leave_nothing_to_reconcile(matrix):
+    """Before save point A no call is recorded: every strategy behaves alike."""
+    for point in ("before_model_call", "after_response", "during_save_a"):
+        rows = {matrix[(point, "send_email", s)].effects for s in simulation.MATRIX_STRATEGIES}
+        assert rows == {1}
+
+
+def test_naive_resume_hits_the_real_400():
+    """Resuming with the call still dangling is refused by the API with its real message."""
+    cell = rc.run_cell("after_save_a", "send_email", "none")
+    assert cell.killed and cell.row.api_error and not cell.row.completed
+    assert "`tool_use` ids were found without `tool_result` blocks immediately after" in cell.error
+
+
+def test_a_learners_function_plugs_in(tmp_path):
+    """Any reconcile(cp, tools) runs in a cell, named by its function name."""
+
+    def my_reconcile(cp, tools):
+        return rc.STRATEGIES["by_effect"](cp, tools)
+
+    cell = rc.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
+    assert cell.row.strategy == "my_reconcile" and cell.row.effects == 1
+    assert cell.checkpoint_at_crash["pending_tool_use"]["name"] == "send_email"
+    assert "Crash after the tool ran" in cell.story()
+
+
+def test_table_and_json_show_the_same_rows():
+    """The JSON rows carry the matrix's columns; the table has a header and one line per row."""
+    rows = rc.run_matrix(strategies=["rerun"], tools=["send_email"], crash_points=["after_tool"])
+    data = json.loads(simulation.rows_json(rows))
+    assert data == [{"crash_point": "after_tool", "tool": "send_email", "strategy": "rerun", "effects": 2,
+                     "api_error": False, "completed": True, "turns": 3, "tokens": data[0]["tokens"]}]
+    assert simulation.format_table(rows).splitlines()[0].split() == list(data[0])
+
+
+@pytest.fixture(scope="module")
+def run_span(tmp_path_factory):
+    """How long one warm, uncrashed email run takes on this machine (kills are drawn over it)."""
+    import time
+
+    root = tmp_path_factory.mktemp("span")
+    simulation.Sandbox.create(root / "warm").run(simulation.SCENARIOS["send_email"])
+    t0 = time.perf_counter()
+    simulation.Sandbox.create(root / "timed").run(simulation.SCENARIOS["send_email"])
+    return (time.perf_counter() - t0) * 1.3
+
+
+def test_ledger_survives_200_kills_at_random_instants(tmp_path, run_span):
+    """Killed at 200 random instants: the checkpoint always loads, one email, never a 400."""
+    rng = random.Random(20261129)
+    killed = 0
+    for i in range(200):
+        cell = simulation.kill_at_random_instant("send_email", "by_effect_ledger", tmp_path / str(i), rng, run_span)
+        killed += cell.killed
+        assert (cell.row.effects, cell.row.api_error, cell.row.completed) == (1, False, True), cell.story()
+    assert killed >= 100
+
+
+def test_rerun_duplicates_under_random_kills(tmp_path, run_span):
+    """Killed at random instants, blind re-run does send duplicates: the simulation is real."""
+    rng = random.Random(7)
+    duplicates = 0
+    for i in range(800):  # the window between the send and save point B is a few percent of a run
+        cell = simulation.kill_at_random_instant("send_email", "rerun", tmp_path / str(i), rng, run_span)
+        assert not cell.row.api_error and cell.row.completed
+        duplicates += cell.row.effects > 1
+        if duplicates >= 2:
+            break
+    assert duplicates >= 2
