@@ -574,8 +574,11 @@ class _PausingFile:
         return iter(self._f)
 
 
-def _arm_pause_on_first_write(notify: int) -> None:
-    """In the child: the first write of save_state (any file opened for writing, or os.write) pauses."""
+def _arm_pause_on_first_write(notify: int, namespace: dict[str, Any]) -> None:
+    """In the child: the first write of save_state (any file opened for writing, or os.write) pauses.
+
+    ``namespace`` is the save function's globals: IPython puts its own ``open`` there.
+    """
     real_open, real_write = io.open, os.write
 
     def pause() -> None:
@@ -595,6 +598,8 @@ def _arm_pause_on_first_write(notify: int) -> None:
         return len(data)  # pragma: no cover
 
     builtins.open = io.open = pausing_open  # type: ignore[assignment]
+    if "open" in namespace:
+        namespace["open"] = pausing_open
     os.write = pausing_write  # type: ignore[assignment]
 
 
@@ -610,7 +615,7 @@ def kill_during_save(save: Save, path: str | Path, state: dict[str, Any], *, tim
         code = 0
         try:
             os.close(r)
-            _arm_pause_on_first_write(w)
+            _arm_pause_on_first_write(w, getattr(save, "__globals__", {}))
             save(state, str(path))
             os.write(w, b"D")
         except BaseException:  # noqa: BLE001
@@ -676,13 +681,19 @@ def check_durable_steps(save: Save) -> None:
 
         return move
 
+    namespace = getattr(save, "__globals__", {})  # IPython puts its own ``open`` in a notebook's globals
+    ns_open = namespace.get("open")
     builtins.open = io.open = spy_open  # type: ignore[assignment]
+    if ns_open is not None:
+        namespace["open"] = spy_open
     os.fsync, os.fdatasync = spy_sync(real_fsync), spy_sync(real_fdatasync)  # type: ignore[assignment]
     os.replace, os.rename = spy_move(real_replace), spy_move(real_rename)  # type: ignore[assignment]
     try:
         save(sample_state(), str(path))
     finally:
         builtins.open = io.open = real_open  # type: ignore[assignment]
+        if ns_open is not None:
+            namespace["open"] = ns_open
         os.fsync, os.fdatasync, os.replace, os.rename = real_fsync, real_fdatasync, real_replace, real_rename
     target = path.resolve()
     moves = [i for i, (kind, _) in enumerate(events) if kind == "replace" and events[i][1][1] == target]
