@@ -15,8 +15,14 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-lab: setup  ## open JupyterLab on the lessons (offline: the scripted Claude)
-	$(BIN)/jupyter lab --notebook-dir=$(CURDIR) lessons/01_skeleton_resume.ipynb
+# Offline: the scripted Claude answers (RESUMABLE_LIVE=1 + ANTHROPIC_API_KEY for live Claude),
+# and JupyterLab neither checks for updates nor fetches news.
+LAB_FLAGS := --notebook-dir=$(CURDIR) --LabApp.news_url=None \
+	--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+	$(if $(filter 0,$(shell id -u)),--allow-root,)
+
+lab: setup  ## open JupyterLab on the lessons
+	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
 
 test: setup  ## run every test
 	$(BIN)/python -m pytest
