@@ -162,6 +162,35 @@ def resume(box: Sandbox, task: str, strategy: Reconcile) -> tuple[RunResult | No
         return None, (body.get("error") or {}).get("message") or str(e)
 
 
+def _resume_and_record(box: Sandbox, tool: str, crash_point: str, name: str, fn: Reconcile, *, killed: bool) -> Cell:
+    """After the crash: snapshot the disk and outbox, resume with ``fn``, and tabulate the outcome."""
+    at_crash = _raw_checkpoint(box.checkpoint_path)
+    outbox_at_crash = box.world.sent_emails()
+    load_checkpoint(box.checkpoint_path)  # must never raise: every save is atomic
+    result, error = resume(box, SCENARIOS[tool], fn)
+    cp: Checkpoint | None = result.checkpoint if result else _safe_load(box.checkpoint_path)
+    row = MatrixRow(
+        crash_point=crash_point,
+        tool=tool,
+        strategy=name,
+        effects=count_effects(box.world, tool, _target_input(tool)),
+        api_error=error is not None,
+        completed=bool(result and result.checkpoint.is_finished()),
+        turns=cp.turns if cp else 0,
+        tokens=cp.tokens_used if cp else 0,
+    )
+    return Cell(
+        row=row,
+        killed=killed,
+        checkpoint_at_crash=at_crash,
+        outbox_at_crash=outbox_at_crash,
+        outbox=box.world.sent_emails(),
+        error=error,
+        messages=cp.messages if cp else [],
+        final_text=result.final_text if result else None,
+    )
+
+
 def run_cell(
     crash_point: str,
     tool: str,
@@ -183,30 +212,7 @@ def run_cell(
         task = SCENARIOS[tool]
         plan = CrashPlan(crash_point, tool=tool, turn=reference_turn(tool))
         ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")
-        at_crash = _raw_checkpoint(box.checkpoint_path)
-        outbox_at_crash = box.world.sent_emails()
-        result, error = resume(box, task, fn)
-        cp: Checkpoint | None = result.checkpoint if result else _safe_load(box.checkpoint_path)
-        row = MatrixRow(
-            crash_point=crash_point,
-            tool=tool,
-            strategy=name,
-            effects=count_effects(box.world, tool, _target_input(tool)),
-            api_error=error is not None,
-            completed=bool(result and result.checkpoint.is_finished()),
-            turns=cp.turns if cp else 0,
-            tokens=cp.tokens_used if cp else 0,
-        )
-        return Cell(
-            row=row,
-            killed=ended == "killed",
-            checkpoint_at_crash=at_crash,
-            outbox_at_crash=outbox_at_crash,
-            outbox=box.world.sent_emails(),
-            error=error,
-            messages=cp.messages if cp else [],
-            final_text=result.final_text if result else None,
-        )
+        return _resume_and_record(box, tool, crash_point, name, fn, killed=ended == "killed")
     finally:
         if own_tmp is not None:
             own_tmp.cleanup()
@@ -251,10 +257,10 @@ def rows_json(rows: list[MatrixRow]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=2)
 
 
-def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: random.Random, max_delay: float) -> Cell | None:
+def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: random.Random, max_delay: float) -> Cell:
     """Kill a whole run at a random instant (not a named point), then resume it.
 
-    Returns None if the run finished before the kill landed (the instant fell after the end).
+    If the instant falls after the run's end, the cell says ``killed=False`` (resume then finds it finished).
     """
     box = Sandbox.create(root, ledger=(strategy == "by_effect_ledger"))
     task = SCENARIOS[tool]
@@ -276,14 +282,4 @@ def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: rand
     killed = os.WIFSIGNALED(status)
     if not killed and os.WEXITSTATUS(status) != 0:
         raise CrashError("the run failed on its own before the kill")
-    at_crash = _raw_checkpoint(box.checkpoint_path)
-    outbox_at_crash = box.world.sent_emails()
-    load_checkpoint(box.checkpoint_path)  # must never raise: the save is atomic
-    result, error = resume(box, task, STRATEGIES[strategy])
-    cp = result.checkpoint if result else None
-    row = MatrixRow(
-        "random", tool, strategy, count_effects(box.world, tool, _target_input(tool)), error is not None,
-        bool(cp and cp.is_finished()), cp.turns if cp else 0, cp.tokens_used if cp else 0,
-    )
-    return Cell(row, killed, at_crash, outbox_at_crash, box.world.sent_emails(), error,
-                cp.messages if cp else [], result.final_text if result else None)
+    return _resume_and_record(box, tool, "random", strategy, STRATEGIES[strategy], killed=killed)
