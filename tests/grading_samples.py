@@ -1,0 +1,250 @@
+"""A sample class for the grading tests and the bench: honest, wrong and hostile submissions.
+
+``write_tiny_source(folder)`` writes a small stand-in ``reconcile`` assignment (one solution cell
+``my_reconcile``, a visible test on checkpoint B worth 2 and a test with hidden checks on
+checkpoint C worth 3). ``write_class(source_nb, out, layout)`` writes the class's submissions,
+built from any source notebook whose solution cell defines ``my_reconcile(cp, tools)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+
+import nbformat
+
+NOTEBOOK = "reconcile"
+SOLUTION_ID = "my_reconcile"
+
+SETUP = """import sys
+import tempfile
+import resumable_core as rc
+from resumable_core.fixtures import exercise_sandbox"""
+
+CORRECT = """def my_reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    if tools.is_read_only(p.name):
+        content, err = tools.execute(p.name, p.input), False
+    else:
+        content, err = rc.STATUS_UNKNOWN, True
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=err)]})
+    cp.pending_tool_use = None
+    return cp"""
+
+TEST_READ_ONLY = """# a read-only call is run again and its real result recorded
+with tempfile.TemporaryDirectory() as d:
+    cp, tools = exercise_sandbox("B", d)
+    pending_id = cp.pending_tool_use.id
+    out = my_reconcile(cp, tools)
+assert out.pending_tool_use is None, "the pending call must be cleared"
+block = out.messages[-1]["content"][0]
+assert block["type"] == "tool_result" and block["tool_use_id"] == pending_id
+assert not block.get("is_error"), "a read-only call can simply run again"
+print("read-only call reconciled")"""
+
+TEST_SIDE_EFFECT = """# a side-effecting call that already happened must not happen again
+with tempfile.TemporaryDirectory() as d:
+    cp, tools = exercise_sandbox("C", d)
+    out = my_reconcile(cp, tools)
+assert out.pending_tool_use is None, "the pending call must be cleared"
+### BEGIN HIDDEN TESTS
+# fresh copies of the world, the toolbox and the checker: a learner's monkeypatch cannot reach them
+import importlib
+import resumable_core.world, resumable_core.tools, resumable_core.loop, resumable_core.simulation
+for _m in (resumable_core.world, resumable_core.tools, resumable_core.loop, resumable_core.simulation):
+    importlib.reload(_m)
+_cell = resumable_core.simulation.run_cell("after_tool", "send_email", my_reconcile)
+assert _cell.row.effects == 1, f"the email was sent {_cell.row.effects} times"
+assert _cell.row.completed and not _cell.row.api_error
+### END HIDDEN TESTS
+print("side-effecting call reconciled")"""
+
+
+def _meta(grade_id: str, *, grade: bool = False, solution: bool = False, locked: bool = False, points: int = 0) -> dict:
+    m = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution}
+    if grade:
+        m["points"] = points
+    return {"nbgrader": m}
+
+
+def tiny_source_notebook() -> nbformat.NotebookNode:
+    """The stand-in assignment's source notebook (with its solution and hidden tests)."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    body = CORRECT.split("\n", 1)[1]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Reconcile the dangling call", metadata=_meta("intro", locked=True)),
+        nbformat.v4.new_code_cell(SETUP, metadata=_meta("setup", locked=True)),
+        nbformat.v4.new_code_cell(
+            "def my_reconcile(cp, tools):\n    ### BEGIN SOLUTION\n" + body + "\n    ### END SOLUTION",
+            metadata=_meta(SOLUTION_ID, solution=True),
+        ),
+        nbformat.v4.new_code_cell(TEST_READ_ONLY, metadata=_meta("test_read_only", grade=True, locked=True, points=2)),
+        nbformat.v4.new_code_cell(TEST_SIDE_EFFECT, metadata=_meta("test_side_effect", grade=True, locked=True, points=3)),
+    ]
+    return nb
+
+
+def write_tiny_source(folder: str | Path) -> Path:
+    """Write the stand-in assignment into ``folder``; return the notebook's path."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{NOTEBOOK}.ipynb"
+    nbformat.write(tiny_source_notebook(), path)
+    return path
+
+
+# --- the learners' answers (the body of my_reconcile, or whole extra cells) ------------------
+
+RERUN = """def my_reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, tools.execute(p.name, p.input))]})
+    cp.pending_tool_use = None
+    return cp"""
+
+DELETE = """def my_reconcile(cp, tools):
+    if cp.pending_tool_use is not None:
+        cp.messages.pop()
+        cp.pending_tool_use = None
+    return cp"""
+
+IS_ERROR_ALL = """def my_reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, rc.STATUS_UNKNOWN, is_error=True)]})
+    cp.pending_tool_use = None
+    return cp"""
+
+FORGOT_PENDING = CORRECT.replace("    cp.pending_tool_use = None\n", "")
+
+INFINITE_LOOP = CORRECT.replace(
+    "        content, err = tools.execute(p.name, p.input), False",
+    "        while True:\n            pass",
+)
+
+STDERR = CORRECT.replace(
+    "        content, err = rc.STATUS_UNKNOWN, True",
+    "        print('not sending again', file=sys.stderr)\n        content, err = rc.STATUS_UNKNOWN, True",
+)
+
+MONKEYPATCH = RERUN + """
+
+# make the rerun look harmless: fake the email tool and the checker
+_real_execute = rc.Toolbox.execute
+def _fake_execute(self, name, input, idempotency_key=None):
+    if name == "send_email":
+        return "sent"
+    return _real_execute(self, name, input, idempotency_key=idempotency_key)
+rc.Toolbox.execute = _fake_execute
+import resumable_core.tools, resumable_core.simulation
+resumable_core.tools.Toolbox.execute = _fake_execute
+_real_run_cell = resumable_core.simulation.run_cell
+def _fake_run_cell(*a, **kw):
+    cell = _real_run_cell(*a, **kw)
+    cell.row.effects, cell.row.completed, cell.row.api_error = 1, True, False
+    return cell
+resumable_core.simulation.run_cell = _fake_run_cell
+rc.run_cell = _fake_run_cell"""
+
+OS_EXIT = "import os\nos._exit(1)"
+
+TEST_IDS = ("test_read_only", "test_side_effect")
+
+# student -> (answer, options, expected score on the stand-in assignment out of 5)
+SAMPLES: dict[str, tuple[str, dict, float]] = {
+    "correct": (CORRECT, {}, 5),
+    "rerun_everything": (RERUN, {}, 2),
+    "delete_move": (DELETE, {}, 0),
+    "is_error_all": (IS_ERROR_ALL, {}, 3),
+    "forgot_pending": (FORGOT_PENDING, {}, 0),
+    "infinite_loop": (INFINITE_LOOP, {}, 3),
+    "os_exit": (CORRECT, {"extra_cell": OS_EXIT}, 0),
+    "deleted_tests": (CORRECT, {"delete_tests": True}, 5),
+    "edited_tests": (RERUN, {"edit_tests": True}, 2),
+    "monkeypatch": (MONKEYPATCH, {}, 2),
+    "stderr_writer": (STDERR, {}, 2),
+    "renamed": (CORRECT, {"rename": "reconcile-final (1).ipynb"}, 5),
+}
+"""The honest and hostile submissions; ``not_a_notebook`` and ``empty`` are written apart."""
+
+EXPECTED_STATUS = {"os_exit": "failed", "not_a_notebook": "invalid", "empty": "empty"}
+
+
+def _strip_solution_and_hidden(source: str) -> str:
+    source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "# YOUR CODE HERE\nraise NotImplementedError()", source, flags=re.S)
+    return re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", source, flags=re.S)
+
+
+def submission(source_nb: nbformat.NotebookNode, answer: str, *, extra_cell: str | None = None,
+               delete_tests: bool = False, edit_tests: bool = False, **_: object) -> nbformat.NotebookNode:
+    """A learner's notebook: the released cells, ``answer`` in the solution cell, outputs empty."""
+    nb = nbformat.reads(nbformat.writes(source_nb), as_version=4)
+    cells = []
+    for cell in nb.cells:
+        info = cell.metadata.get("nbgrader", {})
+        cell.source = _strip_solution_and_hidden(cell.source)
+        if info.get("solution") and cell.cell_type == "code":
+            cell.source = answer
+            if extra_cell:
+                cells.append(cell)
+                cell = nbformat.v4.new_code_cell(extra_cell)
+        elif info.get("grade") and cell.cell_type == "code":
+            if delete_tests:
+                continue
+            if edit_tests:
+                cell.source = "# the tests are too strict\npass"
+        cells.append(cell)
+    nb.cells = cells
+    return nb
+
+
+def write_class(source_nb_path: str | Path, out: str | Path, *, layout: str, assignment: str = "reconcile",
+                copies: int = 1) -> dict[str, float]:
+    """Write the sample class into ``out`` as a ``zip`` of flat files or a ``submitted`` folder.
+
+    Returns the expected score of every student (``copies`` > 1 repeats the honest samples under
+    numbered names, for the bench). The notebook name is the source notebook's.
+    """
+    source_nb = nbformat.read(str(source_nb_path), as_version=4)
+    nb_name = Path(source_nb_path).name
+    files: dict[str, bytes] = {}
+    expected: dict[str, float] = {}
+
+    def put(student: str, data: bytes, name: str | None = None) -> None:
+        if layout == "zip":
+            suffix = Path(name).suffix if name else ".ipynb"
+            files[f"{student}{suffix}"] = data
+        else:
+            files[f"submitted/{student}/{assignment}/{name or nb_name}"] = data
+
+    for student, (answer, opts, score) in SAMPLES.items():
+        for i in range(copies):
+            sid = student if copies == 1 else f"{student}_{i:02d}"
+            put(sid, nbformat.writes(submission(source_nb, answer, **opts)).encode(), opts.get("rename"))
+            expected[sid] = score
+    put("not_a_notebook", b"%PDF-1.4 this is my homework, printed to PDF\n", "reconcile.pdf" if layout == "zip" else nb_name)
+    expected["not_a_notebook"] = 0
+    empty = nbformat.v4.new_notebook()
+    empty.metadata["kernelspec"] = source_nb.metadata.get("kernelspec", {})
+    put("empty", nbformat.writes(empty).encode())
+    expected["empty"] = 0
+
+    out = Path(out)
+    if layout == "zip":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(out, "w") as z:
+            for name, data in sorted(files.items()):
+                z.writestr(name, data)
+    else:
+        for name, data in files.items():
+            p = out / name
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(data)
+    return expected
