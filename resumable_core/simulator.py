@@ -71,12 +71,18 @@ CSS = """
 .rs-help code { background: #f2f2f2; padding: 0 3px; border-radius: 3px; }
 .rs-box { border: 1px solid #ddd; border-radius: 6px; padding: 8px 10px; background: #fff; }
 .rs-h { font-weight: 600; font-size: 14px; margin: 0 0 6px 0; color: #222; }
-.rs-json { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 12px;
-           white-space: pre-wrap; word-break: break-word; max-height: 420px; overflow: auto;
-           margin: 0; line-height: 1.35; color: #222; }
+/* !important: JupyterLab's and the widgets' own rules for <pre> win otherwise */
+.rs-sim pre.rs-json { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace !important;
+           font-size: 12px !important; line-height: 1.35 !important; white-space: pre-wrap;
+           word-break: break-word; max-height: 640px; overflow: auto; margin: 0; padding: 6px;
+           color: #222; background: #fafafa; border: 1px solid #e5e5e5; border-radius: 4px; }
 .rs-json .rs-key { color: #7a3e9d; }
 .rs-json .rs-str { color: #1a6b2f; }
 .rs-json .rs-num { color: #1750a3; }
+.rs-sim details.rs-fold { display: inline-block; vertical-align: top; margin: 0; }
+.rs-sim details.rs-fold > summary { display: inline; cursor: pointer; color: #666; list-style: none; }
+.rs-sim details.rs-fold > summary::-webkit-details-marker { display: none; }
+.rs-fold-hint { color: #999; font-size: 11px; }
 .rs-pending-mark { background: #fff1a8; outline: 2px solid #e0a800; border-radius: 3px;
                    display: inline; }
 .rs-pending-tag { background: #e0a800; color: #fff; font-weight: 700; font-size: 11px;
@@ -102,7 +108,8 @@ CSS = """
 .rs-block { font-family: "DejaVu Sans Mono", Menlo, monospace; font-size: 11.5px;
             white-space: pre-wrap; word-break: break-word; }
 .rs-block.rs-iserr { color: #8e0000; }
-.rs-story { font-size: 13px; line-height: 1.5; white-space: pre-wrap; margin: 0; }
+.rs-sim pre.rs-story { font-family: inherit !important; font-size: 13px !important;
+           line-height: 1.5 !important; white-space: pre-wrap; margin: 0; }
 </style>
 """
 
@@ -116,18 +123,39 @@ def _esc(s: Any) -> str:
     return html.escape(str(s), quote=False)
 
 
+FOLD_KEEP = 2
+"""The checkpoint view shows the last FOLD_KEEP messages in full; earlier ones fold to one line."""
+
+
+def _folded(message: Any, index: int, is_pending: Callable[[Any], bool]) -> str:
+    role = message.get("role", "?") if isinstance(message, dict) else "?"
+    summary = f'{{"role": "{_esc(role)}", …}}  <span class="rs-fold-hint">messages[{index}] ▸ click to show</span>'
+    return (
+        f'<details class="rs-fold"><summary>{summary}</summary>{_json_html(message, 0, is_pending)}</details>'
+    )
+
+
 def _json_html(value: Any, indent: int, is_pending: Callable[[Any], bool]) -> str:
-    """Pretty JSON (as ``json.dumps(indent=2)``) as HTML, pending blocks wrapped in a mark."""
+    """Pretty JSON (as ``json.dumps(indent=2)``) as HTML, pending blocks wrapped in a mark.
+
+    At the top level, all but the last ``FOLD_KEEP`` messages fold into a one-line ``<details>``.
+    """
     pad = "  " * indent
     inner = "  " * (indent + 1)
     if isinstance(value, dict):
         if not value:
             out = "{}"
         else:
-            items = [
-                f'{inner}<span class="rs-key">{_esc(json.dumps(k))}</span>: {_json_html(v, indent + 1, is_pending)}'
-                for k, v in value.items()
-            ]
+            items = []
+            for k, v in value.items():
+                if indent == 0 and k == "messages" and isinstance(v, list) and len(v) > FOLD_KEEP:
+                    keep = len(v) - FOLD_KEEP
+                    rows = [inner + "  " + _folded(m, i, is_pending) for i, m in enumerate(v[:keep])]
+                    rows += [inner + "  " + _json_html(m, indent + 2, is_pending) for m in v[keep:]]
+                    rendered = "[\n" + ",\n".join(rows) + "\n" + inner + "]"
+                else:
+                    rendered = _json_html(v, indent + 1, is_pending)
+                items.append(f'{inner}<span class="rs-key">{_esc(json.dumps(k))}</span>: {rendered}')
             out = "{\n" + ",\n".join(items) + "\n" + pad + "}"
         if is_pending(value):
             out = f'<span class="rs-pending-mark">{out}</span><span class="rs-pending-tag">PENDING</span>'

@@ -1,0 +1,219 @@
+"""The crash simulator's widgets, driven from pytest as a learner would: set values, click."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import resumable_core as rc
+from resumable_core.simulator import (
+    CATEGORIES,
+    MY_RECONCILE,
+    CrashSimulator,
+    MatrixHeatmap,
+    cell_category,
+    checkpoint_html,
+)
+from resumable_core.simulation import MatrixRow
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "simulator" / "simulator.ipynb"
+
+
+def shown_count(sim: CrashSimulator) -> int:
+    """The number in the big "Emails sent: N" badge."""
+    m = re.search(r"Emails sent: (\d+)", sim.email_count.value)
+    assert m, sim.email_count.value
+    return int(m.group(1))
+
+
+def text(widget) -> str:
+    """An HTML widget's visible text, roughly: tags dropped, entities unescaped."""
+    return html.unescape(re.sub(r"<[^>]+>", "", widget.value))
+
+
+def choose(sim: CrashSimulator, scenario: str, point: str, strategy: str) -> None:
+    sim.scenario.value = scenario
+    sim.crash_point.value = point
+    sim.strategy.value = strategy
+
+
+def test_rerun_after_tool_shows_two_emails_matching_the_outbox(capfd):
+    """send_email + after_tool + rerun, clicked: the badge shows 2, equal to len(cell.outbox), duplicate marked."""
+    sim = CrashSimulator()
+    choose(sim, "send_email", "after_tool", "rerun")
+    sim.run_button.click()
+    cell = sim.cell
+    assert cell is not None and cell.killed
+    assert shown_count(sim) == len(cell.outbox) == 2
+    assert "rs-dup" in sim.email_count.value
+    assert text(sim.outbox).count("(duplicate)") == 1
+    assert f"Effects of the crashed call (emails sent with this subject): {cell.row.effects}" in text(sim.summary)
+    assert "No API error" in text(sim.error)
+    assert capfd.readouterr().err == ""
+
+
+def test_ledger_strategy_shows_one_email_with_its_idempotency_key():
+    """by_effect_ledger at the same crash: the badge shows 1 and the email carries the run's idempotency key."""
+    sim = CrashSimulator()
+    choose(sim, "send_email", "after_tool", "by_effect_ledger")
+    sim.run_button.click()
+    cell = sim.cell
+    assert shown_count(sim) == len(cell.outbox) == 1
+    key = cell.outbox[0]["idempotency_key"]
+    assert key and key in text(sim.outbox)
+    assert cell.row.effects == 1 and cell.row.completed
+
+
+def test_naive_resume_shows_the_real_400_text():
+    """Strategy none: the API panel shows the Messages API's own 400 text and the run did not complete."""
+    sim = CrashSimulator()
+    choose(sim, "send_email", "after_tool", "none")
+    cell = sim.run()
+    assert cell.error and "tool_use` ids were found without `tool_result` blocks" in cell.error
+    assert cell.error in text(sim.error)
+    assert "400" in text(sim.error)
+    assert "Run completed: no" in text(sim.summary)
+    assert shown_count(sim) == len(cell.outbox) == 1
+
+
+def test_checkpoint_view_marks_the_pending_send_email():
+    """After a crash at after_tool, the checkpoint view highlights the pending send_email by its tool_use id."""
+    sim = CrashSimulator()
+    cell = sim.run()  # defaults: send_email, after_tool, rerun
+    pending = cell.checkpoint_at_crash["pending_tool_use"]
+    assert pending["name"] == "send_email"
+    marks = re.findall(r'<span class="rs-pending-mark">(.*?)</span><span class="rs-pending-tag">', sim.checkpoint.value, re.S)
+    assert marks and all(pending["id"] in html.unescape(m) for m in marks)
+    assert "Pending call: send_email" in text(sim.checkpoint)
+
+
+def test_checkpoint_html_marks_only_the_pending_call():
+    """checkpoint_html marks the pending tool_use and its record (two marks), and nothing in a finished checkpoint."""
+    pending_cp = rc.load_exercise_checkpoint("C").model_dump(mode="json")
+    assert checkpoint_html(pending_cp).count('class="rs-pending-mark"') == 2
+    finished = rc.load_exercise_checkpoint("A").model_dump(mode="json")
+    assert "rs-pending-mark" not in checkpoint_html(finished)
+    assert "Nothing pending" in checkpoint_html(finished)
+    assert "No checkpoint file was on disk" in checkpoint_html(None)
+
+
+def test_my_reconcile_is_offered_and_used():
+    """CrashSimulator(reconcile=fn) offers and selects "my reconcile", and the run resumes through fn."""
+    calls = []
+
+    def answer_with_a_note(cp, tools):
+        calls.append((type(cp).__name__, type(tools).__name__, cp.pending_tool_use.name))
+        p = cp.pending_tool_use
+        cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, "learner says: " + rc.STATUS_UNKNOWN, is_error=True)]})
+        cp.pending_tool_use = None
+        return cp
+
+    sim = CrashSimulator(reconcile=answer_with_a_note)
+    assert MY_RECONCILE in sim.strategy.options and sim.strategy.value == MY_RECONCILE
+    assert MY_RECONCILE not in CrashSimulator().strategy.options
+    sim.run_button.click()
+    assert calls == [("Checkpoint", "Toolbox", "send_email")]
+    assert sim.cell.row.strategy == "answer_with_a_note"
+    assert "learner says:" in text(sim.conversation)
+    assert shown_count(sim) == len(sim.cell.outbox) == 1  # the model checked the outbox and did not resend
+
+
+def test_a_failing_reconcile_is_shown_in_the_widget_not_on_stderr(capfd):
+    """A learner's reconcile that raises: the click shows the exception in the widget and writes nothing to stderr."""
+
+    def broken(cp, tools):
+        raise RuntimeError("forgot to return the checkpoint")
+
+    sim = CrashSimulator(reconcile=broken)
+    sim.run_button.click()
+    assert sim.cell is None
+    assert "RuntimeError raised in your reconcile" in text(sim.status)
+    assert "forgot to return the checkpoint" in text(sim.status)
+    assert not sim.run_button.disabled
+    assert "Emails sent: –" in text(sim.email_count)
+    with pytest.raises(RuntimeError):
+        sim.run()
+    assert capfd.readouterr().err == ""
+
+
+def test_read_file_scenario_shows_no_emails_and_the_reread():
+    """read_file + after_tool + rerun: no emails, and the summary shows the file was read twice (row.effects)."""
+    sim = CrashSimulator()
+    choose(sim, "read_file", "after_tool", "rerun")
+    sim.run_button.click()
+    assert shown_count(sim) == len(sim.cell.outbox) == 0
+    assert sim.cell.row.effects == 2
+    assert "times the crashed read_file ran): 2" in text(sim.summary)
+
+
+def test_changing_a_setting_updates_help_and_marks_results_stale():
+    """After a run, picking another strategy updates the help line and says the shown result is for the old settings."""
+    sim = CrashSimulator()
+    sim.run()
+    assert "Showing" in text(sim.status)
+    sim.strategy.value = "by_effect"
+    assert "press Run" in text(sim.status)
+    assert "the lesson's rule" in text(sim.help)
+
+
+def test_heatmap_compute_draws_the_matrix_quietly(capfd):
+    """Clicking compute runs all 70 cells, fills the progress bar, draws a PNG, reports the library's counts, no stderr."""
+    heat = MatrixHeatmap()
+    assert heat.image.value == b""
+    heat.run_button.click()
+    rows = heat.rows
+    assert len(rows) == 70 == heat.progress.value == heat.progress.max
+    assert bytes(heat.image.value).startswith(b"\x89PNG")
+    dup = sum(1 for r in rows if r.tool == "send_email" and r.effects > 1)
+    err = sum(1 for r in rows if r.api_error)
+    assert f"{len(rows)} cells: {dup} sent a duplicate email, {err} were refused" in text(heat.status)
+    by = {(r.tool, r.crash_point, r.strategy): r for r in rows}
+    assert by[("send_email", "after_tool", "rerun")].effects == 2
+    assert by[("send_email", "after_tool", "by_effect_ledger")].effects == 1
+    assert by[("send_email", "after_tool", "none")].api_error
+    assert capfd.readouterr().err == ""
+
+
+def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
+    """compute() returns the rows; a learner's function appears as a "my reconcile" column."""
+    heat = MatrixHeatmap(strategies=("rerun",), tools=("send_email",), crash_points=("after_tool",), reconcile=rc.reconcile)
+    rows = heat.compute()
+    assert [(r.strategy, r.effects) for r in rows] == [("rerun", 2), (MY_RECONCILE, 1)]
+
+
+def test_cell_category_tells_duplicates_from_rereads_and_errors():
+    """The heatmap colours: a duplicate email, a harmless re-read, a 400 and exactly-once are four different colours."""
+    row = lambda tool, effects, err=False, done=True: MatrixRow("after_tool", tool, "s", effects, err, done, 3, 1)  # noqa: E731
+    names = [CATEGORIES[cell_category(r)][0] for r in (
+        row("send_email", 2), row("read_file", 2), row("send_email", 1, err=True, done=False), row("send_email", 1),
+        row("send_email", 0, done=False),
+    )]
+    assert names == ["duplicate side effect", "harmless re-read", "API 400 (run stuck)", "exactly once", "never happened"]
+
+
+def test_import_resumable_core_does_not_load_the_simulator():
+    """`import resumable_core` stays light: neither the simulator nor ipywidgets is imported by it."""
+    code = "import sys, resumable_core; print('resumable_core.simulator' in sys.modules, 'ipywidgets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    assert out.stderr == ""
+
+
+def test_voila_notebook_runs_clean_and_shows_both_views():
+    """The standalone page has no committed outputs and, run fresh, shows the two widget views with no stderr."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    assert nb.cells[0].cell_type == "markdown"
+    assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type in ("error", "stream")], outputs
+    views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert len(views) == 2
