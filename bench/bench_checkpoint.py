@@ -255,7 +255,9 @@ def main(argv: list[str] | None = None) -> int:
         took = time.perf_counter() - t0
     print(format_report(results, reps))
     print(f"\nTemp folder under {parent} (same device as the repo: {'yes' if same else 'no'}); "
-          f"Python {sys.version.split()[0]}, {os.cpu_count()} cores; benchmark took {took:.1f} s.")
+          f"Python {sys.version.split()[0]}; benchmark took {took:.1f} s.")
+    load = os.getloadavg()
+    print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores.")
     return 0
 
 

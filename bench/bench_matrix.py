@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -33,13 +34,19 @@ FULL = {
 QUICK = {"strategies": ("by_effect",), "tools": ("send_email",), "crash_points": ("after_tool", "after_save_b")}
 
 CELL_SCRIPT = """
+import time
+t0 = time.perf_counter()
 import json, sys
 from dataclasses import asdict
-from resumable_core.simulation import run_cell
-print(json.dumps(asdict(run_cell(sys.argv[1], sys.argv[2], sys.argv[3]).row)))
+import anthropic, resumable_core.claude, resumable_core.scripted  # what run_cell would import on first use
+from resumable_core.simulation import reference_turn, run_cell
+t1 = time.perf_counter()
+reference_turn(sys.argv[2])  # run_cell's first step anyway (cached per process); split out to time it
+t2 = time.perf_counter()
+row = run_cell(sys.argv[1], sys.argv[2], sys.argv[3]).row
+t3 = time.perf_counter()
+print(json.dumps({"row": asdict(row), "imports": t1 - t0, "reference": t2 - t1, "cell": t3 - t2}))
 """
-IMPORT_SCRIPT = "import anthropic, resumable_core.simulation, resumable_core.claude, resumable_core.scripted"
-REFERENCE_SCRIPT = IMPORT_SCRIPT + "\nfrom resumable_core.simulation import reference_turn\nreference_turn(__import__('sys').argv[1])"
 
 
 def _env() -> dict[str, str]:
@@ -66,23 +73,37 @@ def cells(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(pt, tool, s) for tool in plan["tools"] for pt in points for s in plan["strategies"]]
 
 
-def in_process(plan: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def in_process(plan: dict[str, Any]) -> tuple[float, float, list[dict[str, Any]]]:
+    """One run_matrix: wall seconds, CPU seconds (this process + its forked crash children), rows."""
     import resumable_core as rc
 
     kw = {k: v for k, v in plan.items() if v is not None}
+    c0 = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter_ns()
     rows = rc.run_matrix(**kw)
-    return (time.perf_counter_ns() - t0) / 1e9, [asdict(r) for r in rows]
+    wall = (time.perf_counter_ns() - t0) / 1e9
+    cpu = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN) - c0
+    return wall, cpu, [asdict(r) for r in rows]
 
 
-def fresh(todo: list[tuple[str, str, str]]) -> tuple[float, list[float], list[dict[str, Any]]]:
-    per_cell, rows = [], []
+def fresh(todo: list[tuple[str, str, str]]) -> tuple[float, float, list[dict[str, Any]], list[dict[str, Any]]]:
+    """One interpreter per cell: wall seconds, CPU seconds (children and theirs), rows, phase timings."""
+    rows, phases = [], []
+    c0 = _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter_ns()
     for point, tool, strategy in todo:
         took, out = _run_py(["-c", CELL_SCRIPT, point, tool, strategy])
-        per_cell.append(took)
-        rows.append(json.loads(out))
-    return (time.perf_counter_ns() - t0) / 1e9, per_cell, rows
+        data = json.loads(out)
+        rows.append(data.pop("row"))
+        data["wall"] = took
+        phases.append(data)
+    wall = (time.perf_counter_ns() - t0) / 1e9
+    return wall, _cpu(resource.RUSAGE_CHILDREN) - c0, rows, phases
 
 
 def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
@@ -93,61 +114,63 @@ def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="two cells, one run each way (smoke test)")
-    p.add_argument("--runs", type=int, default=None, help="in-process matrix runs (default 3; quick 2)")
-    p.add_argument("--baseline-reps", type=int, default=None, help="fresh-interpreter baseline reps (default 3; quick 1)")
+    p.add_argument("--quick", action="store_true", help="two cells, two in-process runs (smoke test)")
+    p.add_argument("--runs", type=int, default=None, help="in-process matrix runs, the first cold (default 3; quick 2)")
     args = p.parse_args(argv)
     os.environ.pop("RESUMABLE_LIVE", None)
     plan = QUICK if args.quick else FULL
     runs = max(2, args.runs or (2 if args.quick else 3))
-    breps = args.baseline_reps or (1 if args.quick else 3)
     started = time.perf_counter()
 
     # In-process first: the first run pays the imports and reference runs, as `matrix` from a shell does.
-    totals, rows_in = [], None
+    results, rows_in = [], None
     for _ in range(runs):
-        took, rows = in_process(plan)
-        totals.append(took)
+        wall, cpu, rows = in_process(plan)
+        results.append((wall, cpu))
         if rows_in is not None and rows != rows_in:
             raise SystemExit("in-process runs disagree with each other")
         rows_in = rows
     todo = cells(plan)
     n = len(todo)
-    fresh_total, fresh_cells, rows_fresh = fresh(todo)
-
-    # Where a fresh cell's time goes.
-    tool = plan["tools"][-1]
-    start_only = statistics.median(_run_py(["-c", "pass"])[0] for _ in range(breps))
-    imports = statistics.median(_run_py(["-c", IMPORT_SCRIPT])[0] for _ in range(breps))
-    reference = statistics.median(_run_py(["-c", REFERENCE_SCRIPT, tool])[0] for _ in range(breps))
+    fresh_wall, fresh_cpu, rows_fresh, phases = fresh(todo)
 
     if rows_fresh != rows_in:
         bad = [f"  {c}: in-process {a} / fresh {b}" for c, a, b in zip(todo, rows_in, rows_fresh) if a != b]
         print("ROWS DIFFER between in-process and fresh-interpreter runs:\n" + "\n".join(bad))
         return 1
 
-    first, warm = totals[0], statistics.median(totals[1:])
+    first_wall, first_cpu = results[0]
+    warm_wall = statistics.median(w for w, _ in results[1:])
+    warm_cpu = statistics.median(c for _, c in results[1:])
     ms = lambda s: f"{s * 1000:.1f}"  # noqa: E731
+    x = lambda a, b: f"{a / b:.2f}x"  # noqa: E731
+
+    def row(name: str, wall: float, cpu: float) -> list[str]:
+        return [name, f"{wall:.2f}", ms(wall / n), f"{cpu:.2f}", ms(cpu / n),
+                x(wall, first_wall), x(wall, warm_wall), x(cpu, warm_cpu)]
+
     main_table = _table(
-        ["way", "total s", "per cell ms", "x in-process first", "x in-process warm"],
+        ["way", "wall s", "wall ms/cell", "cpu s", "cpu ms/cell", "wall x first", "wall x warm", "cpu x warm"],
         [
-            ["in-process, first run (imports + reference runs once)", f"{first:.2f}", ms(first / n),
-             "1.00x", f"{first / warm:.2f}x"],
-            [f"in-process, warm (median of {runs - 1})", f"{warm:.2f}", ms(warm / n), f"{warm / first:.2f}x", "1.00x"],
-            ["fresh interpreter per cell", f"{fresh_total:.2f}", ms(fresh_total / n),
-             f"{fresh_total / first:.2f}x", f"{fresh_total / warm:.2f}x"],
+            row("in-process, first run (imports + reference runs once)", first_wall, first_cpu),
+            row(f"in-process, warm (median of {runs - 1})", warm_wall, warm_cpu),
+            row("fresh interpreter per cell", fresh_wall, fresh_cpu),
         ],
     )
+    med = lambda k: statistics.median(p[k] for p in phases)  # noqa: E731
+    startup = statistics.median(p["wall"] - p["imports"] - p["reference"] - p["cell"] for p in phases)
     where = _table(
-        ["fresh interpreter, median ms", "ms"],
+        ["phase of one fresh cell (median over cells)", "ms"],
         [
-            ["start only (python -c pass)", ms(start_only)],
-            ["start + imports (anthropic, resumable_core)", ms(imports)],
-            [f"start + imports + uncrashed reference run ({tool})", ms(reference)],
-            ["one whole fresh cell (median over cells)", ms(statistics.median(fresh_cells))],
-            ["one in-process cell, warm (mean)", ms(warm / n)],
+            ["interpreter start + exit, subprocess overhead", ms(startup)],
+            ["imports (anthropic, resumable_core)", ms(med("imports"))],
+            ["uncrashed reference run (cached in-process)", ms(med("reference"))],
+            ["the cell: fork + SIGKILL + resume + row", ms(med("cell"))],
+            ["whole fresh cell (wall, from the parent)", ms(med("wall"))],
+            ["for comparison: one in-process cell, warm (mean)", ms(warm_wall / n)],
         ],
     )
+    load = os.getloadavg()
     print(f"Crash matrix: {n} cells ({len(plan['strategies'])} strategies x {len(plan['tools'])} tools x "
           f"{n // (len(plan['strategies']) * len(plan['tools']))} crash points), one after another; "
           f"rows equal both ways: yes ({n}/{n})")
@@ -155,7 +178,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("Where a fresh cell's time goes")
     print(where)
-    print(f"\nPython {sys.version.split()[0]}, {os.cpu_count()} cores; benchmark took {time.perf_counter() - started:.1f} s.")
+    print("\ncpu = user + sys of the process and every child it waited for (the forked crash children too).")
+    print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores "
+          "(wall times grow with load; cpu times much less).")
+    print(f"Python {sys.version.split()[0]}; benchmark took {time.perf_counter() - started:.1f} s.")
     return 0
 
 
