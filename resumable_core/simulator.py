@@ -74,7 +74,7 @@ CSS = """
 /* !important: JupyterLab's and the widgets' own rules for <pre> win otherwise */
 .rs-sim pre.rs-json { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace !important;
            font-size: 12px !important; line-height: 1.35 !important; white-space: pre-wrap;
-           word-break: break-word; max-height: 640px; overflow: auto; margin: 0; padding: 6px;
+           word-break: break-word; max-height: 760px; overflow: auto; margin: 0; padding: 6px;
            color: #222; background: #fafafa; border: 1px solid #e5e5e5; border-radius: 4px; }
 .rs-json .rs-key { color: #7a3e9d; }
 .rs-json .rs-str { color: #1a6b2f; }
@@ -83,8 +83,8 @@ CSS = """
 .rs-sim details.rs-fold > summary { display: inline; cursor: pointer; color: #666; list-style: none; }
 .rs-sim details.rs-fold > summary::-webkit-details-marker { display: none; }
 .rs-fold-hint { color: #999; font-size: 11px; }
-.rs-pending-mark { background: #fff1a8; outline: 2px solid #e0a800; border-radius: 3px;
-                   display: inline; }
+.rs-pending-mark { background: #ffe680; border-radius: 2px; display: inline;
+                   -webkit-box-decoration-break: clone; box-decoration-break: clone; }
 .rs-pending-tag { background: #e0a800; color: #fff; font-weight: 700; font-size: 11px;
                   padding: 1px 5px; border-radius: 3px; margin-left: 6px;
                   font-family: -apple-system, "Segoe UI", Roboto, sans-serif; }
