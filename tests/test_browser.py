@@ -3,6 +3,8 @@
 Voila serves ``simulator/simulator.ipynb`` on a free localhost port; headless Chromium from
 Debian's packages (``/usr/bin/chromium``; Playwright cannot download its own browser here)
 opens it, picks the postmortem's crash and reads the email count the page shows.
+The test skips, saying why, only when that file does not exist (``RESUMABLE_TEST_CHROMIUM``
+points it elsewhere, e.g. to check the skip). The screenshot goes to tests/artifacts/simulator.png.
 
 Selectors (ipywidgets 8 as Voila renders them):
 
@@ -32,7 +34,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "simulator" / "simulator.ipynb"
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("RESUMABLE_TEST_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -62,6 +64,8 @@ def _wait_until_listening(proc: subprocess.Popen, port: int, log: Path, deadline
 @pytest.fixture
 def voila_url(tmp_path):
     """Serve the simulator page with Voila on a random free port; always stop it afterwards."""
+    if not CHROMIUM.exists():  # checked first, so no server is started for nothing
+        pytest.skip(f"no chromium at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)")
     port = _free_port()
     bin_dir = str(Path(sys.executable).parent)
     env = {
@@ -92,8 +96,6 @@ def voila_url(tmp_path):
 
 def test_voila_page_shows_two_emails_for_rerun_and_one_with_the_ledger(voila_url):
     """In the served page, send_email + after_tool shows "Emails sent: 2" with rerun and 1 with by_effect_ledger."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"no chromium at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)")
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as pw:
