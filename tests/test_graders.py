@@ -1,0 +1,380 @@
+"""The graders are fair and can fail: conformance checks on known strategies, and a sample class
+graded end to end with real nbgrader (``nbgrader autograde`` in a temporary copy of the course).
+
+The sample-class part is the heavy one (about a minute on 2 cores): one ``generate_assignment`` per
+assignment, then one ``autograde`` per assignment over every student of the class.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+import resumable_core as rc
+from resumable_core import course, graders
+from resumable_core.strategies import STRATEGIES
+
+# -- learners' code, as it would be typed into the release notebooks ----------------------------
+
+CORRECT = """def reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    if tools.is_read_only(p.name):
+        content, is_error = tools.execute(p.name, p.input), False
+    else:
+        content, is_error = rc.STATUS_UNKNOWN, True
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=is_error)]})
+    cp.pending_tool_use = None
+    return cp
+"""
+
+PRODUCTION_BUG = """def reconcile(cp, tools):
+    # the incident's code: re-run whatever was pending
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    output = tools.execute(p.name, p.input)
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, output)]})
+    cp.pending_tool_use = None
+    return cp
+"""
+
+DELETE_MOVE = """def reconcile(cp, tools):
+    # drop the assistant message that asked for the call
+    if cp.pending_tool_use is None:
+        return cp
+    cp.messages.pop()
+    cp.pending_tool_use = None
+    return cp
+"""
+
+IS_ERROR_ALWAYS = """def reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, rc.STATUS_UNKNOWN, is_error=True)]})
+    cp.pending_tool_use = None
+    return cp
+"""
+
+FORGOT_PENDING = """def reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    if tools.is_read_only(p.name):
+        content, is_error = tools.execute(p.name, p.input), False
+    else:
+        content, is_error = rc.STATUS_UNKNOWN, True
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=is_error)]})
+    return cp  # pending_tool_use is never cleared
+"""
+
+LEDGER = """def reconcile_with_ledger(cp, tools):
+    p = cp.pending_tool_use
+    if p is None or tools.is_read_only(p.name) or tools.ledger is None or p.name not in tools:
+        return reconcile(cp, tools)
+    key = rc.idempotency_key(cp.run_id, p.id)
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, tools.execute(p.name, p.input, idempotency_key=key))]})
+    cp.pending_tool_use = None
+    return cp
+"""
+
+GOOD_SAVE = """def save_state(state, path):
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+"""
+
+NAIVE_SAVE = """def save_state(state, path):
+    with open(path, "w") as f:  # truncates the only good copy first
+        json.dump(state, f)
+"""
+
+NO_FSYNC_SAVE = """def save_state(state, path):
+    tmp = str(path) + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(state, f)
+    os.replace(tmp, path)  # atomic, but nothing is forced to disk
+"""
+
+GOOD_LOAD = """def load_state(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        state = json.load(f)
+    if state.get("version") != STATE_VERSION:
+        raise StateVersionError(f"version {state.get('version')!r}")
+    return state
+"""
+
+LENIENT_LOAD = """def load_state(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)  # any version is taken
+"""
+
+WHY = "A is finished, B is read-only so re-run, C may have sent: is_error."
+
+
+def actions(a: str, b: str, c: str) -> str:
+    return f'RESUME_ACTION = {{"A": "{a}", "B": "{b}", "C": "{c}"}}\n'
+
+
+RIGHT = actions("finished_no_call", "rerun_tool", "is_error_fallback")
+
+# Each student: {assignment: {grade_id: source}}; None = the release notebook handed in untouched.
+CLASS: dict[str, dict[str, dict[str, str] | None]] = {
+    "correct": {
+        "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT},
+        "postmortem": {"root_cause": WHY, "fixed_reconcile": CORRECT, "reconcile_with_ledger": LEDGER},
+        "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
+    },
+    "production_bug": {
+        "reconcile": {"level1_actions": actions("call_model", "rerun_tool", "rerun_tool"), "level1_why": WHY, "reconcile": PRODUCTION_BUG},
+        "postmortem": {"root_cause": WHY, "fixed_reconcile": PRODUCTION_BUG},
+        "resume_skeleton": {"save_state": NAIVE_SAVE, "load_state": GOOD_LOAD},
+    },
+    "delete_move": {
+        "reconcile": {"level1_actions": actions("finished_no_call", "rerun_tool", "delete_call"), "level1_why": WHY, "reconcile": DELETE_MOVE},
+    },
+    "is_error_always": {
+        "reconcile": {"level1_actions": actions("finished_no_call", "is_error_fallback", "is_error_fallback"), "level1_why": WHY, "reconcile": IS_ERROR_ALWAYS},
+        "postmortem": {"root_cause": WHY, "fixed_reconcile": IS_ERROR_ALWAYS},
+        "resume_skeleton": {"save_state": NO_FSYNC_SAVE, "load_state": LENIENT_LOAD},
+    },
+    "forgot_pending": {
+        "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": FORGOT_PENDING},
+    },
+    "blank": {"reconcile": None},
+}
+
+# Expected autograded points per test cell, reasoned from which checks each student must fail.
+FULL_RECONCILE = {
+    "test_level1_A": 1, "test_level1_B": 1, "test_level1_C": 1,
+    "test_reconcile_A": 1, "test_reconcile_B": 2, "test_reconcile_C": 2,
+    "test_read_only_tools": 2, "test_side_effect_tools": 2, "test_unknown_tool": 1,
+    "test_api_accepts": 2, "test_round_trip": 1,
+}
+
+
+def without(full: dict[str, int], *failing: str) -> dict[str, int]:
+    return {k: (0 if k in failing else v) for k, v in full.items()}
+
+
+EXPECTED: dict[str, dict[str, dict[str, int]]] = {
+    "correct": {
+        "reconcile": FULL_RECONCILE,  # 16
+        "postmortem": {"test_incident": 3, "test_read_file_rerun": 2, "test_every_path": 3, "bonus_ledger": 2},  # 10
+        "resume_skeleton": {"test_round_trip": 1, "test_missing": 1, "test_version": 2, "test_kill_during_save": 3, "test_durable_steps": 2},
+    },
+    "production_bug": {
+        # A: seed's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
+        # unknown tool (which raises) fails; everything read-only, the API and the round trip pass: 9.
+        "reconcile": without(FULL_RECONCILE, "test_level1_A", "test_level1_C", "test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"),
+        # Two emails in the incident and at after_tool; read_file is fine; the bonus was left as released: 2.
+        "postmortem": {"test_incident": 0, "test_read_file_rerun": 2, "test_every_path": 0, "bonus_ledger": 0},
+        # open(path, "w") truncates the good file before the kill; no temp file, no replace: 4.
+        "resume_skeleton": {"test_round_trip": 1, "test_missing": 1, "test_version": 2, "test_kill_during_save": 0, "test_durable_steps": 0},
+    },
+    "delete_move": {
+        # No dangling call is answered; only "nothing pending", the API (a deleted call is accepted) and the round trip pass: 6.
+        "reconcile": without(FULL_RECONCILE, "test_level1_C", "test_reconcile_B", "test_reconcile_C", "test_read_only_tools",
+                             "test_side_effect_tools", "test_unknown_tool"),
+    },
+    "is_error_always": {
+        # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools): 11.
+        "reconcile": without(FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools"),
+        # One email; read_file answered with is_error makes the model ask again (an extra turn); every path
+        # still supplies a tool_result and finishes; no bonus: 6.
+        "postmortem": {"test_incident": 3, "test_read_file_rerun": 0, "test_every_path": 3, "bonus_ledger": 0},
+        # Atomic replace survives the kill but nothing is fsynced; any version is loaded: 5.
+        "resume_skeleton": {"test_round_trip": 1, "test_missing": 1, "test_version": 0, "test_kill_during_save": 3, "test_durable_steps": 0},
+    },
+    "forgot_pending": {
+        # pending_tool_use left set: every answered case fails and the checkpoint cannot be loaded back;
+        # the API only sees messages, so it accepts them: 6.
+        "reconcile": without(FULL_RECONCILE, "test_reconcile_B", "test_reconcile_C", "test_read_only_tools", "test_side_effect_tools",
+                             "test_unknown_tool", "test_round_trip"),
+    },
+    "blank": {"reconcile": without(FULL_RECONCILE, *FULL_RECONCILE)},  # 0
+}
+
+
+# -- the conformance checks on the kit's own strategies (fast) ----------------------------------
+
+
+def test_conformance_passes_the_lessons_rule():
+    """The lesson's by-effect reconcile (with and without ledger support) passes every reconcile check."""
+    for name in ("by_effect", "by_effect_ledger"):
+        assert graders.conformance(STRATEGIES[name]) == {k: None for k in graders.RECONCILE_CHECKS}
+
+
+@pytest.mark.parametrize(
+    "strategy, failing",
+    [
+        ("rerun", {"checkpoint_c", "other_side_effect_tools", "unknown_tool"}),
+        ("delete", {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool"}),
+        ("none", {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool", "api_accepts"}),
+    ],
+)
+def test_conformance_fails_wrong_strategies(strategy, failing):
+    """Blind re-run, delete and naive resume fail exactly the checks their bug breaks."""
+    report = graders.conformance(STRATEGIES[strategy])
+    assert {k for k, v in report.items() if v} == failing
+
+
+def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
+    """A reconcile that forgets to return the checkpoint fails with a message saying so."""
+    def no_return(cp, tools):
+        STRATEGIES["by_effect"](cp, tools)
+
+    with pytest.raises(AssertionError, match="must return the reconciled Checkpoint"):
+        graders.check_checkpoint_b(no_return)
+
+
+def test_api_check_reports_the_real_400():
+    """Leaving the dangling call in place is refused by the scripted API, and the check quotes its 400."""
+    with pytest.raises(AssertionError, match="tool_use` ids were found without `tool_result`"):
+        graders.check_api_accepts(STRATEGIES["none"])
+
+
+def test_postmortem_checks_separate_the_strategies():
+    """The incident replay passes by_effect, fails the production re-run and delete; the ledger check needs receipts."""
+    graders.check_incident(STRATEGIES["by_effect"])
+    graders.check_read_file_rerun(STRATEGIES["by_effect"])
+    graders.check_ledger_incident(STRATEGIES["by_effect_ledger"])
+    for name in ("rerun", "delete"):
+        with pytest.raises(AssertionError, match="2 emails"):
+            graders.check_incident(STRATEGIES[name])
+    with pytest.raises(AssertionError, match="extra turn|model calls"):
+        graders.check_read_file_rerun(STRATEGIES["delete"])
+    with pytest.raises(AssertionError, match="is_error"):
+        graders.check_ledger_incident(STRATEGIES["by_effect"])
+
+
+def _functions(*sources: str) -> dict:
+    ns: dict = {}
+    exec("import json, os\nfrom pathlib import Path\nSTATE_VERSION = 1\nclass StateVersionError(ValueError):\n    pass\n", ns)
+    for src in sources:
+        exec(src, ns)
+    return ns
+
+
+def test_skeleton_checks_pass_a_durable_atomic_save():
+    """A temp-file + fsync + os.replace + folder-fsync save with a version-checked load passes every check."""
+    ns = _functions(GOOD_SAVE, GOOD_LOAD)
+    save, load = ns["save_state"], ns["load_state"]
+    graders.check_state_round_trip(save, load)
+    graders.check_state_missing(load)
+    graders.check_state_version_refused(load, versions=[2, 0, "1"])
+    graders.check_load_never_modifies(save, load)
+    graders.check_kill_during_save(save, load)
+    graders.check_durable_steps(save)
+
+
+def test_kill_during_a_truncating_save_loses_the_state():
+    """A save that opens the state file itself for writing is caught by the real SIGKILL mid-write."""
+    ns = _functions(NAIVE_SAVE, GOOD_LOAD)
+    with pytest.raises(AssertionError, match="load_state raised|previous good state"):
+        graders.check_kill_during_save(ns["save_state"], ns["load_state"])
+
+
+def test_kill_during_save_reports_how_the_child_ended(tmp_path):
+    """kill_during_save says "killed mid-write" for a real write and "finished" for a save that writes nothing."""
+    ns = _functions(GOOD_SAVE)
+    assert graders.kill_during_save(ns["save_state"], tmp_path / "s.json", graders.sample_state()) == "killed mid-write"
+    assert graders.kill_during_save(lambda state, path: None, tmp_path / "t.json", graders.sample_state()) == "finished"
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_durable_steps_catch_a_missing_fsync():
+    """An atomic but unsynced save fails the durability check, naming the missing fsync."""
+    with pytest.raises(AssertionError, match="fsync"):
+        graders.check_durable_steps(_functions(NO_FSYNC_SAVE)["save_state"])
+
+
+def test_lenient_load_fails_the_version_check():
+    """A load that takes any version fails; so does one that raises something other than ValueError."""
+    with pytest.raises(AssertionError, match="must be refused"):
+        graders.check_state_version_refused(_functions(LENIENT_LOAD)["load_state"])
+
+    def wrong_error(path):
+        raise RuntimeError("nope")
+
+    with pytest.raises(AssertionError, match="ValueError"):
+        graders.check_state_version_refused(wrong_error)
+
+
+# -- the sample class, graded with real nbgrader (heavy) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory):
+    """A temporary copy of the course with the class submitted and autograded; timings per assignment."""
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy2(course.COURSE_ROOT / "nbgrader_config.py", root / "nbgrader_config.py")
+    shutil.copytree(course.COURSE_ROOT / "solutions", root / "solutions")
+    assignments = sorted({a for work in CLASS.values() for a in work})
+    course.release(root, assignments)
+    for student, work in CLASS.items():
+        for assignment, answers in work.items():
+            nb = course.fill_in(course.notebook_path(assignment, root, "exercises"), answers or {})
+            out = root / "submitted" / student / assignment / f"{assignment}.ipynb"
+            out.parent.mkdir(parents=True)
+            out.write_text(json.dumps(nb, indent=1))
+    timings = {}
+    for assignment in assignments:
+        start = time.perf_counter()
+        course.autograde(root, assignment)
+        n = sum(1 for work in CLASS.values() if assignment in work)
+        timings[assignment] = (time.perf_counter() - start) / n
+    return root, {a: course.scores(root, a) for a in assignments}, timings
+
+
+@pytest.mark.parametrize("student", sorted(CLASS))
+def test_sample_class_scores(graded_class, student):
+    """Each sample student's autograded points per test cell are exactly the reasoned expectation."""
+    _, scores, timings = graded_class
+    for assignment, expected in EXPECTED[student].items():
+        got = {k: scores[assignment][student][k] for k in expected}
+        assert got == expected, f"{student} / {assignment}"
+    print({a: f"{t:.1f} s per submission" for a, t in timings.items()})
+
+
+def test_sample_class_manual_cells_await_the_grader(graded_class):
+    """The explanation cells are left for a human: no autograded score, their points in the gradebook."""
+    _, scores, _ = graded_class
+    assert scores["reconcile"]["correct"]["level1_why"] is None
+    assert scores["postmortem"]["correct"]["root_cause"] is None
+    assert scores["reconcile"]["blank"]["level1_why"] == 0  # nbgrader scores an untouched answer cell 0
+
+
+def test_sample_class_full_marks_equal_the_release_totals(graded_class):
+    """The correct student's autograded total equals every autograded point of the assignments."""
+    _, scores, _ = graded_class
+    for assignment in ("reconcile", "postmortem", "resume_skeleton"):
+        auto = sum(c["points"] for c in course.grade_cells(course.notebook_path(assignment)) if c["kind"] == "auto")
+        assert sum(v for v in scores[assignment]["correct"].values() if v is not None) == auto
+
+
+def test_validate_accepts_a_finished_submission_and_flags_a_blank_one(graded_class):
+    """`nbgrader validate` passes the correct student's notebook and reports failures in the untouched release."""
+    root, _, _ = graded_class
+    good = course.nbgrader(["validate", str(root / "submitted/correct/reconcile/reconcile.ipynb")], root, check=False)
+    assert "Success! Your notebook passes all the tests." in good.stdout, good.stdout + good.stderr
+    blank = course.nbgrader(["validate", str(root / "submitted/blank/reconcile/reconcile.ipynb")], root, check=False)
+    assert "failed" in blank.stdout.lower() and "NotImplementedError" in blank.stdout, blank.stdout
