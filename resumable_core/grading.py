@@ -196,6 +196,11 @@ def _flat_root(root: Path) -> Path:
     return root
 
 
+def _not_a_notebook(files: list[Path]) -> str:
+    kinds = sorted({f.suffix or "suffixless" for f in files})
+    return f"not a notebook: {' and '.join(kinds)} file{'s' if len(files) > 1 else ''}, no .ipynb"
+
+
 def collect(root: Path, assignment: str, notebooks: list[str]) -> list[Submission]:
     """Every student found under ``root`` (already unzipped), sorted by id."""
     subs: dict[str, Submission] = {}
@@ -220,9 +225,8 @@ def collect(root: Path, assignment: str, notebooks: list[str]) -> list[Submissio
                 sub.files[missing[0]] = extra[0]
                 sub.notes.append(f"renamed notebook {extra[0].name!r} graded as {missing[0]}.ipynb")
             elif not sub.files:
-                others = ", ".join(f.name for f in found) or "nothing"
                 sub.status = "missing" if not found else "invalid"
-                sub.problems.append(f"no notebook for {assignment} (found: {others})")
+                sub.problems.append(_not_a_notebook(found) if found else f"no notebook for {assignment}")
     else:
         flat = _flat_root(root)
         for f in sorted(p for p in flat.rglob("*") if p.is_file() and not _skip(p.relative_to(flat))):
@@ -237,7 +241,7 @@ def collect(root: Path, assignment: str, notebooks: list[str]) -> list[Submissio
                     sub.notes.append(f"flat file graded as {notebooks[0]}.ipynb only")
             else:
                 sub.status = "invalid"
-                sub.problems.append(f"not a notebook: {f.name!r} is a {f.suffix or 'suffixless'} file")
+                sub.problems.append(_not_a_notebook([f]))
     return [subs[k] for k in sorted(subs)]
 
 
@@ -249,14 +253,14 @@ def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
         raw = path.read_bytes()
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return None, f"not a notebook: {path.name!r} is not JSON"
+        return None, "not a notebook: the file is not JSON"
     if not isinstance(data, dict) or "cells" not in data:
-        return None, f"not a notebook: {path.name!r} has no cells list"
+        return None, "not a notebook: JSON without a cells list"
     try:
         nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         nbformat.validate(nb)
     except Exception as e:  # nbformat raises several kinds
-        return None, f"not a notebook: {path.name!r} fails nbformat validation ({type(e).__name__})"
+        return None, f"not a notebook: fails nbformat validation ({type(e).__name__})"
     return nb, None
 
 
@@ -497,13 +501,15 @@ def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str
     with Gradebook(db_url) as gb:
         for cell in nb.cells:
             info = cell.get("metadata", {}).get("nbgrader", {})
-            if not info.get("grade") or cell.cell_type != "code":
+            if not info.get("grade"):
                 continue
             try:
                 g = gb.find_grade(info["grade_id"], nb_name, assignment, student)
             except Exception:
                 continue
-            if g.score < g.max_score:
+            if g.needs_manual_grade:
+                out.append(f"{info['grade_id']} ?/{g.max_score:g} (needs manual grading)")
+            elif g.score < g.max_score and cell.cell_type == "code":
                 out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({_cell_loss(cell, timeout)})")
     return out
 
@@ -602,7 +608,7 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
                     continue
                 if not any(c.source.strip() for c in nb.cells if c.cell_type == "code"):
                     sub.status = "empty"
-                    sub.problems.append(f"empty notebook: {f.name!r} has no code")
+                    sub.problems.append("empty notebook: no code in it")
                 restored = restore_cells(nb, releases[name])
                 if restored and sub.status != "empty":
                     sub.notes.append("restored deleted cells: " + ", ".join(restored))

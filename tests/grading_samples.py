@@ -98,9 +98,25 @@ def write_tiny_source(folder: str | Path) -> Path:
     return path
 
 
-# --- the learners' answers (the body of my_reconcile, or whole extra cells) ------------------
+# --- the learners' answers for the course's real ``reconcile`` assignment ------------------------
+# (solution cells: ``level1_actions``, ``level1_why`` (manually graded) and ``reconcile``)
 
-RERUN = """def my_reconcile(cp, tools):
+LEVEL1 = 'RESUME_ACTION = {"A": "finished_no_call", "B": "rerun_tool", "C": "is_error_fallback"}'
+WHY = "A finished; B read-only so run it again; C may have been sent, so say the status is unknown."
+
+REAL_CORRECT = """def reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    if tools.is_read_only(p.name):
+        content, err = tools.execute(p.name, p.input), False
+    else:
+        content, err = rc.STATUS_UNKNOWN, True
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=err)]})
+    cp.pending_tool_use = None
+    return cp"""
+
+REAL_RERUN = """def reconcile(cp, tools):
     p = cp.pending_tool_use
     if p is None:
         return cp
@@ -108,13 +124,13 @@ RERUN = """def my_reconcile(cp, tools):
     cp.pending_tool_use = None
     return cp"""
 
-DELETE = """def my_reconcile(cp, tools):
+REAL_DELETE = """def reconcile(cp, tools):
     if cp.pending_tool_use is not None:
         cp.messages.pop()
         cp.pending_tool_use = None
     return cp"""
 
-IS_ERROR_ALL = """def my_reconcile(cp, tools):
+REAL_IS_ERROR_ALL = """def reconcile(cp, tools):
     p = cp.pending_tool_use
     if p is None:
         return cp
@@ -122,57 +138,57 @@ IS_ERROR_ALL = """def my_reconcile(cp, tools):
     cp.pending_tool_use = None
     return cp"""
 
-FORGOT_PENDING = CORRECT.replace("    cp.pending_tool_use = None\n", "")
+REAL_FORGOT_PENDING = REAL_CORRECT.replace("    cp.pending_tool_use = None\n", "")
 
-INFINITE_LOOP = CORRECT.replace(
+REAL_INFINITE_LOOP = REAL_CORRECT.replace(
     "        content, err = tools.execute(p.name, p.input), False",
     "        while True:\n            pass",
 )
 
-STDERR = CORRECT.replace(
+REAL_STDERR = REAL_CORRECT.replace(
     "        content, err = rc.STATUS_UNKNOWN, True",
-    "        print('not sending again', file=sys.stderr)\n        content, err = rc.STATUS_UNKNOWN, True",
+    "        import sys\n        print('not sending again', file=sys.stderr)\n        content, err = rc.STATUS_UNKNOWN, True",
 )
 
-MONKEYPATCH = RERUN + """
+REAL_MONKEYPATCH = REAL_RERUN + """
 
-# make the rerun look harmless: fake the email tool and the checker
+# make the rerun look harmless: a toolbox that never sends, checkers that always pass
 _real_execute = rc.Toolbox.execute
 def _fake_execute(self, name, input, idempotency_key=None):
     if name == "send_email":
         return "sent"
     return _real_execute(self, name, input, idempotency_key=idempotency_key)
 rc.Toolbox.execute = _fake_execute
-import resumable_core.tools, resumable_core.simulation
-resumable_core.tools.Toolbox.execute = _fake_execute
-_real_run_cell = resumable_core.simulation.run_cell
-def _fake_run_cell(*a, **kw):
-    cell = _real_run_cell(*a, **kw)
-    cell.row.effects, cell.row.completed, cell.row.api_error = 1, True, False
-    return cell
-resumable_core.simulation.run_cell = _fake_run_cell
-rc.run_cell = _fake_run_cell"""
+for _name in dir(graders):
+    if _name.startswith("check_"):
+        setattr(graders, _name, lambda *a, **kw: None)
+graders.CountingToolbox.count = lambda self, name=None: 1 if name else 0"""
 
-OS_EXIT = "import os\nos._exit(1)"
+REAL_OS_EXIT = "import os\nos._exit(1)"
 
-TEST_IDS = ("test_read_only", "test_side_effect")
 
-# student -> (answer, options, expected score on the stand-in assignment out of 5)
-SAMPLES: dict[str, tuple[str, dict, float]] = {
-    "correct": (CORRECT, {}, 5),
-    "rerun_everything": (RERUN, {}, 2),
-    "delete_move": (DELETE, {}, 0),
-    "is_error_all": (IS_ERROR_ALL, {}, 3),
-    "forgot_pending": (FORGOT_PENDING, {}, 0),
-    "infinite_loop": (INFINITE_LOOP, {}, 3),
-    "os_exit": (CORRECT, {"extra_cell": OS_EXIT}, 0),
-    "deleted_tests": (CORRECT, {"delete_tests": True}, 5),
-    "edited_tests": (RERUN, {"edit_tests": True}, 2),
-    "monkeypatch": (MONKEYPATCH, {}, 2),
-    "stderr_writer": (STDERR, {}, 2),
-    "renamed": (CORRECT, {"rename": "reconcile-final (1).ipynb"}, 5),
+def answers(reconcile: str, level1: str = LEVEL1) -> dict[str, str]:
+    """The three solution cells of a submission."""
+    return {"level1_actions": level1, "level1_why": WHY, "reconcile": reconcile}
+
+
+# student -> (answers by cell id, options, expected autograded score; max 19 = 16 autograded + 3 manual)
+SAMPLES: dict[str, tuple[dict[str, str], dict, float]] = {
+    "correct": (answers(REAL_CORRECT), {}, 16),
+    "rerun_everything": (answers(REAL_RERUN), {}, 11),
+    "delete_move": (answers(REAL_DELETE), {}, 7),
+    "is_error_all": (answers(REAL_IS_ERROR_ALL), {}, 12),
+    "forgot_pending": (answers(REAL_FORGOT_PENDING), {}, 6),
+    "infinite_loop": (answers(REAL_INFINITE_LOOP), {}, 9),
+    "os_exit": (answers(REAL_CORRECT), {"extra_cell": REAL_OS_EXIT}, 0),
+    "deleted_tests": (answers(REAL_CORRECT), {"delete_tests": True}, 16),
+    "edited_tests": (answers(REAL_RERUN), {"edit_tests": True}, 11),
+    "monkeypatch": (answers(REAL_MONKEYPATCH), {}, 11),
+    "stderr_writer": (answers(REAL_STDERR), {}, 8),
+    "renamed": (answers(REAL_CORRECT), {"rename": "reconcile-final (1).ipynb"}, 16),
 }
-"""The honest and hostile submissions; ``not_a_notebook`` and ``empty`` are written apart."""
+"""The honest and hostile submissions; ``not_a_notebook`` and ``empty`` are written apart.
+The expected scores are what the course's tests should give; the grading tests assert them."""
 
 EXPECTED_STATUS = {"os_exit": "failed", "not_a_notebook": "invalid", "empty": "empty"}
 
@@ -182,17 +198,23 @@ def _strip_solution_and_hidden(source: str) -> str:
     return re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", source, flags=re.S)
 
 
-def submission(source_nb: nbformat.NotebookNode, answer: str, *, extra_cell: str | None = None,
+def submission(source_nb: nbformat.NotebookNode, answer: str | dict[str, str], *, extra_cell: str | None = None,
                delete_tests: bool = False, edit_tests: bool = False, **_: object) -> nbformat.NotebookNode:
     """A learner's notebook: the released cells, ``answer`` in the solution cell, outputs empty."""
     nb = nbformat.reads(nbformat.writes(source_nb), as_version=4)
     cells = []
+    last_solution = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells
+                     if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"][-1]
     for cell in nb.cells:
         info = cell.metadata.get("nbgrader", {})
         cell.source = _strip_solution_and_hidden(cell.source)
-        if info.get("solution") and cell.cell_type == "code":
-            cell.source = answer
-            if extra_cell:
+        gid = info.get("grade_id")
+        if info.get("solution"):
+            if isinstance(answer, dict):
+                cell.source = answer.get(gid, cell.source)
+            elif cell.cell_type == "code":
+                cell.source = answer
+            if extra_cell and gid == last_solution:
                 cells.append(cell)
                 cell = nbformat.v4.new_code_cell(extra_cell)
         elif info.get("grade") and cell.cell_type == "code":
@@ -229,7 +251,7 @@ def write_class(source_nb_path: str | Path, out: str | Path, *, layout: str, ass
             sid = student if copies == 1 else f"{student}_{i:02d}"
             put(sid, nbformat.writes(submission(source_nb, answer, **opts)).encode(), opts.get("rename"))
             expected[sid] = score
-    put("not_a_notebook", b"%PDF-1.4 this is my homework, printed to PDF\n", "reconcile.pdf" if layout == "zip" else nb_name)
+    put("not_a_notebook", b"%PDF-1.4 this is my homework, printed to PDF\n", "reconcile.pdf")
     expected["not_a_notebook"] = 0
     empty = nbformat.v4.new_notebook()
     empty.metadata["kernelspec"] = source_nb.metadata.get("kernelspec", {})
