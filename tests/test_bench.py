@@ -39,9 +39,10 @@ def test_bench_checkpoint_quick_prints_its_table(tmp_path):
     rows = _table_rows(p.stdout, "turns  kit med")
     assert [r[0] for r in rows] == ["2", "5"]
     for r in rows:
-        assert len(r) == 12
-        assert all(float(v) > 0 for v in r[1:9])
-        assert all(v.endswith("x") and float(v[:-1]) > 0 for v in r[9:])
+        assert len(r) == 13
+        assert r[1] == "5"  # --quick times 5 saves of each way
+        assert all(float(v) > 0 for v in r[2:10])
+        assert all(v.endswith("x") and float(v[:-1]) > 0 for v in r[10:])
     bytes_rows = _table_rows(p.stdout, "turns  messages")
     assert [r[1] for r in bytes_rows] == ["5", "11"]  # task + 2 messages per turn
     assert list(tmp_path.iterdir()) == []  # the temp folder was removed
