@@ -197,8 +197,13 @@ def run_cell(
     strategy: str | Reconcile,
     *,
     root: str | Path | None = None,
+    ledger: bool | None = None,
 ) -> Cell:
-    """Crash a run for real at ``crash_point`` on the turn that calls ``tool``, then resume it."""
+    """Crash a run for real at ``crash_point`` on the turn that calls ``tool``, then resume it.
+
+    ``ledger``: give the toolbox a side-effect ledger (default: only for ``by_effect_ledger``;
+    pass True for a learner's ledger-using function).
+    """
     if tool not in SCENARIOS:
         raise ValueError(f"tool must be one of {', '.join(SCENARIOS)}")
     name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "my reconcile")
@@ -208,7 +213,7 @@ def run_cell(
         own_tmp = tempfile.TemporaryDirectory(prefix="resumable-cell-")
         root = own_tmp.name
     try:
-        box = Sandbox.create(root, ledger=(name == "by_effect_ledger"))
+        box = Sandbox.create(root, ledger=(name == "by_effect_ledger") if ledger is None else ledger)
         task = SCENARIOS[tool]
         plan = CrashPlan(crash_point, tool=tool, turn=reference_turn(tool))
         ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")

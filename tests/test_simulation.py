@@ -117,3 +117,15 @@ def test_rerun_duplicates_under_random_kills(tmp_path, run_span):
         if duplicates >= 2:
             break
     assert duplicates >= 2
+
+
+def test_a_learners_ledger_function_can_ask_for_a_ledger(tmp_path):
+    """run_cell(ledger=True) gives any strategy a toolbox with a ledger."""
+    seen = []
+
+    def my_ledger_reconcile(cp, tools):
+        seen.append(tools.ledger is not None)
+        return rc.STRATEGIES["by_effect_ledger"](cp, tools)
+
+    cell = rc.run_cell("after_tool", "send_email", my_ledger_reconcile, root=tmp_path, ledger=True)
+    assert seen == [True] and cell.row.effects == 1 and cell.row.turns == 3
