@@ -36,7 +36,7 @@ def test_bench_checkpoint_quick_prints_its_table(tmp_path):
     assert p.returncode == 0, p.stderr
     assert p.stderr == ""
     assert "kit/floor" in p.stdout and "kit/langgraph" in p.stdout and "synchronous=FULL" in p.stdout
-    rows = _table_rows(p.stdout, "turns  kit med")
+    rows = _table_rows(p.stdout, "turns  saves  kit med")
     assert [r[0] for r in rows] == ["2", "5"]
     for r in rows:
         assert len(r) == 13
