@@ -44,10 +44,7 @@ def kernel_env(home: Path) -> dict[str, str]:
 
 def warm_matplotlib_cache() -> None:
     """Build matplotlib's font cache here, so a lesson's first plot does not log about it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.font_manager  # noqa: F401
+    import matplotlib.font_manager  # noqa: F401  (importing it builds the cache)
 
 
 def execute(notebook: Path, workdir: Path) -> tuple[nbformat.NotebookNode, float]:
