@@ -5,7 +5,7 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test matrix grade bench release clean
+.PHONY: setup lab test matrix grade bench bench-grading release clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,9 +36,12 @@ grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconci
 release: setup  ## regenerate exercises/ from solutions/ with nbgrader
 	$(BIN)/python -m resumable_core.course release
 
-bench: setup
+bench: setup  ## checkpoint save cost and crash-matrix benchmarks (~3 min)
 	$(BIN)/python bench/bench_checkpoint.py
 	$(BIN)/python bench/bench_matrix.py
+
+bench-grading: setup  ## 60 submissions: sequential nbgrader autograde vs grade --jobs 2 (~6 min)
+	$(BIN)/python bench/bench_grading.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
