@@ -9,7 +9,10 @@ course's own gradebook is never touched):
    layout or flat ``<student>.ipynb`` files), refuse what is not a notebook, map a renamed
    notebook to the assignment's when it is the student's only one, put back deleted cells;
 3. split the students across ``--jobs`` worker course copies (each a copy of the gradebook) and
-   run nbgrader's autograde and generate_feedback there, one student at a time per worker;
+   run nbgrader's autograde there, one student at a time per worker; then re-check every test cell
+   that scored in a fresh process outside the learner's kernel (:mod:`resumable_core.isolated`: a
+   learner cell can monkeypatch the checks its kernel runs) and zero the ones that fail there
+   (``Grade.manual_score = 0``), then generate_feedback;
 4. merge every worker's grades into the working gradebook, run ``nbgrader export``, and write
    ``grades.csv``, ``feedback/<student>.html`` and ``scores.png``.
 
@@ -379,6 +382,7 @@ def worker_main(argv: list[str]) -> int:
     for s in students:
         t0 = time.monotonic()
         res = api.autograde(assignment, s, force=True, create=True)
+        isolated = recheck_isolated(root, assignment, s, timeout_of(config)) if res.get("success") else {}
         fb = api.generate_feedback(assignment, s, force=True) if res.get("success") else {"success": False}
         line = {
             "student": s,
@@ -386,10 +390,62 @@ def worker_main(argv: list[str]) -> int:
             "log": (res.get("log") or "")[-20000:],
             "error": (res.get("error") or "")[-5000:],
             "feedback": bool(fb.get("success")),
+            "isolated": isolated,
             "seconds": round(time.monotonic() - t0, 2),
         }
         print(json.dumps(line), flush=True)
     return 0
+
+
+def timeout_of(config) -> int:
+    """The course's per-cell timeout (``Execute.timeout``)."""
+    try:
+        return int(config.Execute.timeout)
+    except (AttributeError, TypeError, ValueError):
+        return DEFAULT_TIMEOUT
+
+
+def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) -> dict[str, dict[str, str]]:
+    """Re-run, outside the learner's kernel, every test cell that scored; zero the ones that fail there.
+
+    See :mod:`resumable_core.isolated`. A failing cell gets ``Grade.manual_score = 0`` (nbgrader's
+    instructor override, so ``score`` becomes 0 while ``auto_score`` keeps what the kernel gave);
+    cells that failed in nbgrader are never re-checked and no score is raised.
+    Returns {notebook: {grade_id: reason}} for the zeroed cells.
+    """
+    from nbgrader.api import Gradebook
+
+    from . import isolated
+
+    db_url = f"sqlite:///{root / 'gradebook.db'}"
+    out: dict[str, dict[str, str]] = {}
+    for nb_path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
+        name = nb_path.stem
+        with Gradebook(db_url) as gb:
+            try:
+                grades = gb.find_submission_notebook(name, assignment, student).grades
+            except Exception:
+                continue
+            passed = sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
+        if not passed:
+            continue
+        source = root / "source" / assignment / f"{name}.ipynb"
+        report = isolated.run(nb_path, assignment, source=source if source.is_file() else None, only=passed,
+                              timeout=timeout, env=subprocess_env())
+        failed = {gid: why for gid, why in report.items() if gid in passed and why}
+        if not failed:
+            continue
+        with Gradebook(db_url) as gb:
+            for gid in failed:
+                gb.find_grade(gid, name, assignment, student).manual_score = 0.0
+            gb.db.commit()
+        out[name] = failed
+    return out
+
+
+ISOLATED_REASON = ("passed in the learner's kernel but failed in an isolated re-run: {why}; "
+                   "the submission patches the graders, or needs top-level code other than imports, "
+                   "definitions and literal assignments")
 
 
 def run_workers(main: Path, assignment: str, students: list[str], jobs: int, timeout: int, progress) -> dict[str, dict]:
@@ -489,8 +545,12 @@ def _cell_loss(cell, timeout: int) -> str:
     return "partial credit"
 
 
-def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str, nb_name: str, timeout: int) -> list[str]:
-    """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``."""
+def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str, nb_name: str, timeout: int,
+                 isolated: dict[str, str] | None = None) -> list[str]:
+    """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``.
+
+    ``isolated``: {grade_id: reason} of the cells zeroed by the isolated re-check.
+    """
     from nbgrader.api import Gradebook
 
     try:
@@ -509,6 +569,8 @@ def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str
                 continue
             if g.needs_manual_grade:
                 out.append(f"{info['grade_id']} ?/{g.max_score:g} (needs manual grading)")
+            elif isolated and info["grade_id"] in isolated:
+                out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=isolated[info['grade_id']])})")
             elif g.score < g.max_score and cell.cell_type == "code":
                 out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({_cell_loss(cell, timeout)})")
     return out
@@ -667,7 +729,8 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
         else:
             for name in sub.files:
                 sub.problems += cell_reasons(out / "autograded" / student / assignment / f"{name}.ipynb",
-                                             db_url, assignment, student, name, timeout)
+                                             db_url, assignment, student, name, timeout,
+                                             (rep.get("isolated") or {}).get(name))
             if not rep.get("feedback"):
                 sub.notes.append("feedback HTML could not be generated")
 
