@@ -98,12 +98,16 @@ def run_span(tmp_path_factory):
 def test_ledger_survives_200_kills_at_random_instants(tmp_path, run_span):
     """Killed at 200 random instants: the checkpoint always loads, one email, never a 400."""
     rng = random.Random(20261129)
-    killed = 0
-    for i in range(200):
-        cell = simulation.kill_at_random_instant("send_email", "by_effect_ledger", tmp_path / str(i), rng, run_span)
-        killed += cell.killed
+    span, killed, attempts = run_span, 0, 0
+    while killed < 200 and attempts < 600:
+        cell = simulation.kill_at_random_instant("send_email", "by_effect_ledger", tmp_path / str(attempts), rng, span)
+        attempts += 1
         assert (cell.row.effects, cell.row.api_error, cell.row.completed) == (1, False, True), cell.story()
-    assert killed >= 100
+        if cell.killed:
+            killed += 1
+        else:  # the instant fell after the run's end (a loaded machine runs faster than measured): aim earlier
+            span *= 0.9
+    assert killed == 200
 
 
 def test_rerun_duplicates_under_random_kills(tmp_path, run_span):
