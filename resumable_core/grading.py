@@ -444,8 +444,8 @@ def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) ->
 
 
 ISOLATED_REASON = ("passed in the learner's kernel but failed in an isolated re-run: {why}; "
-                   "the submission patches the graders, or needs top-level code other than imports, "
-                   "definitions and literal assignments")
+                   "the submission patches the graders (or needs top-level code other than imports, "
+                   "definitions and literals)")
 
 
 def run_workers(main: Path, assignment: str, students: list[str], jobs: int, timeout: int, progress) -> dict[str, dict]:
@@ -570,7 +570,7 @@ def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str
             if g.needs_manual_grade:
                 out.append(f"{info['grade_id']} ?/{g.max_score:g} (needs manual grading)")
             elif isolated and info["grade_id"] in isolated:
-                out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=isolated[info['grade_id']])})")
+                out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=(isolated[info['grade_id']].splitlines() or [''])[0][:120])})")
             elif g.score < g.max_score and cell.cell_type == "code":
                 out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({_cell_loss(cell, timeout)})")
     return out
