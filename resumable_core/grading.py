@@ -12,7 +12,8 @@ course's own gradebook is never touched):
    run nbgrader's autograde there, one student at a time per worker; then re-check every test cell
    that scored in a fresh process outside the learner's kernel (:mod:`resumable_core.isolated`: a
    learner cell can monkeypatch the checks its kernel runs) and zero the ones that fail there
-   (``Grade.manual_score = 0``), then generate_feedback;
+   (``Grade.manual_score = 0``) when that re-run is conclusive (else the kernel's score is kept
+   and the submission flagged for review), then generate_feedback;
 4. merge every worker's grades into the working gradebook, run ``nbgrader export``, and write
    ``grades.csv``, ``feedback/<student>.html`` and ``scores.png``.
 
@@ -382,7 +383,7 @@ def worker_main(argv: list[str]) -> int:
     for s in students:
         t0 = time.monotonic()
         res = api.autograde(assignment, s, force=True, create=True)
-        isolated = recheck_isolated(root, assignment, s, timeout_of(config)) if res.get("success") else {}
+        isolated, kept = recheck_isolated(root, assignment, s, timeout_of(config)) if res.get("success") else ({}, {})
         fb = api.generate_feedback(assignment, s, force=True) if res.get("success") else {"success": False}
         line = {
             "student": s,
@@ -391,6 +392,7 @@ def worker_main(argv: list[str]) -> int:
             "error": (res.get("error") or "")[-5000:],
             "feedback": bool(fb.get("success")),
             "isolated": isolated,
+            "isolated_kept": kept,
             "seconds": round(time.monotonic() - t0, 2),
         }
         print(json.dumps(line), flush=True)
@@ -405,13 +407,18 @@ def timeout_of(config) -> int:
         return DEFAULT_TIMEOUT
 
 
-def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) -> dict[str, dict[str, str]]:
+def recheck_isolated(root: Path, assignment: str, student: str,
+                     timeout: int) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
     """Re-run, outside the learner's kernel, every test cell that scored; zero the ones that fail there.
 
     See :mod:`resumable_core.isolated`. A failing cell gets ``Grade.manual_score = 0`` (nbgrader's
-    instructor override, so ``score`` becomes 0 while ``auto_score`` keeps what the kernel gave);
-    cells that failed in nbgrader are never re-checked and no score is raised.
-    Returns {notebook: {grade_id: reason}} for the zeroed cells.
+    instructor override, so ``score`` becomes 0 while ``auto_score`` keeps what the kernel gave),
+    but only when the re-run is conclusive: if the isolated process died or hung, or the learner's
+    code raised while loading there but not in the kernel, nothing is zeroed (an honest notebook
+    must never lose points to this check) and the cells are reported for review instead.
+    Cells that failed in nbgrader are never re-checked and no score is raised.
+    Returns ({notebook: {grade_id: reason}} of the zeroed cells,
+    {notebook: {"why": why inconclusive, "cells": "grade_id, ..."}} of the kept ones).
     """
     from nbgrader.api import Gradebook
 
@@ -419,6 +426,7 @@ def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) ->
 
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     out: dict[str, dict[str, str]] = {}
+    kept: dict[str, dict[str, str]] = {}
     for nb_path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
         name = nb_path.stem
         with Gradebook(db_url) as gb:
@@ -435,17 +443,21 @@ def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) ->
         failed = {gid: why for gid, why in report.items() if gid in passed and why}
         if not failed:
             continue
+        if report.inconclusive:
+            kept[name] = {"why": report.inconclusive, "cells": ", ".join(sorted(failed))}
+            continue
         with Gradebook(db_url) as gb:
             for gid in failed:
                 gb.find_grade(gid, name, assignment, student).manual_score = 0.0
             gb.db.commit()
         out[name] = failed
-    return out
+    return out, kept
 
 
 ISOLATED_REASON = ("passed in the learner's kernel but failed in an isolated re-run: {why}; "
-                   "the submission patches the graders (or needs top-level code other than imports, "
-                   "definitions and literals)")
+                   "the checks pass only in the notebook's own kernel (the submission patches the graders?)")
+KEPT_REASON = ("could not re-check in isolation ({why}; cells {cells}); kept the notebook's score; "
+               "flagged for review")
 
 
 def run_workers(main: Path, assignment: str, students: list[str], jobs: int, timeout: int, progress) -> dict[str, dict]:
@@ -731,6 +743,9 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
                 sub.problems += cell_reasons(out / "autograded" / student / assignment / f"{name}.ipynb",
                                              db_url, assignment, student, name, timeout,
                                              (rep.get("isolated") or {}).get(name))
+                kept = (rep.get("isolated_kept") or {}).get(name)
+                if kept:
+                    sub.notes.append(KEPT_REASON.format(why=kept["why"][:200], cells=kept["cells"]))
             if not rep.get("feedback"):
                 sub.notes.append("feedback HTML could not be generated")
 

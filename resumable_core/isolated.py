@@ -1,7 +1,8 @@
 """Re-check a graded notebook's test cells outside the learner's kernel.
 
 ``python -m resumable_core.isolated NOTEBOOK --assignment A [--source SOURCE_NB] [--only ID,...]``
-prints one JSON dict ``{test cell grade_id: null | "why it failed"}`` on stdout.
+prints one JSON line ``{"cells": {test cell grade_id: null | "why it failed"}, "load_errors": [...],
+"changed": [...]}`` on stdout (:class:`Report`).
 
 Why: the course's test cells call ``graders.check_*`` in the learner's own kernel, after the
 learner's cells ran, so a learner cell can patch the checks (``setattr(graders, "check_x", ...)``)
@@ -11,40 +12,48 @@ scored in nbgrader, the same checks in a fresh process that the learner's notebo
 1. the checks are bound (``CHECKS`` below: test cell -> the calls its source makes, kept equal to
    the notebooks by ``tests/test_isolated.py``) when this module is imported, before any learner
    code, so patching attributes of :mod:`resumable_core.graders` later cannot redirect them;
-2. the instructor's setup cells (from the trusted source notebook) run first; then, from the
-   learner's **solution cells only**, just the top-level ``import`` / ``from`` statements,
-   ``def`` / ``async def`` / ``class`` definitions and plain assignments of literals run
-   (AST-filtered: loops, calls, attribute assignments, expression statements are skipped). Code
-   that would still run at definition time is cut too: annotations are dropped, a definition with
-   a default value or class base that is not a plain name/attribute/literal is skipped, decorators
-   are kept only when they are one of a few known harmless ones (``staticmethod``, ``property``,
-   ``dataclass``, ...), a class body keeps only what a module keeps, a class with a ``metaclass=``
-   or defining ``__init_subclass__`` is skipped;
+2. the instructor's setup cells (locked cells before the first solution cell, from the trusted
+   source notebook) run first; then the learner's code runs as the kernel ran it: every code cell
+   of the submitted notebook in order except the test cells and the instructor's locked cells,
+   that is the solution cells and the cells the learner added, in full, each under the alarm and
+   each on after an error (as nbgrader goes on). IPython magics and shell escapes are blanked
+   (``%matplotlib``, ``%config`` and other display settings silently; any other one counts as a
+   cell that could not run). The instructor's later display cells are not run;
 3. the attributes of every ``resumable_core`` module and class (and function code objects), of
    ``builtins``, ``os``, ``io``, ``json``, ``copy``, ``tempfile``, ``pathlib`` and friends, and the
    ``resumable_core`` entries of ``sys.modules`` are snapshot before the learner's code runs; after
-   the import and after every test cell the snapshot is compared and restored, and a test cell
-   during which anything changed fails ("the submission changed ... while the check ran");
-4. each test cell runs under an alarm (``--timeout``), and the learner's prints go to /dev/null
-   (the result is written on a private copy of the original stdout).
+   loading it they are compared and restored (with ``sys.meta_path``, ``sys.path_hooks``, and no
+   trace or profile function), so patching done at load time (a top-level loop over the graders,
+   a decorator run at definition) is undone before any check; after every test cell they are
+   compared and restored again, and a test cell during which anything changed fails ("the
+   submission changed ... while the check ran");
+4. each cell runs under an alarm (``--timeout``), and the learner's prints go to /dev/null (the
+   result is written on a private copy of the original stdout).
 
-Level-1 answers (``RESUME_ACTION``, a dict of literals) are checked directly: the value must be
-one of ``course.ACTIONS`` and equal the answer the trusted test cell's hidden assertion compares
-it with (read from the source notebook, so the answers are not written in this module).
+Level-1 answers (``RESUME_ACTION``, a dict) are checked directly: the value must be one of
+``course.ACTIONS`` and equal the answer the trusted test cell's hidden assertion compares it with
+(read from the source notebook, so the answers are not written in this module).
 
-What this still cannot catch (honestly): a learner's function *runs* inside the checks, in this
-same process, so code in it can tamper while a check runs and undo its tampering before the check
-ends (for example a patched method that restores itself after one call, or reaching the check's
-frame with ``sys._getframe`` and editing its locals, or ``ctypes`` writes, or ``gc`` tricks); the
-snapshot only sees what is left changed. Such code is much harder to write than the sample
-monkeypatch, and :func:`resumable_core.grading.suspicious` still flags most of it for a reviewer
-(``setattr``, attribute assignments on imported modules). Full protection needs the learner's
-function in another process than the checker (an RPC boundary), which this module does not build.
-A kernel that writes into ``site-packages`` (a ``.pth`` or ``sitecustomize``) reaches every later
-Python process on the grading machine, this one included: grade untrusted classes in a throwaway
-container. A learner who relies on top-level code other than imports, definitions and literal
-assignments (for example ``READ_ONLY = frozenset(...)``) fails here where the kernel passed: the
-grading reason says so, and an instructor can raise the score by hand in the gradebook.
+A failure here only counts when the re-run is conclusive (:attr:`Report.inconclusive` is None):
+if the process died or hung, or a learner cell raised here but ran fine in the kernel (its
+outputs in the graded notebook show no error), the grade command keeps the kernel's score and
+flags the submission for review instead of zeroing it. An honest notebook loads the same way in
+both places, so it never loses points here.
+
+What this still cannot catch (honestly): the learner's code runs in this same process, at load
+and inside the checks. At load it can change what the snapshot does not watch (third-party
+modules such as ``anthropic``, ``httpx`` or ``pydantic``, stdlib modules not listed, C-level state
+through ``ctypes``, ``gc`` tricks, threads left running) and that stays changed during the checks.
+Inside a check it can tamper and undo its tampering before the check ends (a patched method that
+restores itself after one call, editing the check's locals through ``sys._getframe``); the snapshot
+only sees what is left changed. Code that behaves differently outside a kernel (for example it
+raises or exits when ``ipykernel`` is not imported) makes the re-run inconclusive: the kernel's
+score is kept, flagged for a human. Such code is much harder to write than the sample monkeypatch,
+and :func:`resumable_core.grading.suspicious` still flags most of it for a reviewer (``setattr``,
+attribute assignments on imported modules, ``_exit``). Full protection needs the learner's function
+in another process than the checker (an RPC boundary), which this module does not build. A kernel
+that writes into ``site-packages`` (a ``.pth`` or ``sitecustomize``) reaches every later Python
+process on the grading machine, this one included: grade untrusted classes in a throwaway container.
 """
 
 from __future__ import annotations
@@ -124,119 +133,67 @@ _RESOLVED: dict[str, dict[str, list[tuple[Callable[..., None], tuple[str, ...], 
 }
 
 
-# -- 2. the learner's code, filtered ------------------------------------------------------------
+# -- 2. the notebook's cells ---------------------------------------------------------------------
 
-_SAFE_DECORATORS = {"staticmethod", "classmethod", "property", "setter", "getter", "deleter", "dataclass",
-                    "cache", "lru_cache", "cached_property", "total_ordering", "abstractmethod", "wraps"}
-
-
-def _literal(node: ast.AST) -> bool:
-    try:
-        ast.literal_eval(node)
-        return True
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return False
+_HARMLESS_MAGICS = {"matplotlib", "config", "load_ext", "reload_ext", "autoreload", "precision", "pprint"}
+"""Line magics that only configure the kernel's display or reloading: skipped without a word."""
 
 
-def _inert(node: ast.AST | None) -> bool:
-    """An expression evaluated at definition time that runs no code: literals, names, attributes."""
-    if node is None:
-        return True
-    if isinstance(node, (ast.Name, ast.Constant)):
-        return True
-    if isinstance(node, ast.Attribute):
-        return _inert(node.value)
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return all(_inert(e) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return all(_inert(k) for k in node.keys if k is not None) and all(_inert(v) for v in node.values)
-    return _literal(node)
+def _info(cell: dict) -> dict:
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
 
 
-def _decorator_ok(node: ast.AST) -> bool:
-    if isinstance(node, ast.Call):
-        return _decorator_ok(node.func) and all(_literal(a) for a in node.args) and all(_literal(k.value) for k in node.keywords)
-    if isinstance(node, ast.Name):
-        return node.id in _SAFE_DECORATORS
-    if isinstance(node, ast.Attribute):
-        return node.attr in _SAFE_DECORATORS and _inert(node.value)
-    return False
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
 
 
-def _strip_annotations(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-    fn.returns = None
-    a = fn.args
-    for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
-        if arg is not None:
-            arg.annotation = None
-
-
-def _keep(stmt: ast.stmt, skipped: list[str], in_class: bool = False) -> ast.stmt | None:
-    """The statement to run (possibly trimmed), or None to skip it (the reason goes to ``skipped``)."""
-    line = f"line {getattr(stmt, 'lineno', '?')}"
-    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-        return stmt
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        if not all(_decorator_ok(d) for d in stmt.decorator_list):
-            skipped.append(f"{line}: def {stmt.name} (decorator)")
-            return None
-        if not all(_inert(d) for d in [*stmt.args.defaults, *stmt.args.kw_defaults]):
-            skipped.append(f"{line}: def {stmt.name} (default value computed by code)")
-            return None
-        if in_class and stmt.name in ("__init_subclass__", "__set_name__", "__class_getitem__", "__mro_entries__"):
-            skipped.append(f"{line}: def {stmt.name} (runs at class creation)")
-            return None
-        _strip_annotations(stmt)
-        return stmt
-    if isinstance(stmt, ast.ClassDef):
-        if stmt.keywords or not all(_inert(b) for b in stmt.bases) or not all(_decorator_ok(d) for d in stmt.decorator_list):
-            skipped.append(f"{line}: class {stmt.name} (metaclass, keywords, decorator or computed base)")
-            return None
-        body = [s for s in (_keep(s, skipped, in_class=True) for s in stmt.body) if s is not None]
-        stmt.body = body or [ast.Pass()]
-        return stmt
-    if isinstance(stmt, ast.Assign) and all(isinstance(t, ast.Name) for t in stmt.targets) and _literal(stmt.value):
-        return stmt
-    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None and _literal(stmt.value):
-        return ast.Assign(targets=[stmt.target], value=stmt.value, lineno=stmt.lineno)
-    if in_class and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-        return stmt  # a docstring
-    if in_class and isinstance(stmt, ast.Pass):
-        return stmt
-    skipped.append(f"{line}: {type(stmt).__name__}")
-    return None
-
-
-def filter_source(source: str) -> tuple[ast.Module | None, list[str]]:
-    """The part of a learner's cell that runs in isolation, and what was skipped (or why none runs)."""
-    text = "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln for ln in source.splitlines())
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as e:
-        return None, [f"syntax error: {e.msg}"]
-    skipped: list[str] = []
-    body = [s for s in (_keep(s, skipped) for s in tree.body) if s is not None]
-    module = ast.Module(body=body, type_ignores=[])
-    return ast.fix_missing_locations(module), skipped
-
-
-def cells(nb: dict, *, solution: bool) -> list[tuple[str | None, str]]:
-    """(grade_id, source) of a notebook's code cells: the solution cells, or the locked setup cells."""
+def setup_cells(nb: dict) -> list[tuple[str | None, str]]:
+    """(grade_id, source) of the instructor's locked code cells before the first solution cell."""
     out = []
-    seen_solution = False
     for c in nb.get("cells", []):
-        info = (c.get("metadata") or {}).get("nbgrader") or {}
-        src = c.get("source", "")
-        src = "".join(src) if isinstance(src, list) else src
+        info = _info(c)
         if c.get("cell_type") != "code":
             continue
         if info.get("solution"):
-            seen_solution = True
-            if solution:
-                out.append((info.get("grade_id"), src))
-        elif not solution and not seen_solution and info.get("locked") and not info.get("grade"):
-            out.append((info.get("grade_id"), src))
+            break
+        if info.get("locked") and not info.get("grade"):
+            out.append((info.get("grade_id"), _source(c)))
     return out
+
+
+def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
+    """(label, source, error the kernel showed or None) of every code cell the learner could write.
+
+    That is every code cell except nbgrader test cells and the instructor's locked cells: the
+    solution cells and cells without nbgrader metadata (added by the learner), in notebook order.
+    """
+    out = []
+    for n, c in enumerate((c for c in nb.get("cells", []) if c.get("cell_type") == "code"), start=1):
+        info = _info(c)
+        if not info.get("solution") and (info.get("grade") or info.get("locked")):
+            continue
+        label = f"cell {info['grade_id']!r}" if info.get("grade_id") else f"added code cell {n}"
+        errors = [o for o in c.get("outputs") or [] if o.get("output_type") == "error"]
+        kernel = f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}" if errors else None
+        out.append((label, _source(c), kernel))
+    return out
+
+
+def python_source(source: str) -> tuple[str, str | None]:
+    """The cell as plain Python (IPython magics and shell escapes blanked) and the first one that
+    does more than configure the kernel (None if none), which this process cannot run."""
+    lines, unrunnable = [], None
+    for ln in source.splitlines():
+        s = ln.lstrip()
+        if s.startswith(("%", "!")):
+            name = s.lstrip("%!").split(maxsplit=1)[0] if s.lstrip("%!") else ""
+            if not (s.startswith("%") and not s.startswith("%%") and name in _HARMLESS_MAGICS):
+                unrunnable = unrunnable or s.split(maxsplit=1)[0]
+            lines.append("")
+        else:
+            lines.append(ln)
+    return "\n".join(lines), unrunnable
 
 
 def test_sources(nb: dict) -> dict[str, str]:
@@ -371,39 +328,88 @@ def _expected_answer(source: str, name: str, key: str) -> Any:
 
 def _check_answer(ns: dict, name: str, key: str, expected: Any) -> None:
     answers = ns.get(name)
-    assert isinstance(answers, dict), f"{name} must be a dict of literal answers"
-    value = answers.get(key)
-    assert value in _ACTIONS, f"{name}[{key!r}] must be one of {sorted(_ACTIONS)}, not {value!r}"
+    assert isinstance(answers, dict), f"{name} must be a dict of answers"
+    value = dict.get(answers, key)  # the plain dict's own lookup and a plain str: no learner __eq__ runs
+    assert type(value) is str and value in _ACTIONS, f"{name}[{key!r}] must be one of {sorted(_ACTIONS)}, not {value!r}"
     if expected is not _MISSING:
         assert value == expected, f"{name}[{key!r}] = {value!r} is not the right action"
 
 
+class Report(dict):
+    """{test cell grade_id: None | why it failed in isolation}, and how loading the learner's code went.
+
+    ``load_errors``: [{"cell", "error", "kernel"}] for each learner cell that raised (or could not
+    run) here, with the error the kernel showed for it (None if it ran fine there); ``changed``:
+    what loading the learner's code changed (undone before the checks); ``inconclusive``: why the
+    failures cannot be trusted (the process died or hung, or the learner's code raised here but not
+    in the kernel), else None.
+    """
+
+    def __init__(self, cells: dict | None = None, *, load_errors: list | None = None,
+                 changed: list | None = None, inconclusive: str | None = None) -> None:
+        super().__init__(cells or {})
+        self.load_errors = list(load_errors or [])
+        self.changed = list(changed or [])
+        self.inconclusive = inconclusive
+        if inconclusive is None:
+            new = [e for e in self.load_errors if e.get("kernel") is None]
+            if new:
+                self.inconclusive = (f"{new[0]['cell']} raised {new[0]['error']} here but not in the kernel")[:200]
+
+    def to_json(self) -> str:
+        return json.dumps({"cells": dict(self), "load_errors": self.load_errors, "changed": self.changed},
+                          sort_keys=True)
+
+
+def _load(ns: dict, notebook: dict, timeout: int) -> list[dict]:
+    """Run every learner cell of ``notebook`` in ``ns`` as the kernel did (on after an error); its errors."""
+    errors = []
+    for label, src, kernel in learner_cells(notebook):
+        code, unrunnable = python_source(src)
+        error = f"{unrunnable} (IPython only)" if unrunnable else None
+        signal.alarm(max(1, int(timeout)))
+        try:
+            exec(compile(code, f"<{label}>", "exec"), ns)
+        except _Timeout:
+            error = f"a timeout ({timeout} s)"
+        except BaseException as e:  # noqa: BLE001 - the kernel goes on after an erroring cell; so do we
+            error = f"{type(e).__name__}: {e}"
+        finally:
+            signal.alarm(0)
+        if error:
+            errors.append({"cell": label, "error": error.splitlines()[0][:150] if error.strip() else error,
+                           "kernel": kernel})
+    return errors
+
+
 def recheck(notebook: dict, assignment: str, source: dict | None = None, only: list[str] | None = None,
-            timeout: int = 60) -> dict[str, str | None]:
-    """Run the mapped test cells of ``notebook`` in this process (call it in a fresh one): {grade_id: None | reason}."""
+            timeout: int = 60) -> Report:
+    """Run the mapped test cells of ``notebook`` in this process (call it in a fresh one)."""
     source = source if source is not None else notebook
     mapped = {**_RESOLVED.get(assignment, {}), **{g: None for g in ANSWERS.get(assignment, {})}}
     present = set(test_sources(notebook)) | set(test_sources(source))
     wanted = [g for g in (only if only is not None else sorted(present)) if g in mapped and g in present]
     if not wanted:
-        return {}
+        return Report()
     _load_everything()
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    for _, src in cells(source, solution=False):  # the instructor's setup, trusted
+    for _, src in setup_cells(source):  # the instructor's setup, trusted
         exec(compile(src, "<setup>", "exec"), ns)
     snap = Snapshot()
-    for gid, src in cells(notebook, solution=True):
-        module, _ = filter_source(src)
-        for stmt in module.body if module else []:
-            try:
-                exec(compile(ast.Module(body=[stmt], type_ignores=[]), f"<{gid}>", "exec"), ns)
-            except Exception:  # noqa: BLE001 - the kernel met the same error; its checks then fail on their own
-                pass
-    snap.restore()  # whatever the learner's definitions changed at import is undone before the checks
-    tests = test_sources(source)
-    report: dict[str, str | None] = {}
+    meta_path, path_hooks = list(sys.meta_path), list(sys.path_hooks)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     try:
+        load_errors = _load(ns, notebook, timeout)
+        # whatever loading the learner's code changed is undone before the checks
+        changed = snap.changes()
+        snap.restore()
+        sys.meta_path[:], sys.path_hooks[:] = meta_path, path_hooks
+        sys.settrace(None)
+        sys.setprofile(None)
+        signal.signal(signal.SIGALRM, _on_alarm)
+        loading = "; while loading, {cell} raised {error}".format(**load_errors[0]) if load_errors else ""
+        tests = test_sources(source)
+        report = Report(load_errors=load_errors, changed=changed)
         for gid in wanted:
             reason = None
             signal.alarm(max(1, int(timeout)))
@@ -415,7 +421,7 @@ def recheck(notebook: dict, assignment: str, source: dict | None = None, only: l
                     for fn, args, kw in _RESOLVED[assignment][gid]:
                         missing = [a for a in args if not callable(ns.get(a))]
                         if missing:
-                            raise AssertionError(f"{missing[0]} is not defined by a def in the solution cells")
+                            raise AssertionError(f"{missing[0]} is not defined by the notebook's cells")
                         fn(*[ns[a] for a in args], **copy.deepcopy(kw))
             except _Timeout:
                 reason = f"did not finish within {timeout} s"
@@ -425,22 +431,22 @@ def recheck(notebook: dict, assignment: str, source: dict | None = None, only: l
                 reason = f"{type(e).__name__}: {e}"
             finally:
                 signal.alarm(0)
-            changed = snap.changes()
-            if changed:
+            now_changed = snap.changes()
+            if now_changed:
                 snap.restore()
-                reason = f"the submission changed {', '.join(changed[:3])} while the check ran"
-            report[gid] = reason[:300] if reason else None
+                reason = f"the submission changed {', '.join(now_changed[:3])} while the check ran"
+            report[gid] = (reason[:300 - len(loading[:150])] + loading[:150]) if reason else None
     finally:
         signal.signal(signal.SIGALRM, old)
     return report
 
 
 def run(notebook: str | Path, assignment: str, *, source: str | Path | None = None, only: list[str] | None = None,
-        timeout: int = 60, env: dict[str, str] | None = None) -> dict[str, str | None]:
+        timeout: int = 60, env: dict[str, str] | None = None) -> Report:
     """Re-check ``notebook`` in a fresh ``python -m resumable_core.isolated`` process.
 
     Cells it could not confirm (the process died, hung past the overall timeout or printed no
-    result) come back failed with the reason.
+    result) come back failed with the reason, and the report is ``inconclusive``.
     """
     cmd = [sys.executable, "-m", "resumable_core.isolated", str(Path(notebook).resolve()), "--assignment", assignment,
            "--timeout", str(int(timeout))]
@@ -448,27 +454,33 @@ def run(notebook: str | Path, assignment: str, *, source: str | Path | None = No
         cmd += ["--source", str(Path(source).resolve())]
     if only is not None:
         cmd += ["--only", ",".join(only)]
+    try:
+        n_cells = len(learner_cells(json.loads(Path(notebook).read_text(encoding="utf-8"))))
+    except (OSError, ValueError, AttributeError):
+        n_cells = 0
     n = len(only) if only is not None else 20
-    overall = int(timeout) * (n + 1) + 60
+    overall = int(timeout) * (n + n_cells + 1) + 60
     with tempfile.TemporaryDirectory(prefix="resumable-isolated-") as cwd:
         env = {**(os.environ if env is None else env), "TMPDIR": cwd}  # the checks' scratch folders go with it
         try:
             proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=overall)
         except subprocess.TimeoutExpired:
-            return {g: f"the isolated re-run did not finish within {overall} s" for g in (only or [])}
+            why = f"the isolated re-run did not finish within {overall} s"
+            return Report({g: why for g in (only or [])}, inconclusive=why)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     try:
         result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
     except json.JSONDecodeError:
         result = None
-    if not isinstance(result, dict):
+    if not isinstance(result, dict) or not isinstance(result.get("cells"), dict):
         why = f"the isolated re-run ended with exit code {proc.returncode} and no result"
-        return {g: why for g in (only or [])}
-    return {str(k): (None if v is None else str(v)) for k, v in result.items()}
+        return Report({g: why for g in (only or [])}, inconclusive=why)
+    return Report({str(k): (None if v is None else str(v)) for k, v in result["cells"].items()},
+                  load_errors=result.get("load_errors") or [], changed=result.get("changed") or [])
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line: print the re-check's JSON dict on the original stdout."""
+    """The command line: print the re-check's JSON (:meth:`Report.to_json`) on the original stdout."""
     p = argparse.ArgumentParser(prog="python -m resumable_core.isolated", description=__doc__.split("\n\n")[0])
     p.add_argument("notebook", help="the graded (autograded) notebook")
     p.add_argument("--assignment", required=True)
@@ -484,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     src = json.loads(Path(args.source).read_text(encoding="utf-8")) if args.source else None
     only = [g for g in args.only.split(",") if g] if args.only is not None else None
     report = recheck(nb, args.assignment, src, only, args.timeout)
-    out.write(json.dumps(report, sort_keys=True) + "\n")
+    out.write(report.to_json() + "\n")
     out.flush()
     os._exit(0)  # no atexit or finalizer of the learner's runs after the result
 

@@ -116,6 +116,22 @@ REAL_CORRECT = """def reconcile(cp, tools):
     cp.pending_tool_use = None
     return cp"""
 
+REAL_READ_ONLY_SET = """READ_ONLY_TOOLS = frozenset({"read_file", "grep", "list_dir", "list_sent_emails"})
+
+
+def reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    if p.name in READ_ONLY_TOOLS or tools.is_read_only(p.name):
+        content, err = tools.execute(p.name, p.input), False
+    else:
+        content, err = rc.STATUS_UNKNOWN, True
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=err)]})
+    cp.pending_tool_use = None
+    return cp"""
+"""Honest: a module-level set of tool names, as the source course's own fix writes it."""
+
 REAL_RERUN = """def reconcile(cp, tools):
     p = cp.pending_tool_use
     if p is None:
@@ -175,6 +191,7 @@ def answers(reconcile: str, level1: str = LEVEL1) -> dict[str, str]:
 # student -> (answers by cell id, options, expected autograded score; max 19 = 16 autograded + 3 manual)
 SAMPLES: dict[str, tuple[dict[str, str], dict, float]] = {
     "correct": (answers(REAL_CORRECT), {}, 16),
+    "read_only_set": (answers(REAL_READ_ONLY_SET), {}, 16),
     "rerun_everything": (answers(REAL_RERUN), {}, 11),
     "delete_move": (answers(REAL_DELETE), {}, 7),
     "is_error_all": (answers(REAL_IS_ERROR_ALL), {}, 12),
