@@ -122,6 +122,14 @@ def test_monkeypatching_the_checkers_does_not_pay(folder_run):
         assert (g.auto_score, g.manual_score, g.score) == (2.0, 0.0, 0.0)
 
 
+def test_an_honest_top_level_set_keeps_every_point(folder_run):
+    """A solution with a top-level READ_ONLY_TOOLS = frozenset(...) scores like correct: the re-check zeroes nothing."""
+    _, _, rows = folder_run
+    assert float(rows["read_only_set"]["score"]) == float(rows["correct"]["score"]) == 16
+    assert rows["read_only_set"]["reason"] == rows["correct"]["reason"]
+    assert "isolated" not in rows["read_only_set"]["reason"]
+
+
 def test_outputs_feedback_plot_and_export(folder_run):
     """Feedback HTML for every graded student, a PNG plot, nbgrader's export and the gradebook in --out."""
     _, out, rows = folder_run
