@@ -23,18 +23,6 @@ import tempfile
 import resumable_core as rc
 from resumable_core.fixtures import exercise_sandbox"""
 
-CORRECT = """def my_reconcile(cp, tools):
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        content, err = tools.execute(p.name, p.input), False
-    else:
-        content, err = rc.STATUS_UNKNOWN, True
-    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=err)]})
-    cp.pending_tool_use = None
-    return cp"""
-
 TEST_READ_ONLY = """# a read-only call is run again and its real result recorded
 with tempfile.TemporaryDirectory() as d:
     cp, tools = exercise_sandbox("B", d)
@@ -75,7 +63,7 @@ def tiny_source_notebook() -> nbformat.NotebookNode:
     """The stand-in assignment's source notebook (with its solution and hidden tests)."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    body = CORRECT.split("\n", 1)[1]
+    body = REAL_CORRECT.split("\n", 1)[1]
     nb.cells = [
         nbformat.v4.new_markdown_cell("# Reconcile the dangling call", metadata=_meta("intro", locked=True)),
         nbformat.v4.new_code_cell(SETUP, metadata=_meta("setup", locked=True)),

@@ -21,59 +21,12 @@ from resumable_core.strategies import STRATEGIES
 
 # -- learners' code, as it would be typed into the release notebooks ----------------------------
 
-CORRECT = """def reconcile(cp, tools):
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        content, is_error = tools.execute(p.name, p.input), False
-    else:
-        content, is_error = rc.STATUS_UNKNOWN, True
-    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=is_error)]})
-    cp.pending_tool_use = None
-    return cp
-"""
-
-PRODUCTION_BUG = """def reconcile(cp, tools):
-    # the incident's code: re-run whatever was pending
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    output = tools.execute(p.name, p.input)
-    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, output)]})
-    cp.pending_tool_use = None
-    return cp
-"""
-
-DELETE_MOVE = """def reconcile(cp, tools):
-    # drop the assistant message that asked for the call
-    if cp.pending_tool_use is None:
-        return cp
-    cp.messages.pop()
-    cp.pending_tool_use = None
-    return cp
-"""
-
-IS_ERROR_ALWAYS = """def reconcile(cp, tools):
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, rc.STATUS_UNKNOWN, is_error=True)]})
-    cp.pending_tool_use = None
-    return cp
-"""
-
-FORGOT_PENDING = """def reconcile(cp, tools):
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        content, is_error = tools.execute(p.name, p.input), False
-    else:
-        content, is_error = rc.STATUS_UNKNOWN, True
-    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, content, is_error=is_error)]})
-    return cp  # pending_tool_use is never cleared
-"""
+# the same reconcile answers the grading command's sample class uses
+from grading_samples import REAL_CORRECT as CORRECT  # noqa: E402
+from grading_samples import REAL_DELETE as DELETE_MOVE  # noqa: E402
+from grading_samples import REAL_FORGOT_PENDING as FORGOT_PENDING  # noqa: E402
+from grading_samples import REAL_IS_ERROR_ALL as IS_ERROR_ALWAYS  # noqa: E402
+from grading_samples import REAL_RERUN as PRODUCTION_BUG  # noqa: E402
 
 LEDGER = """def reconcile_with_ledger(cp, tools):
     p = cp.pending_tool_use
