@@ -97,6 +97,15 @@ def tool_results(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in blocks(message) if b.get("type") == "tool_result"]
 
 
+def text_of(content: Any) -> str:
+    """The text of a message's or tool_result's content: a string, or its blocks' text joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return ""
+
+
 def consistency_problem(cp: Checkpoint) -> str | None:
     """One line saying how the checkpoint contradicts itself, or None when it is sound."""
     msgs = cp.messages

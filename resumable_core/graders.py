@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, save_checkpoint
+from .checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, save_checkpoint, text_of
 from .crash import CRASH_POINTS, CrashPlan, run_in_child
 from .errors import CheckpointError
 from .ledger import Ledger
@@ -113,15 +113,6 @@ def run_reconcile(fn: Reconcile, cp: Checkpoint, tools: Toolbox) -> tuple[Checkp
     if not isinstance(out, Checkpoint):
         raise AssertionError(f"reconcile must return the reconciled Checkpoint, it returned {type(out).__name__}")
     return before, out
-
-
-def text_of(content: Any) -> str:
-    """A tool_result's content as text (a string, or the text of its text blocks)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return ""
 
 
 def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:

@@ -43,6 +43,8 @@ from pathlib import Path
 
 import nbformat
 
+from .course import nbgrader_env
+
 MARKER = ".resumable-grading"
 """A file that marks a folder as made by this command (and safe to wipe on the next run)."""
 DEFAULT_TIMEOUT = 60
@@ -74,8 +76,7 @@ c.Autograde.create_student = True
 
 def subprocess_env() -> dict[str, str]:
     """The environment nbgrader runs in: the venv's bin first (it shells out to alembic), offline."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env = nbgrader_env()
     env.pop("RESUMABLE_LIVE", None)  # grading is always against the scripted Claude
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     env.setdefault("MPLBACKEND", "Agg")

@@ -6,7 +6,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, new_checkpoint, save_checkpoint
+from .checkpoint import (
+    Checkpoint,
+    PendingToolUse,
+    consistency_problem,
+    load_checkpoint,
+    new_checkpoint,
+    save_checkpoint,
+    text_of,
+)
 from .claude import MAX_TOKENS, make_client, model_id
 from .crash import CrashPlan, kill_self
 from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ToolError
@@ -35,10 +43,7 @@ class RunResult:
         """The text of the model's final reply, when the run is finished."""
         if not self.checkpoint.is_finished():
             return None
-        content = self.checkpoint.messages[-1]["content"]
-        if isinstance(content, str):
-            return content
-        return "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        return text_of(self.checkpoint.messages[-1]["content"])
 
 
 def _block_json(block: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import hashlib
 import json
 from typing import Any
 
+from .checkpoint import text_of as _text_of
 from .world import TEAM_ADDRESS
 
 NOTES_TASK = "Summarize this week's meeting notes into one page."
@@ -93,12 +94,6 @@ def check_request(body: dict[str, Any]) -> None:
 
 
 # -- the script ------------------------------------------------------------------------------
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
 
 
 def _history(msgs: list[dict]) -> list[dict]:
