@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,32 @@ def kill_self() -> None:
     """Die now, as the OOM killer would: SIGKILL, no cleanup, no finally blocks."""
     os.kill(os.getpid(), signal.SIGKILL)
     signal.pause()  # pragma: no cover - never reached
+
+
+def run_and_kill_after(fn: Callable[[], object], delay: float) -> str:
+    """Run ``fn`` in a forked child and SIGKILL it from here after ``delay`` seconds.
+
+    Returns "killed", or "exited" when ``fn`` finished first. A child that fails raises CrashError.
+    """
+    pid = os.fork()
+    if pid == 0:  # child: never returns into the caller's code
+        code = 0
+        try:
+            fn()
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    time.sleep(delay)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return "killed"
+    if os.WEXITSTATUS(status) != 0:
+        raise CrashError("the run failed on its own before the kill")
+    return "exited"
 
 
 def run_in_child(fn: Callable[[], object], error_file: str | Path) -> str:

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .checkpoint import Checkpoint, load_checkpoint
-from .crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
+from .crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_and_kill_after, run_in_child
 from .errors import CheckpointError, CrashError
 from .ledger import Ledger
 from .loop import RunResult, run_agent
@@ -269,22 +266,5 @@ def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: rand
     """
     box = Sandbox.create(root, ledger=(strategy == "by_effect_ledger"))
     task = SCENARIOS[tool]
-    delay = rng.uniform(0, max_delay)
-    pid = os.fork()
-    if pid == 0:
-        code = 0
-        try:
-            box.run(task)
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
-    time.sleep(delay)
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    _, status = os.waitpid(pid, 0)
-    killed = os.WIFSIGNALED(status)
-    if not killed and os.WEXITSTATUS(status) != 0:
-        raise CrashError("the run failed on its own before the kill")
-    return _resume_and_record(box, tool, "random", strategy, STRATEGIES[strategy], killed=killed)
+    ended = run_and_kill_after(lambda: box.run(task), rng.uniform(0, max_delay))
+    return _resume_and_record(box, tool, "random", strategy, STRATEGIES[strategy], killed=ended == "killed")
