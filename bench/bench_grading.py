@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 import grading_samples as samples  # noqa: E402
 
-from resumable_core import grading  # noqa: E402
+from resumable_core.course.grading import pipeline as grading  # noqa: E402
 
 HONEST = ("correct", "rerun_everything", "delete_move", "is_error_all", "forgot_pending", "stderr_writer")
 N = 60

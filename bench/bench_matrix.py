@@ -38,10 +38,11 @@ import time
 t0 = time.perf_counter()
 import json, sys
 from dataclasses import asdict
-import anthropic, resumable_core.claude, resumable_core.scripted  # what run_cell would import on first use
-from resumable_core.simulation import reference_turn, run_cell
+import anthropic, resumable_core.claude, resumable_core._scripted  # what run_cell would import on first use
+from resumable_core.lab.matrix import run_cell
+from resumable_core.scenarios import SCENARIOS
 t1 = time.perf_counter()
-reference_turn(sys.argv[2])  # run_cell's first step anyway (cached per process); split out to time it
+SCENARIOS[sys.argv[2]].reference_turn()  # run_cell's first step anyway (cached per process); split out to time it
 t2 = time.perf_counter()
 row = run_cell(sys.argv[1], sys.argv[2], sys.argv[3]).row
 t3 = time.perf_counter()

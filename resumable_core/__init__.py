@@ -56,10 +56,12 @@ _EXPORTS = {
     "tool_result": "strategies",
     "CrashPlan": "crash",
     "CRASH_POINTS": "crash",
-    "run_cell": "simulation",
-    "run_matrix": "simulation",
-    "Sandbox": "simulation",
-    "load_exercise_checkpoint": "fixtures",
+    "run_cell": "lab.matrix",
+    "run_matrix": "lab.matrix",
+    "Sandbox": "scenarios",
+    "SCENARIOS": "scenarios",
+    "Scenario": "scenarios",
+    "load_exercise_checkpoint": "lab.exercise_checkpoints",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -83,10 +85,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from .claude import DEFAULT_MODEL, make_client, model_id
     from .crash import CRASH_POINTS, CrashPlan
     from .errors import *  # noqa: F403
-    from .fixtures import load_exercise_checkpoint
+    from .lab.exercise_checkpoints import load_exercise_checkpoint
     from .ledger import Ledger, idempotency_key
     from .loop import MAX_TURNS, RunResult, run_agent
     from .strategies import STATUS_UNKNOWN, STRATEGIES, reconcile, tool_result
-    from .simulation import Sandbox, run_cell, run_matrix
+    from .lab.matrix import run_cell, run_matrix
+    from .scenarios import SCENARIOS, Sandbox, Scenario
     from .tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
     from .world import World

@@ -9,7 +9,7 @@ from .crash import CRASH_POINTS
 
 
 def _matrix(args: argparse.Namespace) -> int:
-    from .simulation import MATRIX_STRATEGIES, format_table, rows_json, run_matrix
+    from .lab.matrix import MATRIX_STRATEGIES, format_table, rows_json, run_matrix
 
     strategies = args.strategy or list(MATRIX_STRATEGIES)
     rows = run_matrix(strategies=strategies, tools=args.tool or ("read_file", "send_email"))
@@ -18,14 +18,14 @@ def _matrix(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .simulation import run_cell
+    from .lab.matrix import run_cell
 
     print(run_cell(args.crash_at, args.tool, args.strategy).story())
     return 0
 
 
 def _fixtures(args: argparse.Namespace) -> int:
-    from .fixtures import write_exercise_checkpoints
+    from .lab.exercise_checkpoints import write_exercise_checkpoints
 
     for path in write_exercise_checkpoints(args.out):
         print(path)
@@ -33,7 +33,7 @@ def _fixtures(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from .grading import main as grade_main
+    from .course.grading.pipeline import main as grade_main
 
     return grade_main(args)
 
@@ -61,14 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--out", default=None, help="folder (default: the package's fixtures)")
     f.set_defaults(func=_fixtures)
 
-    try:
-        from .grading import add_arguments
-    except ImportError:  # pragma: no cover - grading is optional at import time
-        add_arguments = None
-    if add_arguments is not None:
-        g = sub.add_parser("grade", help="autograde a class's submissions with nbgrader")
-        add_arguments(g)
-        g.set_defaults(func=_grade)
+    from .course.grading.pipeline import add_arguments
+
+    g = sub.add_parser("grade", help="autograde a class's submissions with nbgrader")
+    add_arguments(g)
+    g.set_defaults(func=_grade)
     return p
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import anthropic
 
-    from .scripted import ScriptedClaude
+    from ._scripted import ScriptedClaude
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 """The one place the model id lives. Override with $RESUMABLE_MODEL."""
@@ -48,9 +48,18 @@ def make_client(*, live: bool | None = None, scripted: "ScriptedClaude | None" =
         return anthropic.Anthropic(max_retries=2)
     import httpx2
 
-    from .scripted import ScriptedClaude
+    from ._scripted import ScriptedClaude
 
     http = httpx2.Client(transport=httpx2.MockTransport((scripted or ScriptedClaude()).handle))
     return anthropic.Anthropic(
         api_key="scripted-offline", base_url=SCRIPTED_BASE_URL, http_client=http, max_retries=0
     )
+
+
+def __getattr__(name: str) -> object:
+    # ScriptedClaude is public here, loaded on first use like anthropic itself.
+    if name == "ScriptedClaude":
+        from ._scripted import ScriptedClaude
+
+        return ScriptedClaude
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

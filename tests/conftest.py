@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import resumable_core as rc
-from resumable_core.scripted import ScriptedClaude
+from resumable_core._scripted import ScriptedClaude
 
 
 @pytest.fixture(autouse=True)

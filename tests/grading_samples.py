@@ -21,7 +21,7 @@ SOLUTION_ID = "my_reconcile"
 SETUP = """import sys
 import tempfile
 import resumable_core as rc
-from resumable_core.fixtures import exercise_sandbox"""
+from resumable_core.lab.exercise_checkpoints import exercise_sandbox"""
 
 TEST_READ_ONLY = """# a read-only call is run again and its real result recorded
 with tempfile.TemporaryDirectory() as d:
@@ -42,10 +42,10 @@ assert out.pending_tool_use is None, "the pending call must be cleared"
 ### BEGIN HIDDEN TESTS
 # fresh copies of the world, the toolbox and the checker: a learner's monkeypatch cannot reach them
 import importlib
-import resumable_core.world, resumable_core.tools, resumable_core.loop, resumable_core.simulation
-for _m in (resumable_core.world, resumable_core.tools, resumable_core.loop, resumable_core.simulation):
+import resumable_core.world, resumable_core.tools, resumable_core.loop, resumable_core.lab.matrix
+for _m in (resumable_core.world, resumable_core.tools, resumable_core.loop, resumable_core.lab.matrix):
     importlib.reload(_m)
-_cell = resumable_core.simulation.run_cell("after_tool", "send_email", my_reconcile)
+_cell = resumable_core.lab.matrix.run_cell("after_tool", "send_email", my_reconcile)
 assert _cell.row.effects == 1, f"the email was sent {_cell.row.effects} times"
 assert _cell.row.completed and not _cell.row.api_error
 ### END HIDDEN TESTS

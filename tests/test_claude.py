@@ -10,7 +10,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core import claude
-from resumable_core.scripted import EMAIL_TASK, NOTES_TASK
+from resumable_core._scripted import EMAIL_TASK, NOTES_TASK
 
 
 def _create(client, messages, tools=None):

@@ -13,7 +13,7 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
-from resumable_core import course
+from resumable_core.course import release as course
 
 ROOT = course.COURSE_ROOT
 
@@ -85,7 +85,7 @@ def test_first_code_cell_imports_what_the_notebook_needs():
     """The first code cell of each notebook imports resumable_core; no cell depends on the working directory."""
     for assignment in course.ASSIGNMENTS:
         cells = [c for c in _cells("solutions", assignment) if c["cell_type"] == "code"]
-        assert "import resumable_core" in _src(cells[0]) or "from resumable_core import" in _src(cells[0])
+        assert "import resumable_core" in _src(cells[0]) or "from resumable_core" in _src(cells[0])
         for cell in cells:
             assert not re.search(r"os\.getcwd|Path\.cwd|chdir|open\(['\"]", _src(cell)), _src(cell)
 
@@ -141,9 +141,9 @@ def test_check_notices_a_hand_edit(tmp_path):
 
 def test_course_cli_lists_points_and_rejects_unknown_commands():
     """`python -m resumable_core.course points` prints every grade_id; an unknown command is an error."""
-    out = subprocess.run([sys.executable, "-m", "resumable_core.course", "points"], capture_output=True, text=True, cwd="/")
+    out = subprocess.run([sys.executable, "-m", "resumable_core.course.release", "points"], capture_output=True, text=True, cwd="/")
     assert out.returncode == 0 and "test_reconcile_B" in out.stdout and "bonus_ledger" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "resumable_core.course", "nope"], capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-m", "resumable_core.course.release", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import resumable_core as rc
-from resumable_core.fixtures import FIXTURE_DIR, write_exercise_checkpoints
+from resumable_core.lab.exercise_checkpoints import FIXTURE_DIR, write_exercise_checkpoints
 
 
 def test_regenerating_the_fixtures_gives_the_committed_files(tmp_path):
@@ -27,7 +27,7 @@ def test_checkpoint_b_has_a_read_only_call_pending():
 
 def test_checkpoint_c_has_a_send_pending_that_already_happened(tmp_path):
     """C: send_email is pending, and recreating the crash shows the email already in the outbox."""
-    from resumable_core.fixtures import exercise_sandbox
+    from resumable_core.lab.exercise_checkpoints import exercise_sandbox
 
     cp, box = exercise_sandbox("C", tmp_path)
     assert cp == rc.load_exercise_checkpoint("C")

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import resumable_core as rc
-from resumable_core import course, graders
+from resumable_core.course import conformance as graders
+from resumable_core.course import release as course
 from resumable_core.strategies import STRATEGIES
 
 # -- learners' code, as it would be typed into the release notebooks ----------------------------

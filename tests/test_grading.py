@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import grading_samples as samples  # noqa: E402
 
-from resumable_core import grading  # noqa: E402
+from resumable_core.course.grading import pipeline as grading  # noqa: E402
 from resumable_core.__main__ import main as cli_main  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import grading_samples as samples  # noqa: E402
 
-from resumable_core import isolated  # noqa: E402
+from resumable_core.course.grading import recheck as isolated  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ("reconcile", "postmortem", "resume_skeleton")}
@@ -89,7 +89,7 @@ def test_the_sample_monkeypatch_is_neutralised(tmp_path):
     rerun = isolated.run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == _failed(rerun) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     assert report.inconclusive is None and report.load_errors == []
-    assert "resumable_core.graders.check_checkpoint_c" in report.changed
+    assert "resumable_core.course.conformance.check_checkpoint_c" in report.changed
     assert "resumable_core.tools.Toolbox.execute" in report.changed
 
 
@@ -181,7 +181,7 @@ def test_a_patch_run_at_definition_time_is_undone(tmp_path):
 
 PATCH_DURING_CHECK = samples.REAL_RERUN.replace(
     "    p = cp.pending_tool_use\n",
-    "    from resumable_core import graders as _g\n"
+    "    from resumable_core.course import conformance as _g\n"
     "    _g.CountingToolbox.count = lambda self, name=None: 0\n"
     "    p = cp.pending_tool_use\n",
     1,
@@ -194,7 +194,7 @@ def test_a_patch_made_while_a_check_runs_fails_that_check(tmp_path):
                           only=["test_reconcile_A", "test_reconcile_B", "test_reconcile_C"], timeout=30)
     assert set(report) == {"test_reconcile_A", "test_reconcile_B", "test_reconcile_C"}
     for gid in report:
-        assert "resumable_core.graders.CountingToolbox.count" in report[gid]
+        assert "resumable_core.course.conformance.CountingToolbox.count" in report[gid]
 
 
 def test_level1_answers_are_checked_against_the_hidden_assertions(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core.crash import run_in_child
-from resumable_core.scripted import EMAIL_TASK, NOTES_TASK
+from resumable_core._scripted import EMAIL_TASK, NOTES_TASK
 
 
 def _run(sandbox, task, client, **kw):
@@ -106,7 +106,7 @@ def test_tokens_accumulate_over_every_recorded_call(sandbox, client, scripted):
     _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_b", turn=2))
     before = rc.load_checkpoint(sandbox.checkpoint_path).tokens_used
     result = _run(sandbox, NOTES_TASK, client)
-    from resumable_core.scripted import respond
+    from resumable_core._scripted import respond
 
     spent_after = sum(u["input_tokens"] + u["output_tokens"] for u in (respond(r)["usage"] for r in scripted.requests))
     assert result.checkpoint.tokens_used == before + spent_after

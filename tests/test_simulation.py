@@ -8,7 +8,7 @@ import random
 import pytest
 
 import resumable_core as rc
-from resumable_core import simulation
+from resumable_core.lab import matrix as simulation
 from resumable_core.crash import CRASH_POINTS
 
 
@@ -89,9 +89,9 @@ def run_span(tmp_path_factory):
     import time
 
     root = tmp_path_factory.mktemp("span")
-    simulation.Sandbox.create(root / "warm").run(simulation.SCENARIOS["send_email"])
+    rc.Sandbox.create(root / "warm").run(rc.SCENARIOS["send_email"].task)
     t0 = time.perf_counter()
-    simulation.Sandbox.create(root / "timed").run(simulation.SCENARIOS["send_email"])
+    rc.Sandbox.create(root / "timed").run(rc.SCENARIOS["send_email"].task)
     return (time.perf_counter() - t0) * 1.3
 
 

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 import resumable_core as rc
-from resumable_core.simulator import (
+from resumable_core.lab.widgets import (
     CATEGORIES,
     MY_RECONCILE,
     CrashSimulator,
@@ -20,7 +20,7 @@ from resumable_core.simulator import (
     cell_category,
     checkpoint_html,
 )
-from resumable_core.simulation import MatrixRow
+from resumable_core.lab.matrix import MatrixRow
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "simulator" / "simulator.ipynb"
 
@@ -199,7 +199,7 @@ def test_cell_category_tells_duplicates_from_rereads_and_errors():
 
 def test_import_resumable_core_does_not_load_the_simulator():
     """`import resumable_core` stays light: neither the simulator nor ipywidgets is imported by it."""
-    code = "import sys, resumable_core; print('resumable_core.simulator' in sys.modules, 'ipywidgets' in sys.modules)"
+    code = "import sys, resumable_core; print('resumable_core.lab.widgets' in sys.modules, 'ipywidgets' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
     assert out.stderr == ""

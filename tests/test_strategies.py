@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import resumable_core as rc
-from resumable_core.fixtures import exercise_sandbox
+from resumable_core.lab.exercise_checkpoints import exercise_sandbox
 
 
 def test_nothing_pending_is_returned_as_is(tmp_path):

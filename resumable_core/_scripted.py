@@ -11,11 +11,8 @@ import json
 from typing import Any
 
 from .checkpoint import text_of as _text_of
+from .scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK
 from .world import TEAM_ADDRESS
-
-NOTES_TASK = "Summarize this week's meeting notes into one page."
-EMAIL_TASK = "Email the team this week's conclusion."
-EMAIL_SUBJECT = "This week's conclusion"
 STATUS_UNKNOWN_MARK = "status unknown"
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -79,8 +79,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
-from . import course as _course
-from . import graders as _graders
+from .. import conformance as _graders
+from .. import release as _course
 
 # -- 1. the checks, bound before any learner code can run --------------------------------------
 
@@ -448,7 +448,7 @@ def run(notebook: str | Path, assignment: str, *, source: str | Path | None = No
     Cells it could not confirm (the process died, hung past the overall timeout or printed no
     result) come back failed with the reason, and the report is ``inconclusive``.
     """
-    cmd = [sys.executable, "-m", "resumable_core.isolated", str(Path(notebook).resolve()), "--assignment", assignment,
+    cmd = [sys.executable, "-m", "resumable_core.course.grading.recheck", str(Path(notebook).resolve()), "--assignment", assignment,
            "--timeout", str(int(timeout))]
     if source is not None:
         cmd += ["--source", str(Path(source).resolve())]

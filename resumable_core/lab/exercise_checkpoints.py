@@ -12,15 +12,14 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 
-from .checkpoint import Checkpoint, load_checkpoint
-from .crash import CrashPlan, run_in_child
-from .loop import run_agent
-from .simulation import SCENARIOS, Sandbox
-from .tools import Toolbox
+from ..checkpoint import Checkpoint, load_checkpoint
+from ..crash import CrashPlan, run_in_child
+from ..loop import run_agent
+from ..scenarios import SCENARIOS, Sandbox, finished_turns
+from ..tools import Toolbox
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures"
 NAMES = ("A", "B", "C")
@@ -28,19 +27,13 @@ NAMES = ("A", "B", "C")
 
 def _plan(name: str) -> tuple[str, CrashPlan]:
     if name == "A":
-        return SCENARIOS["read_file"], CrashPlan("after_save_a", turn=_notes_turns())
+        return SCENARIOS["read_file"].task, CrashPlan("after_save_a", turn=finished_turns("read_file"))
     if name == "B":
-        return SCENARIOS["read_file"], CrashPlan("after_save_a", tool="read_file", turn=_notes_turns() - 1)
+        return SCENARIOS["read_file"].task, CrashPlan("after_save_a", tool="read_file", turn=finished_turns("read_file") - 1)
     if name == "C":
-        from .simulation import reference_turn
-
-        return SCENARIOS["send_email"], CrashPlan("after_tool", tool="send_email", turn=reference_turn("send_email"))
+        email = SCENARIOS["send_email"]
+        return email.task, CrashPlan("after_tool", tool="send_email", turn=email.reference_turn())
     raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
-
-
-def _notes_turns() -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        return Sandbox.create(tmp).run(SCENARIOS["read_file"]).checkpoint.turns
 
 
 def exercise_sandbox(name: str, root: str | Path, *, ledger: bool = False) -> tuple[Checkpoint, Toolbox]:
@@ -82,7 +75,3 @@ def load_exercise_checkpoint(name: str) -> Checkpoint:
     assert cp is not None
     return cp
 
-
-def exercise_checkpoint_json(name: str) -> dict:
-    """The raw JSON of an exercise checkpoint."""
-    return json.loads((FIXTURE_DIR / f"checkpoint_{name.lower()}.json").read_text())

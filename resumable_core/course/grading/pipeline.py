@@ -43,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 
-from .course import nbgrader_env
+from ..release import nbgrader_env
 
 MARKER = ".resumable-grading"
 """A file that marks a folder as made by this command (and safe to wipe on the next run)."""
@@ -54,7 +54,7 @@ STATUSES = ("graded", "failed", "invalid", "empty", "missing")
 (score 0); invalid: not a notebook (score 0, not run); empty: a notebook with no code of the learner
 (graded like any, it scores what the restored tests give); missing: no notebook for the assignment."""
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 # --- the working course ---------------------------------------------------------------------
@@ -423,7 +423,7 @@ def recheck_isolated(root: Path, assignment: str, student: str,
     """
     from nbgrader.api import Gradebook
 
-    from . import isolated
+    from . import recheck as isolated
 
     db_url = f"sqlite:///{root / 'gradebook.db'}"
     out: dict[str, dict[str, str]] = {}
@@ -470,7 +470,7 @@ def run_workers(main: Path, assignment: str, students: list[str], jobs: int, tim
     def run(i: int, share: list[str]) -> None:
         worker = main / "workers" / f"w{i}"
         _copy_course(main, worker, timeout, share, assignment)
-        cmd = [sys.executable, "-m", "resumable_core.grading", "worker", str(worker), assignment, *share]
+        cmd = [sys.executable, "-m", "resumable_core.course.grading.pipeline", "worker", str(worker), assignment, *share]
         proc = subprocess.Popen(cmd, cwd=worker, env=subprocess_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
         assert proc.stdout is not None

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-COURSE_ROOT = Path(__file__).resolve().parent.parent
+COURSE_ROOT = Path(__file__).resolve().parents[2]
 """The repository root, when the kit runs from its checkout."""
 
 ASSIGNMENTS: tuple[str, ...] = ("reconcile", "postmortem", "resume_skeleton")

@@ -10,42 +10,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .checkpoint import Checkpoint, load_checkpoint
-from .crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_and_kill_after, run_in_child
-from .errors import CheckpointError, CrashError
-from .ledger import Ledger
-from .loop import RunResult, run_agent
-from .strategies import STRATEGIES, Reconcile
-from .scripted import EMAIL_TASK, NOTES_TASK
-from .tools import Toolbox
-from .world import World
+from ..checkpoint import Checkpoint, load_checkpoint
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_and_kill_after, run_in_child
+from ..errors import CheckpointError
+from ..loop import RunResult
+from ..scenarios import SCENARIOS, Sandbox, scenario
+from ..strategies import STRATEGIES, Reconcile
 
-SCENARIOS: dict[str, str] = {"read_file": NOTES_TASK, "send_email": EMAIL_TASK}
-"""The tool a cell crashes on, and the task whose run calls it."""
 MATRIX_STRATEGIES = ("delete", "rerun", "by_effect", "by_effect_ledger")
-RUN_ID = "run_sim"
-
-
-@dataclass
-class Sandbox:
-    """One run's folder: the world, the toolbox, the checkpoint path."""
-
-    root: Path
-    world: World
-    toolbox: Toolbox
-    checkpoint_path: Path
-
-    @classmethod
-    def create(cls, root: str | Path, *, ledger: bool = False) -> "Sandbox":
-        """A fresh world in ``root``; with ``ledger``, the toolbox keeps receipts."""
-        root = Path(root)
-        world = World.create(root / "world")
-        box = Toolbox(world, ledger=Ledger(root / "ledger.sqlite") if ledger else None)
-        return cls(root, world, box, root / "checkpoint.json")
-
-    def run(self, task: str, **kw: Any) -> RunResult:
-        """``run_agent`` on this sandbox."""
-        return run_agent(task, checkpoint_path=self.checkpoint_path, toolbox=self.toolbox, run_id=RUN_ID, **kw)
 
 
 @dataclass
@@ -104,43 +76,6 @@ class Cell:
         return "\n".join(lines)
 
 
-def _target_input(tool: str) -> dict[str, Any]:
-    return _reference(tool)[1]
-
-
-def reference_turn(tool: str) -> int:
-    """The turn on which an uncrashed run of the tool's scenario first calls ``tool``."""
-    return _reference(tool)[0]
-
-
-@lru_cache(maxsize=None)
-def _reference_cached(tool: str) -> tuple[int, str]:
-    with tempfile.TemporaryDirectory(prefix="resumable-ref-") as tmp:
-        box = Sandbox.create(tmp)
-        result = box.run(SCENARIOS[tool])
-    turn = 0
-    for m in result.checkpoint.messages:
-        if m["role"] != "assistant":
-            continue
-        turn += 1
-        for b in m["content"]:
-            if b.get("type") == "tool_use" and b["name"] == tool:
-                return turn, json.dumps(b["input"], sort_keys=True)
-    raise CrashError(f"the {SCENARIOS[tool]!r} run never calls {tool}")
-
-
-def _reference(tool: str) -> tuple[int, dict[str, Any]]:
-    turn, raw = _reference_cached(tool)
-    return turn, json.loads(raw)
-
-
-def count_effects(world: World, tool: str, tool_input: dict[str, Any]) -> int:
-    """How many times the effect of ``tool(tool_input)`` happened in ``world``."""
-    if tool == "send_email":
-        return sum(1 for e in world.sent_emails() if e["subject"] == tool_input["subject"])
-    return sum(1 for _, i in world.calls(tool) if i == tool_input)
-
-
 def _raw_checkpoint(path: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
@@ -164,13 +99,13 @@ def _resume_and_record(box: Sandbox, tool: str, crash_point: str, name: str, fn:
     at_crash = _raw_checkpoint(box.checkpoint_path)
     outbox_at_crash = box.world.sent_emails()
     load_checkpoint(box.checkpoint_path)  # must never raise: every save is atomic
-    result, error = resume(box, SCENARIOS[tool], fn)
+    result, error = resume(box, SCENARIOS[tool].task, fn)
     cp: Checkpoint | None = result.checkpoint if result else _safe_load(box.checkpoint_path)
     row = MatrixRow(
         crash_point=crash_point,
         tool=tool,
         strategy=name,
-        effects=count_effects(box.world, tool, _target_input(tool)),
+        effects=SCENARIOS[tool].count_effects(box.world),
         api_error=error is not None,
         completed=bool(result and result.checkpoint.is_finished()),
         turns=cp.turns if cp else 0,
@@ -201,8 +136,7 @@ def run_cell(
     ``ledger``: give the toolbox a side-effect ledger (default: only for ``by_effect_ledger``;
     pass True for a learner's ledger-using function).
     """
-    if tool not in SCENARIOS:
-        raise ValueError(f"tool must be one of {', '.join(SCENARIOS)}")
+    sc = scenario(tool)
     name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "my reconcile")
     fn = STRATEGIES[strategy] if isinstance(strategy, str) else strategy
     own_tmp = None
@@ -211,8 +145,8 @@ def run_cell(
         root = own_tmp.name
     try:
         box = Sandbox.create(root, ledger=(name == "by_effect_ledger") if ledger is None else ledger)
-        task = SCENARIOS[tool]
-        plan = CrashPlan(crash_point, tool=tool, turn=reference_turn(tool))
+        task = sc.task
+        plan = CrashPlan(crash_point, tool=tool, turn=sc.reference_turn())
         ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")
         return _resume_and_record(box, tool, crash_point, name, fn, killed=ended == "killed")
     finally:
@@ -265,6 +199,6 @@ def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: rand
     If the instant falls after the run's end, the cell says ``killed=False`` (resume then finds it finished).
     """
     box = Sandbox.create(root, ledger=(strategy == "by_effect_ledger"))
-    task = SCENARIOS[tool]
+    task = SCENARIOS[tool].task
     ended = run_and_kill_after(lambda: box.run(task), rng.uniform(0, max_delay))
     return _resume_and_record(box, tool, "random", strategy, STRATEGIES[strategy], killed=ended == "killed")

@@ -2,7 +2,7 @@
 
 Two ipywidgets views for the lessons and the standalone Voila page (``simulator/simulator.ipynb``)::
 
-    from resumable_core.simulator import CrashSimulator, MatrixHeatmap
+    from resumable_core.lab.widgets import CrashSimulator, MatrixHeatmap
     CrashSimulator().view                    # one crash, shown in full
     CrashSimulator(reconcile=my_fn).view     # adds "my reconcile" to the strategies
     MatrixHeatmap().view                     # the whole crash matrix as a heatmap
@@ -27,9 +27,10 @@ from typing import Any, Callable, Iterable
 
 import ipywidgets as widgets
 
-from . import STRATEGIES
-from .crash import CRASH_POINT_HELP, CRASH_POINTS
-from .simulation import MATRIX_STRATEGIES, SCENARIOS, Cell, MatrixRow, run_cell, run_matrix
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS
+from ..scenarios import SCENARIOS
+from ..strategies import STRATEGIES
+from .matrix import MATRIX_STRATEGIES, Cell, MatrixRow, run_cell, run_matrix
 
 Reconcile = Callable[..., Any]
 """A reconcile strategy: ``reconcile(cp, tools) -> Checkpoint``."""
@@ -50,10 +51,6 @@ __all__ = [
 MY_RECONCILE = "my reconcile"
 """The strategy dropdown's label for the learner's own function."""
 
-SCENARIO_HELP = {
-    "read_file": "notes run: “Summarize this week's meeting notes” (read_file is read-only)",
-    "send_email": "email run: “Email the team this week's conclusion” (send_email has a side effect)",
-}
 
 STRATEGY_HELP = {
     "none": "naive resume: leave the dangling tool_use as it is (the API refuses it)",
@@ -305,7 +302,7 @@ class CrashSimulator:
     def __init__(self, reconcile: Reconcile | None = None) -> None:
         self.reconcile = reconcile
         self.cell: Cell | None = None
-        """The last run's :class:`~resumable_core.simulation.Cell` (None before the first run)."""
+        """The last run's :class:`~resumable_core.lab.matrix.Cell` (None before the first run)."""
         style = {"description_width": "initial"}
         self.scenario = widgets.Dropdown(
             options=list(SCENARIOS), value="send_email", description="Scenario",
@@ -387,7 +384,7 @@ class CrashSimulator:
     def _show_help(self) -> None:
         self.help.value = (
             '<div class="rs-help">'
-            f"<b>{_esc(self.scenario.value)}</b>: {_esc(SCENARIO_HELP[self.scenario.value])}<br>"
+            f"<b>{_esc(self.scenario.value)}</b>: {_esc(SCENARIOS[self.scenario.value].help)}<br>"
             f"<b>{_esc(self.crash_point.value)}</b>: crash {_esc(CRASH_POINT_HELP[self.crash_point.value])}, "
             f"on the turn that calls {_esc(self.scenario.value)}<br>"
             f"<b>{_esc(self.strategy.value)}</b>: {_esc(STRATEGY_HELP[self.strategy.value])}</div>"

@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from .checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, save_checkpoint, text_of
-from .crash import CRASH_POINTS, CrashPlan, run_in_child
-from .errors import CheckpointError
-from .ledger import Ledger
-from .scripted import EMAIL_TASK, NOTES_TASK
-from .tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
-from .world import NOTES, World
+from ..checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, save_checkpoint, text_of
+from ..crash import CRASH_POINTS, CrashPlan, run_in_child
+from ..errors import CheckpointError
+from ..ledger import Ledger
+from ..scenarios import EMAIL_TASK, NOTES_TASK
+from ..tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
+from ..world import NOTES, World
 
 Reconcile = Callable[[Checkpoint, Toolbox], Checkpoint]
 
@@ -94,7 +94,7 @@ def dangling(name: str, tool_input: dict[str, Any], *, task: str = NOTES_TASK, t
 
 def mid_run_checkpoint() -> Checkpoint:
     """A checkpoint saved at save point B: the last message is a tool_result, nothing pending."""
-    from .fixtures import load_exercise_checkpoint
+    from ..lab.exercise_checkpoints import load_exercise_checkpoint
 
     cp = load_exercise_checkpoint("C")
     cp.messages = cp.messages[:3]
@@ -181,7 +181,7 @@ EXTRA_TOOLS = (count_notes, post_to_chat, archive_note)
 
 def check_finished(fn: Reconcile) -> None:
     """Checkpoint A (a finished run): returned as it is, no tool executed."""
-    from .fixtures import load_exercise_checkpoint
+    from ..lab.exercise_checkpoints import load_exercise_checkpoint
 
     box = fresh_toolbox()
     before, out = run_reconcile(fn, load_exercise_checkpoint("A"), box)
@@ -201,7 +201,7 @@ def check_nothing_pending(fn: Reconcile) -> None:
 
 def check_checkpoint_b(fn: Reconcile) -> None:
     """Checkpoint B: read_file is re-run exactly once and its output answers the pending id."""
-    from .fixtures import load_exercise_checkpoint
+    from ..lab.exercise_checkpoints import load_exercise_checkpoint
 
     cp = load_exercise_checkpoint("B")
     p = cp.pending_tool_use
@@ -216,7 +216,7 @@ def check_checkpoint_b(fn: Reconcile) -> None:
 
 def check_checkpoint_c(fn: Reconcile) -> None:
     """Checkpoint C, crashed for real: send_email is not run again; is_error says status unknown."""
-    from .fixtures import exercise_sandbox
+    from ..lab.exercise_checkpoints import exercise_sandbox
 
     cp, real_box = exercise_sandbox("C", scratch("cp-c"))
     box = CountingToolbox.wrap(real_box)
@@ -272,7 +272,7 @@ def _send(messages: list[dict[str, Any]], box: Toolbox) -> str | None:
     """Send a conversation to the scripted Claude; the API's 400 message, or None if accepted."""
     import anthropic
 
-    from .claude import MAX_TOKENS, make_client, model_id
+    from ..claude import MAX_TOKENS, make_client, model_id
 
     try:
         make_client(live=False).messages.create(
@@ -290,7 +290,7 @@ def _send(messages: list[dict[str, Any]], box: Toolbox) -> str | None:
 
 def check_api_accepts(fn: Reconcile) -> None:
     """The reconciled conversations of B, C and a side-effecting tool are accepted by the API (no 400)."""
-    from .fixtures import exercise_sandbox, load_exercise_checkpoint
+    from ..lab.exercise_checkpoints import exercise_sandbox, load_exercise_checkpoint
 
     cp_c, box_c = exercise_sandbox("C", scratch("cp-c"))
     box_x = fresh_toolbox(EXTRA_TOOLS)
@@ -307,7 +307,7 @@ def check_api_accepts(fn: Reconcile) -> None:
 
 def check_round_trip(fn: Reconcile) -> None:
     """The reconciled B and C survive save_checkpoint then load_checkpoint, unchanged and consistent."""
-    from .fixtures import exercise_sandbox, load_exercise_checkpoint
+    from ..lab.exercise_checkpoints import exercise_sandbox, load_exercise_checkpoint
 
     cp_c, box_c = exercise_sandbox("C", scratch("cp-c"))
     for label, cp, box in (("B", load_exercise_checkpoint("B"), fresh_toolbox()), ("C", cp_c, box_c)):
@@ -377,11 +377,11 @@ def replay(fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "sen
     """SIGKILL a run in a forked child at ``crash_point`` on the turn calling ``tool_name``, resume with ``fn``."""
     import anthropic
 
-    from .simulation import SCENARIOS, Sandbox, _target_input, reference_turn
+    from ..scenarios import SCENARIOS, Sandbox
 
     box = Sandbox.create(scratch("replay"), ledger=ledger)
-    task = SCENARIOS[tool_name]
-    plan = CrashPlan(crash_point, tool=tool_name, turn=reference_turn(tool_name))
+    task = SCENARIOS[tool_name].task
+    plan = CrashPlan(crash_point, tool=tool_name, turn=SCENARIOS[tool_name].reference_turn())
     ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")
     raw = json.loads(box.checkpoint_path.read_text()) if box.checkpoint_path.exists() else None
     emails_at_crash = len(box.world.sent_emails())
@@ -393,15 +393,15 @@ def replay(fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "sen
         error = "API 400: " + ((body.get("error") or {}).get("message") or str(e))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         error = f"{type(e).__name__}: {e}"
-    reads = sum(1 for _, i in box.world.calls("read_file") if i == _target_input("read_file"))
+    reads = sum(1 for _, i in box.world.calls("read_file") if i == SCENARIOS["read_file"].target_input())
     return Replay(ended == "killed", (raw or {}).get("pending_tool_use"), emails_at_crash, len(box.world.sent_emails()), error, cp, reads)
 
 
 def reference_turns(tool_name: str) -> int:
     """Model calls of the scenario run without any crash."""
-    from .simulation import SCENARIOS, Sandbox
+    from ..scenarios import finished_turns
 
-    return Sandbox.create(scratch("reference")).run(SCENARIOS[tool_name]).checkpoint.turns
+    return finished_turns(tool_name)
 
 
 def check_incident(fn: Reconcile) -> None:
