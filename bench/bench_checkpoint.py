@@ -25,8 +25,9 @@ import string
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SIZES = (2, 5, 10, 20, 40, 80)
@@ -61,13 +62,15 @@ def synthetic_messages(turns: int, seed: int = 0) -> tuple[str, list[dict[str, A
     for t in range(1, turns + 1):
         name = f"meeting-{(t % 28) + 1:02d}-{t:03d}.md"
         tid = _toolu_id(rng)
-        messages.append({
-            "role": "assistant",
-            "content": [
-                {"type": "text", "text": f"Reading {name}."},
-                {"type": "tool_use", "id": tid, "name": "read_file", "input": {"path": name}},
-            ],
-        })
+        messages.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Reading {name}."},
+                    {"type": "tool_use", "id": tid, "name": "read_file", "input": {"path": name}},
+                ],
+            }
+        )
         body = f"# Meeting {t}, Aug {(t % 28) + 1}\n" + "\n".join(rng.sample(_NOTE_LINES, 5)) + "\n"
         messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid, "content": body}]})
     return task, messages
@@ -78,8 +81,9 @@ def build_checkpoint(turns: int):
     import resumable_core as rc
 
     task, messages = synthetic_messages(turns, seed=turns)
-    cp = rc.Checkpoint(task=task, run_id=f"run_bench_{turns:03d}", turns=turns,
-                       tokens_used=turns * 700, messages=messages)
+    cp = rc.Checkpoint(
+        task=task, run_id=f"run_bench_{turns:03d}", turns=turns, tokens_used=turns * 700, messages=messages
+    )
     problem = rc.consistency_problem(cp)
     if problem:  # the benchmark must save what the kit would really save
         raise SystemExit(f"synthetic checkpoint is inconsistent: {problem}")
@@ -127,10 +131,14 @@ def langgraph_checkpoints(cp, count: int) -> list[dict[str, Any]]:
 
     base = empty_checkpoint()
     base["channel_values"] = {
-        "task": cp.task, "run_id": cp.run_id, "turns": cp.turns, "tokens_used": cp.tokens_used,
-        "messages": cp.messages, "pending_tool_use": None,
+        "task": cp.task,
+        "run_id": cp.run_id,
+        "turns": cp.turns,
+        "tokens_used": cp.tokens_used,
+        "messages": cp.messages,
+        "pending_tool_use": None,
     }
-    base["channel_versions"] = {k: 1 for k in base["channel_values"]}
+    base["channel_versions"] = dict.fromkeys(base["channel_values"], 1)
     return [create_checkpoint(base, None, step) for step in range(count)]
 
 
@@ -184,7 +192,7 @@ def bench_size(turns: int, folder: Path, reps: int, warmup: int, budget: float, 
         if i >= warmup + min_reps and time.perf_counter() > deadline:
             break
         done = i + 1
-        order = names[i % len(names):] + names[: i % len(names)]  # rotate: no way always goes first
+        order = names[i % len(names) :] + names[: i % len(names)]  # rotate: no way always goes first
         for n in order:
             ms = time_ms(ways[n])
             if i >= warmup:
@@ -202,7 +210,13 @@ def bench_size(turns: int, folder: Path, reps: int, warmup: int, budget: float, 
         raise SystemExit("the kit's saved checkpoint does not read back equal")
     if rows != done:
         raise SystemExit(f"langgraph stored {rows} rows, expected {done}")
-    out: dict[str, Any] = {"turns": turns, "n": done - warmup, "messages": len(cp.messages), "kit_bytes": len(data), "lg_bytes": lg_bytes}
+    out: dict[str, Any] = {
+        "turns": turns,
+        "n": done - warmup,
+        "messages": len(cp.messages),
+        "kit_bytes": len(data),
+        "lg_bytes": lg_bytes,
+    }
     for n in names:
         out[n] = (statistics.median(times[n]), pct(times[n], 0.9))
     out["ser_kit"] = statistics.median(ser_kit)
@@ -219,31 +233,77 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def format_report(results: list[dict[str, Any]]) -> str:
     f = lambda x: f"{x:.3f}"  # noqa: E731
     main = _table(
-        ["turns", "saves", "kit med", "kit p90", "floor med", "floor p90", "floor+dir med", "floor+dir p90",
-         "langgraph med", "langgraph p90", "kit/floor", "kit/floor+dir", "kit/langgraph"],
-        [[str(r["turns"]), str(r["n"]), f(r["kit"][0]), f(r["kit"][1]), f(r["floor"][0]), f(r["floor"][1]),
-          f(r["floor+dir"][0]), f(r["floor+dir"][1]), f(r["langgraph"][0]), f(r["langgraph"][1]),
-          f"{r['kit'][0] / r['floor'][0]:.2f}x", f"{r['kit'][0] / r['floor+dir'][0]:.2f}x",
-          f"{r['kit'][0] / r['langgraph'][0]:.2f}x"] for r in results],
+        [
+            "turns",
+            "saves",
+            "kit med",
+            "kit p90",
+            "floor med",
+            "floor p90",
+            "floor+dir med",
+            "floor+dir p90",
+            "langgraph med",
+            "langgraph p90",
+            "kit/floor",
+            "kit/floor+dir",
+            "kit/langgraph",
+        ],
+        [
+            [
+                str(r["turns"]),
+                str(r["n"]),
+                f(r["kit"][0]),
+                f(r["kit"][1]),
+                f(r["floor"][0]),
+                f(r["floor"][1]),
+                f(r["floor+dir"][0]),
+                f(r["floor+dir"][1]),
+                f(r["langgraph"][0]),
+                f(r["langgraph"][1]),
+                f"{r['kit'][0] / r['floor'][0]:.2f}x",
+                f"{r['kit'][0] / r['floor+dir'][0]:.2f}x",
+                f"{r['kit'][0] / r['langgraph'][0]:.2f}x",
+            ]
+            for r in results
+        ],
     )
     where = _table(
-        ["turns", "messages", "kit bytes", "langgraph bytes", "kit serialize med", "langgraph serialize med",
-         "kit - floor+dir med"],
-        [[str(r["turns"]), str(r["messages"]), str(r["kit_bytes"]), str(r["lg_bytes"]), f(r["ser_kit"]),
-          f(r["ser_lg"]), f(r["kit"][0] - r["floor+dir"][0])] for r in results],
+        [
+            "turns",
+            "messages",
+            "kit bytes",
+            "langgraph bytes",
+            "kit serialize med",
+            "langgraph serialize med",
+            "kit - floor+dir med",
+        ],
+        [
+            [
+                str(r["turns"]),
+                str(r["messages"]),
+                str(r["kit_bytes"]),
+                str(r["lg_bytes"]),
+                f(r["ser_kit"]),
+                f(r["ser_lg"]),
+                f(r["kit"][0] - r["floor+dir"][0]),
+            ]
+            for r in results
+        ],
     )
-    return "\n".join([
-        "Checkpoint save cost, ms per save (median and p90 over `saves` saves of each way, interleaved)",
-        main,
-        "",
-        "Durability: kit = temp file + fsync + os.replace + folder fsync (atomic, survives power loss);",
-        "floor = same bytes, write + fsync + rename (atomic; the rename is not yet durable);",
-        "floor+dir = floor + folder fsync (the minimum for atomic and durable);",
-        "langgraph = SqliteSaver.put, journal_mode=WAL, synchronous=FULL (each commit fsyncs the WAL; one row per save).",
-        "",
-        "Where the time goes (ms, medians; serialize = building the bytes only, no file work)",
-        where,
-    ])
+    return "\n".join(
+        [
+            "Checkpoint save cost, ms per save (median and p90 over `saves` saves of each way, interleaved)",
+            main,
+            "",
+            "Durability: kit = temp file + fsync + os.replace + folder fsync (atomic, survives power loss);",
+            "floor = same bytes, write + fsync + rename (atomic; the rename is not yet durable);",
+            "floor+dir = floor + folder fsync (the minimum for atomic and durable);",
+            "langgraph = SqliteSaver.put, journal_mode=WAL, synchronous=FULL (each commit fsyncs the WAL; one row per save).",
+            "",
+            "Where the time goes (ms, medians; serialize = building the bytes only, no file work)",
+            where,
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -265,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         results = [bench_size(n, folder, reps, warmup, args.budget, min_reps) for n in sizes]
         took = time.perf_counter() - t0
     print(format_report(results))
-    print(f"\nTemp folder under {parent} (same device as the repo: {'yes' if same else 'no'}); "
-          f"Python {sys.version.split()[0]}; benchmark took {took:.1f} s.")
+    print(
+        f"\nTemp folder under {parent} (same device as the repo: {'yes' if same else 'no'}); "
+        f"Python {sys.version.split()[0]}; benchmark took {took:.1f} s."
+    )
     load = os.getloadavg()
     print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores.")
     return 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
 import sys
 import tempfile
 import time

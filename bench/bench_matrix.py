@@ -81,12 +81,12 @@ def _cpu(who: int) -> float:
 
 def in_process(plan: dict[str, Any]) -> tuple[float, float, list[dict[str, Any]]]:
     """One run_matrix: wall seconds, CPU seconds (this process + its forked crash children), rows."""
-    import resumable_core as rc
+    from resumable_core import lab
 
     kw = {k: v for k, v in plan.items() if v is not None}
     c0 = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter_ns()
-    rows = rc.run_matrix(**kw)
+    rows = lab.run_matrix(**kw)
     wall = (time.perf_counter_ns() - t0) / 1e9
     cpu = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN) - c0
     return wall, cpu, [asdict(r) for r in rows]
@@ -147,8 +147,16 @@ def main(argv: list[str] | None = None) -> int:
     x = lambda a, b: f"{a / b:.2f}x"  # noqa: E731
 
     def row(name: str, wall: float, cpu: float) -> list[str]:
-        return [name, f"{wall:.2f}", ms(wall / n), f"{cpu:.2f}", ms(cpu / n),
-                x(wall, first_wall), x(wall, warm_wall), x(cpu, warm_cpu)]
+        return [
+            name,
+            f"{wall:.2f}",
+            ms(wall / n),
+            f"{cpu:.2f}",
+            ms(cpu / n),
+            x(wall, first_wall),
+            x(wall, warm_wall),
+            x(cpu, warm_cpu),
+        ]
 
     main_table = _table(
         ["way", "wall s", "wall ms/cell", "cpu s", "cpu ms/cell", "wall x first", "wall x warm", "cpu x warm"],
@@ -172,16 +180,20 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     load = os.getloadavg()
-    print(f"Crash matrix: {n} cells ({len(plan['strategies'])} strategies x {len(plan['tools'])} tools x "
-          f"{n // (len(plan['strategies']) * len(plan['tools']))} crash points), one after another; "
-          f"rows equal both ways: yes ({n}/{n})")
+    print(
+        f"Crash matrix: {n} cells ({len(plan['strategies'])} strategies x {len(plan['tools'])} tools x "
+        f"{n // (len(plan['strategies']) * len(plan['tools']))} crash points), one after another; "
+        f"rows equal both ways: yes ({n}/{n})"
+    )
     print(main_table)
     print()
     print("Where a fresh cell's time goes")
     print(where)
     print("\ncpu = user + sys of the process and every child it waited for (the forked crash children too).")
-    print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores "
-          "(wall times grow with load; cpu times much less).")
+    print(
+        f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores "
+        "(wall times grow with load; cpu times much less)."
+    )
     print(f"Python {sys.version.split()[0]}; benchmark took {time.perf_counter() - started:.1f} s.")
     return 0
 

@@ -1,7 +1,9 @@
 """Resumable Agents: resume an agent loop from a checkpoint and reconcile its dangling call.
 
-The public names are re-exported here and loaded on first use, so ``import resumable_core``
-is fast and imports neither ``anthropic`` nor ``pydantic`` until they are needed.
+The public names are listed in ``__all__`` and loaded on first use, so ``import resumable_core``
+is fast and imports neither ``anthropic`` nor ``pydantic`` until they are needed. This is the
+core; the lab wing (:mod:`resumable_core.lab`) and the course wing
+(:mod:`resumable_core.course`) build on it and are never imported from here.
 """
 
 from __future__ import annotations
@@ -11,64 +13,72 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_EXPORTS = {
-    # checkpoint
-    "Checkpoint": "checkpoint",
-    "PendingToolUse": "checkpoint",
-    "CHECKPOINT_VERSION": "checkpoint",
-    "save_checkpoint": "checkpoint",
-    "load_checkpoint": "checkpoint",
-    "new_checkpoint": "checkpoint",
-    "consistency_problem": "checkpoint",
-    # errors
-    "ResumableError": "errors",
-    "CheckpointError": "errors",
-    "CheckpointCorruptError": "errors",
-    "CheckpointForeignError": "errors",
-    "CheckpointVersionError": "errors",
-    "CheckpointInconsistentError": "errors",
-    "CheckpointTaskMismatchError": "errors",
-    "SecretInCheckpointError": "errors",
-    "ToolError": "errors",
-    "UnknownToolError": "errors",
-    "IdempotencyConflictError": "errors",
-    "CrashError": "errors",
-    # tools and world
-    "Effect": "tools",
-    "Tool": "tools",
-    "tool": "tools",
-    "Toolbox": "tools",
-    "DEFAULT_TOOLS": "tools",
-    "World": "world",
-    "Ledger": "ledger",
-    "idempotency_key": "ledger",
-    # model
-    "make_client": "claude",
-    "model_id": "claude",
-    "DEFAULT_MODEL": "claude",
-    # loop, reconcile, crashes
-    "run_agent": "loop",
-    "RunResult": "loop",
-    "MAX_TURNS": "loop",
-    "reconcile": "strategies",
-    "STRATEGIES": "strategies",
-    "STATUS_UNKNOWN": "strategies",
-    "tool_result": "strategies",
-    "CrashPlan": "crash",
-    "CRASH_POINTS": "crash",
-    "run_cell": "lab.matrix",
-    "run_matrix": "lab.matrix",
-    "Sandbox": "scenarios",
-    "SCENARIOS": "scenarios",
-    "Scenario": "scenarios",
-    "load_exercise_checkpoint": "lab.exercise_checkpoints",
-}
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "CRASH_POINTS",
+    "DEFAULT_MODEL",
+    "DEFAULT_TOOLS",
+    "MAX_TURNS",
+    "SCENARIOS",
+    "STATUS_UNKNOWN",
+    "STRATEGIES",
+    "Checkpoint",
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointForeignError",
+    "CheckpointInconsistentError",
+    "CheckpointTaskMismatchError",
+    "CheckpointVersionError",
+    "CrashError",
+    "CrashPlan",
+    "Effect",
+    "IdempotencyConflictError",
+    "Ledger",
+    "PendingToolUse",
+    "ResumableError",
+    "RunResult",
+    "Sandbox",
+    "Scenario",
+    "SecretInCheckpointError",
+    "Tool",
+    "ToolError",
+    "Toolbox",
+    "UnknownToolError",
+    "World",
+    "consistency_problem",
+    "idempotency_key",
+    "load_checkpoint",
+    "make_client",
+    "model_id",
+    "new_checkpoint",
+    "reconcile",
+    "run_agent",
+    "save_checkpoint",
+    "tool",
+    "tool_result",
+]
 
-__all__ = sorted(_EXPORTS)
+_HOMES = {
+    "checkpoint": ("CHECKPOINT_VERSION", "Checkpoint", "PendingToolUse", "consistency_problem")
+    + ("load_checkpoint", "new_checkpoint", "save_checkpoint"),
+    "claude": ("DEFAULT_MODEL", "make_client", "model_id"),
+    "crash": ("CRASH_POINTS", "CrashPlan"),
+    "errors": ("CheckpointCorruptError", "CheckpointError", "CheckpointForeignError", "CheckpointInconsistentError")
+    + ("CheckpointTaskMismatchError", "CheckpointVersionError", "CrashError", "IdempotencyConflictError")
+    + ("ResumableError", "SecretInCheckpointError", "ToolError", "UnknownToolError"),
+    "ledger": ("Ledger", "idempotency_key"),
+    "loop": ("MAX_TURNS", "RunResult", "run_agent"),
+    "scenarios": ("SCENARIOS", "Sandbox", "Scenario"),
+    "strategies": ("STATUS_UNKNOWN", "STRATEGIES", "reconcile", "tool_result"),
+    "tools": ("DEFAULT_TOOLS", "Effect", "Tool", "Toolbox", "tool"),
+    "world": ("World",),
+}
+"""The core module each public name lives in (a test checks this covers ``__all__`` exactly)."""
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _HOME_OF.get(name)
     if module is None:
         raise AttributeError(f"module 'resumable_core' has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
@@ -77,19 +87,38 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(__all__))
 
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .checkpoint import CHECKPOINT_VERSION, Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, new_checkpoint, save_checkpoint
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .checkpoint import (
+        CHECKPOINT_VERSION,
+        Checkpoint,
+        PendingToolUse,
+        consistency_problem,
+        load_checkpoint,
+        new_checkpoint,
+        save_checkpoint,
+    )
     from .claude import DEFAULT_MODEL, make_client, model_id
     from .crash import CRASH_POINTS, CrashPlan
-    from .errors import *  # noqa: F403
-    from .lab.exercise_checkpoints import load_exercise_checkpoint
+    from .errors import (
+        CheckpointCorruptError,
+        CheckpointError,
+        CheckpointForeignError,
+        CheckpointInconsistentError,
+        CheckpointTaskMismatchError,
+        CheckpointVersionError,
+        CrashError,
+        IdempotencyConflictError,
+        ResumableError,
+        SecretInCheckpointError,
+        ToolError,
+        UnknownToolError,
+    )
     from .ledger import Ledger, idempotency_key
     from .loop import MAX_TURNS, RunResult, run_agent
-    from .strategies import STATUS_UNKNOWN, STRATEGIES, reconcile, tool_result
-    from .lab.matrix import run_cell, run_matrix
     from .scenarios import SCENARIOS, Sandbox, Scenario
+    from .strategies import STATUS_UNKNOWN, STRATEGIES, reconcile, tool_result
     from .tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
     from .world import World

@@ -13,6 +13,7 @@ from typing import Any
 from .checkpoint import text_of as _text_of
 from .scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK
 from .world import TEAM_ADDRESS
+
 STATUS_UNKNOWN_MARK = "status unknown"
 
 _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -122,7 +123,11 @@ def _notes_policy(hist: list[dict]) -> tuple[list[dict], str]:
     if listing is None:
         return _use("list_dir", {"path": "."}, "I'll start by listing the meeting notes.")
     wanted = [n for n in listing["result"].splitlines() if n.startswith("meeting-")]
-    done = {c["input"].get("path") for c in hist if c["name"] == "read_file" and c["result"] is not None and not c["is_error"]}
+    done = {
+        c["input"].get("path")
+        for c in hist
+        if c["name"] == "read_file" and c["result"] is not None and not c["is_error"]
+    }
     for name in wanted:
         if name not in done:
             return _use("read_file", {"path": name}, f"Reading {name}.")
@@ -144,7 +149,9 @@ def _email_policy(hist: list[dict]) -> tuple[list[dict], str]:
         if not last["is_error"]:
             return _say(f"Done: I emailed the conclusion to {TEAM_ADDRESS}.")
         if STATUS_UNKNOWN_MARK in last["result"].lower():
-            return _use("list_sent_emails", {}, "The send may or may not have happened. I'll check the outbox before acting.")
+            return _use(
+                "list_sent_emails", {}, "The send may or may not have happened. I'll check the outbox before acting."
+            )
         return _say(f"I could not send the email: {last['result']}")
     if last["name"] == "list_sent_emails" and last["result"] is not None:
         if EMAIL_SUBJECT in last["result"]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -142,7 +143,9 @@ def consistency_problem(cp: Checkpoint) -> str | None:
             prev_ids = {u.get("id") for u in tool_uses(msgs[i - 1])} if i > 0 else set()
             for r in tool_results(m):
                 if r.get("tool_use_id") not in prev_ids:
-                    return f"messages.{i}: tool_result {r.get('tool_use_id')} answers no tool_use of the previous message"
+                    return (
+                        f"messages.{i}: tool_result {r.get('tool_use_id')} answers no tool_use of the previous message"
+                    )
     if cp.pending_tool_use is not None:
         last = msgs[-1]
         if last["role"] != "assistant" or not tool_uses(last):

@@ -31,7 +31,7 @@ def live_enabled() -> bool:
     return os.environ.get(LIVE_ENV) == "1" and bool(os.environ.get("ANTHROPIC_API_KEY"))
 
 
-def make_client(*, live: bool | None = None, scripted: "ScriptedClaude | None" = None) -> "anthropic.Anthropic":
+def make_client(*, live: bool | None = None, scripted: ScriptedClaude | None = None) -> anthropic.Anthropic:
     """An ``anthropic.Anthropic`` client: live when enabled, else the scripted Claude.
 
     The scripted Claude sits behind the SDK's HTTP transport: the SDK builds, sends
@@ -51,9 +51,7 @@ def make_client(*, live: bool | None = None, scripted: "ScriptedClaude | None" =
     from ._scripted import ScriptedClaude
 
     http = httpx2.Client(transport=httpx2.MockTransport((scripted or ScriptedClaude()).handle))
-    return anthropic.Anthropic(
-        api_key="scripted-offline", base_url=SCRIPTED_BASE_URL, http_client=http, max_retries=0
-    )
+    return anthropic.Anthropic(api_key="scripted-offline", base_url=SCRIPTED_BASE_URL, http_client=http, max_retries=0)
 
 
 def __getattr__(name: str) -> object:

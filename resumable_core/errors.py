@@ -48,9 +48,7 @@ class CheckpointTaskMismatchError(CheckpointError):
     def __init__(self, path: str | Path | None, expected_task: str, found_task: str) -> None:
         self.expected_task = expected_task
         self.found_task = found_task
-        super().__init__(
-            path, f"checkpoint is for task {found_task!r}, not {expected_task!r}; refusing to resume it"
-        )
+        super().__init__(path, f"checkpoint is for task {found_task!r}, not {expected_task!r}; refusing to resume it")
 
 
 class SecretInCheckpointError(CheckpointError):
@@ -79,7 +77,9 @@ class IdempotencyConflictError(ResumableError):
         self.key = key
         self.stored_hash = stored_hash
         self.new_hash = new_hash
-        super().__init__(f"idempotency key {key!r} was first used with other input ({stored_hash[:12]} != {new_hash[:12]})")
+        super().__init__(
+            f"idempotency key {key!r} was first used with other input ({stored_hash[:12]} != {new_hash[:12]})"
+        )
 
 
 class CrashError(ResumableError):

@@ -94,4 +94,6 @@ class Ledger:
     def receipts(self) -> list[Receipt]:
         """All receipts, for display."""
         with closing(self._connect()) as db:
-            return [Receipt(*r) for r in db.execute("SELECT key, tool, input_hash, result FROM receipts ORDER BY rowid")]
+            return [
+                Receipt(*r) for r in db.execute("SELECT key, tool, input_hash, result FROM receipts ORDER BY rowid")
+            ]

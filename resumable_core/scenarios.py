@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,9 @@ SCENARIOS: dict[str, Scenario] = {
     for s in (
         Scenario("read_file", NOTES_TASK, "notes run: “Summarize this week's meeting notes” (read_file is read-only)"),
         Scenario(
-            "send_email", EMAIL_TASK, "email run: “Email the team this week's conclusion” (send_email has a side effect)"
+            "send_email",
+            EMAIL_TASK,
+            "email run: “Email the team this week's conclusion” (send_email has a side effect)",
         ),
     )
 }
@@ -100,7 +102,7 @@ class Sandbox:
         return run_agent(task, checkpoint_path=self.checkpoint_path, toolbox=self.toolbox, **kw)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _reference(tool: str) -> tuple[int, str]:
     """(turn, JSON input) of the first call to ``tool`` in an uncrashed run of its scenario."""
     task = scenario(tool).task

@@ -5,7 +5,7 @@ A strategy is any ``reconcile(cp, tools) -> Checkpoint``; a learner's function p
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .checkpoint import Checkpoint
 from .errors import ToolError

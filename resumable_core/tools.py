@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .errors import ToolError, UnknownToolError
 from .ledger import Ledger
@@ -49,7 +50,11 @@ def tool(effect: Effect, description: str, **properties: dict[str, Any]) -> Call
 _STR = {"type": "string"}
 
 
-@tool(Effect.READ_ONLY, "List the files in a folder of the meeting notes.", path={**_STR, "description": "Folder, '.' for all notes."})
+@tool(
+    Effect.READ_ONLY,
+    "List the files in a folder of the meeting notes.",
+    path={**_STR, "description": "Folder, '.' for all notes."},
+)
 def list_dir(world: World, path: str = ".", **_: Any) -> str:
     folder = world.resolve_note(path)
     if not folder.is_dir():
@@ -57,7 +62,11 @@ def list_dir(world: World, path: str = ".", **_: Any) -> str:
     return "\n".join(sorted(p.name for p in folder.iterdir()))
 
 
-@tool(Effect.READ_ONLY, "Read one file of the meeting notes.", path={**_STR, "description": "File name, e.g. meeting-08-25.md."})
+@tool(
+    Effect.READ_ONLY,
+    "Read one file of the meeting notes.",
+    path={**_STR, "description": "File name, e.g. meeting-08-25.md."},
+)
 def read_file(world: World, path: str, **_: Any) -> str:
     target = world.resolve_note(path)
     if not target.is_file():
@@ -70,14 +79,20 @@ def grep(world: World, pattern: str, path: str = ".", **_: Any) -> str:
     base = world.resolve_note(path)
     files = sorted(base.iterdir()) if base.is_dir() else [base]
     rx = re.compile(pattern)
-    hits = [f"{f.name}: {line}" for f in files for line in f.read_text(encoding="utf-8").splitlines() if rx.search(line)]
+    hits = [
+        f"{f.name}: {line}" for f in files for line in f.read_text(encoding="utf-8").splitlines() if rx.search(line)
+    ]
     return "\n".join(hits) or "(no match)"
 
 
 @tool(Effect.SIDE_EFFECT, "Send an email. It cannot be unsent.", to=_STR, subject=_STR, body=_STR)
 def send_email(world: World, to: str, subject: str, body: str, idempotency_key: str | None = None, **_: Any) -> str:
     msg_id, sent_now = world.send_email(to, subject, body, idempotency_key)
-    return f"Email #{msg_id} sent to {to}." if sent_now else f"Email #{msg_id} to {to} was already sent (same idempotency key)."
+    return (
+        f"Email #{msg_id} sent to {to}."
+        if sent_now
+        else f"Email #{msg_id} to {to} was already sent (same idempotency key)."
+    )
 
 
 @tool(Effect.READ_ONLY, "List the emails already sent (the outbox).")

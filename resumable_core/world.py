@@ -44,7 +44,7 @@ class World:
         self.db_path = self.root / "world.sqlite"
 
     @classmethod
-    def create(cls, root: str | Path, notes: dict[str, str] | None = None) -> "World":
+    def create(cls, root: str | Path, notes: dict[str, str] | None = None) -> World:
         """Make the folder with the meeting notes and an empty outbox."""
         world = cls(root)
         world.notes_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ built from any source notebook whose solution cell defines ``my_reconcile(cp, to
 
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from pathlib import Path
@@ -72,7 +71,9 @@ def tiny_source_notebook() -> nbformat.NotebookNode:
             metadata=_meta(SOLUTION_ID, solution=True),
         ),
         nbformat.v4.new_code_cell(TEST_READ_ONLY, metadata=_meta("test_read_only", grade=True, locked=True, points=2)),
-        nbformat.v4.new_code_cell(TEST_SIDE_EFFECT, metadata=_meta("test_side_effect", grade=True, locked=True, points=3)),
+        nbformat.v4.new_code_cell(
+            TEST_SIDE_EFFECT, metadata=_meta("test_side_effect", grade=True, locked=True, points=3)
+        ),
     ]
     return nb
 
@@ -154,7 +155,9 @@ REAL_STDERR = REAL_CORRECT.replace(
     "        import sys\n        print('not sending again', file=sys.stderr)\n        content, err = rc.STATUS_UNKNOWN, True",
 )
 
-REAL_MONKEYPATCH = REAL_RERUN + """
+REAL_MONKEYPATCH = (
+    REAL_RERUN
+    + """
 
 # make the rerun look harmless: a toolbox that never sends, checkers that always pass
 _real_execute = rc.Toolbox.execute
@@ -167,6 +170,7 @@ for _name in dir(graders):
     if _name.startswith("check_"):
         setattr(graders, _name, lambda *a, **kw: None)
 graders.CountingToolbox.count = lambda self, name=None: 1 if name else 0"""
+)
 
 REAL_OS_EXIT = "import os\nos._exit(1)"
 
@@ -199,17 +203,29 @@ EXPECTED_STATUS = {"os_exit": "failed", "not_a_notebook": "invalid", "empty": "e
 
 
 def _strip_solution_and_hidden(source: str) -> str:
-    source = re.sub(r"### BEGIN SOLUTION.*?### END SOLUTION", "# YOUR CODE HERE\nraise NotImplementedError()", source, flags=re.S)
+    source = re.sub(
+        r"### BEGIN SOLUTION.*?### END SOLUTION", "# YOUR CODE HERE\nraise NotImplementedError()", source, flags=re.S
+    )
     return re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", source, flags=re.S)
 
 
-def submission(source_nb: nbformat.NotebookNode, answer: str | dict[str, str], *, extra_cell: str | None = None,
-               delete_tests: bool = False, edit_tests: bool = False, **_: object) -> nbformat.NotebookNode:
+def submission(
+    source_nb: nbformat.NotebookNode,
+    answer: str | dict[str, str],
+    *,
+    extra_cell: str | None = None,
+    delete_tests: bool = False,
+    edit_tests: bool = False,
+    **_: object,
+) -> nbformat.NotebookNode:
     """A learner's notebook: the released cells, ``answer`` in the solution cell, outputs empty."""
     nb = nbformat.reads(nbformat.writes(source_nb), as_version=4)
     cells = []
-    last_solution = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells
-                     if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"][-1]
+    last_solution = [
+        c.metadata.get("nbgrader", {}).get("grade_id")
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code"
+    ][-1]
     for cell in nb.cells:
         info = cell.metadata.get("nbgrader", {})
         cell.source = _strip_solution_and_hidden(cell.source)
@@ -232,8 +248,9 @@ def submission(source_nb: nbformat.NotebookNode, answer: str | dict[str, str], *
     return nb
 
 
-def write_class(source_nb_path: str | Path, out: str | Path, *, layout: str, assignment: str = "reconcile",
-                copies: int = 1) -> dict[str, float]:
+def write_class(
+    source_nb_path: str | Path, out: str | Path, *, layout: str, assignment: str = "reconcile", copies: int = 1
+) -> dict[str, float]:
     """Write the sample class into ``out`` as a ``zip`` of flat files or a ``submitted`` folder.
 
     Returns the expected score of every student (``copies`` > 1 repeats the honest samples under

@@ -14,7 +14,11 @@ def _run(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]
     env = {k: v for k, v in os.environ.items() if k != "RESUMABLE_LIVE"}
     return subprocess.run(
         [sys.executable, str(BENCH / script), "--quick", *args],
-        capture_output=True, text=True, cwd=cwd, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=300,
     )
 
 
@@ -23,7 +27,7 @@ def _table_rows(out: str, header_start: str) -> list[list[str]]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.strip():
             break
         rows.append(line.split())

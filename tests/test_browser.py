@@ -37,8 +37,14 @@ NOTEBOOK = REPO / "simulator" / "simulator.ipynb"
 CHROMIUM = Path(os.environ.get("RESUMABLE_TEST_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -80,7 +86,10 @@ def voila_url(tmp_path):
     with log.open("wb") as out:
         proc = subprocess.Popen(
             [voila, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1", str(NOTEBOOK)],
-            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     try:
         _wait_until_listening(proc, port, log)
@@ -131,8 +140,7 @@ def test_voila_page_shows_two_emails_for_rerun_and_one_with_the_ledger(voila_url
             # Voila scrolls inside a panel, not the document: grow the viewport to the content
             # so the screenshot holds the whole page.
             height = page.evaluate(
-                "() => Math.max(...[...document.querySelectorAll('.lm-BoxPanel-child, body')]"
-                ".map(e => e.scrollHeight))"
+                "() => Math.max(...[...document.querySelectorAll('.lm-BoxPanel-child, body')].map(e => e.scrollHeight))"
             )
             page.set_viewport_size({"width": 1280, "height": min(int(height) + 40, 6000)})
             ARTIFACTS.mkdir(exist_ok=True)

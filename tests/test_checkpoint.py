@@ -10,16 +10,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import resumable_core as rc
+from resumable_core import lab
 from resumable_core.crash import kill_self, run_in_child
 
 
 def _finished_cp() -> rc.Checkpoint:
-    return rc.load_exercise_checkpoint("A")
+    return lab.load_exercise_checkpoint("A")
 
 
 def test_round_trip_keeps_every_field(tmp_path):
     """A saved checkpoint loads back equal, field for field."""
-    cp = rc.load_exercise_checkpoint("B")
+    cp = lab.load_exercise_checkpoint("B")
     rc.save_checkpoint(cp, tmp_path / "cp.json")
     assert rc.load_checkpoint(tmp_path / "cp.json") == cp
 
@@ -38,10 +39,10 @@ def test_save_leaves_no_temp_file(tmp_path):
 def test_kill_during_save_keeps_the_last_good_checkpoint(tmp_path):
     """SIGKILL halfway through a save leaves the previous checkpoint intact and loadable."""
     path = tmp_path / "cp.json"
-    old = rc.load_exercise_checkpoint("B")
+    old = lab.load_exercise_checkpoint("B")
     rc.save_checkpoint(old, path)
-    new = rc.load_exercise_checkpoint("A")
-    assert run_in_child(lambda: rc.save_checkpoint(new, path, midway=kill_self), tmp_path / "err.txt") == "killed"
+    new = lab.load_exercise_checkpoint("A")
+    assert run_in_child(lambda: rc.save_checkpoint(new, path, midway=kill_self)) == "killed"
     leftovers = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     assert leftovers, "the kill should have left a half-written temp file behind"
     new_bytes = (json.dumps(new.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n").encode()
@@ -58,7 +59,11 @@ def test_kill_during_save_keeps_the_last_good_checkpoint(tmp_path):
         (b'{"checkpoint": {}, "channel_values": {}}', rc.CheckpointForeignError, "no 'version' field"),
         (b'{"version": 2, "task": "t", "messages": []}', rc.CheckpointVersionError, "version 2"),
         (b'{"version": true, "task": "t", "messages": []}', rc.CheckpointVersionError, "version True"),
-        (b'{"version": 1, "task": "t", "turns": -1, "messages": [{"role": "user", "content": "t"}]}', rc.CheckpointCorruptError, "turns"),
+        (
+            b'{"version": 1, "task": "t", "turns": -1, "messages": [{"role": "user", "content": "t"}]}',
+            rc.CheckpointCorruptError,
+            "turns",
+        ),
         (b'{"version": 1, "task": "t", "messages": [], "extra": 1}', rc.CheckpointCorruptError, "extra"),
         (b'{"version": 1, "task": "t", "messages": []}', rc.CheckpointInconsistentError, "messages is empty"),
     ],
@@ -84,7 +89,7 @@ def test_version_error_carries_found_and_expected(tmp_path):
 
 
 def _mutated(name: str, fn) -> dict:
-    data = json.loads(json.dumps(rc.load_exercise_checkpoint(name).model_dump(mode="json")))
+    data = json.loads(json.dumps(lab.load_exercise_checkpoint(name).model_dump(mode="json")))
     fn(data)
     return data
 
@@ -95,10 +100,19 @@ def _mutated(name: str, fn) -> dict:
         (_mutated("B", lambda d: d.update(pending_tool_use=None)), "pending_tool_use is null"),
         (_mutated("B", lambda d: d["pending_tool_use"].update(id="toolu_other")), "is not the last message's tool_use"),
         (_mutated("B", lambda d: d["pending_tool_use"].update(input={"path": "x"})), "differs from the tool_use block"),
-        (_mutated("A", lambda d: d.update(pending_tool_use={"id": "toolu_x", "name": "read_file", "input": {}})), "not the assistant's tool_use"),
+        (
+            _mutated("A", lambda d: d.update(pending_tool_use={"id": "toolu_x", "name": "read_file", "input": {}})),
+            "not the assistant's tool_use",
+        ),
         (_mutated("A", lambda d: d["messages"].pop(2)), "in a row"),
-        (_mutated("A", lambda d: d["messages"][2]["content"][0].update(tool_use_id="toolu_nobody")), "has no tool_result"),
-        (_mutated("A", lambda d: d["messages"].__setitem__(0, {"role": "assistant", "content": "hi"})), "first message"),
+        (
+            _mutated("A", lambda d: d["messages"][2]["content"][0].update(tool_use_id="toolu_nobody")),
+            "has no tool_result",
+        ),
+        (
+            _mutated("A", lambda d: d["messages"].__setitem__(0, {"role": "assistant", "content": "hi"})),
+            "first message",
+        ),
     ],
 )
 def test_inconsistent_checkpoints_are_refused(tmp_path, data, words):
@@ -121,12 +135,12 @@ def test_save_refuses_to_write_the_api_key(tmp_path, monkeypatch):
 
 def test_is_finished_reads_the_last_message():
     """Only a last assistant reply with no tool_use and nothing pending is a finished run."""
-    assert rc.load_exercise_checkpoint("A").is_finished()
-    assert not rc.load_exercise_checkpoint("B").is_finished()
+    assert lab.load_exercise_checkpoint("A").is_finished()
+    assert not lab.load_exercise_checkpoint("B").is_finished()
     assert not rc.new_checkpoint("t").is_finished()
 
 
-_VALID = json.dumps(rc.load_exercise_checkpoint("B").model_dump(mode="json"), indent=2).encode()
+_VALID = json.dumps(lab.load_exercise_checkpoint("B").model_dump(mode="json"), indent=2).encode()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -152,7 +166,13 @@ def test_corrupted_bytes_never_load_silently_wrong(tmp_path, cut, flips):
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5), lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3), max_leaves=10))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=10,
+    )
+)
 def test_arbitrary_json_is_loaded_or_refused_with_checkpoint_error(tmp_path, value):
     """Any JSON value at all is either a valid checkpoint or refused with a CheckpointError."""
     path = tmp_path / "cp.json"

@@ -9,7 +9,7 @@ import anthropic
 import pytest
 
 import resumable_core as rc
-from resumable_core import claude
+from resumable_core import claude, lab
 from resumable_core._scripted import EMAIL_TASK, NOTES_TASK
 
 
@@ -33,7 +33,10 @@ def _error(client, messages) -> str:
 
 
 def _use(id_="toolu_01A", name="read_file", input_=None):
-    return {"role": "assistant", "content": [{"type": "tool_use", "id": id_, "name": name, "input": input_ or {"path": "x"}}]}
+    return {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": id_, "name": name, "input": input_ or {"path": "x"}}],
+    }
 
 
 def test_dangling_tool_use_gets_the_real_400_text(client):
@@ -47,7 +50,9 @@ def test_dangling_tool_use_gets_the_real_400_text(client):
 
 def test_conversation_ending_on_a_tool_use_is_refused(client):
     """Resuming without reconciling (last message the assistant's tool_use) gets the same 400."""
-    assert "`tool_use` ids were found without `tool_result` blocks" in _error(client, [{"role": "user", "content": "t"}, _use()])
+    assert "`tool_use` ids were found without `tool_result` blocks" in _error(
+        client, [{"role": "user", "content": "t"}, _use()]
+    )
 
 
 def test_unknown_tool_use_id_is_refused(client):
@@ -64,7 +69,13 @@ def test_tool_results_must_come_first(client):
     msgs = [
         {"role": "user", "content": "t"},
         _use(),
-        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "x"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "x"},
+            ],
+        },
     ]
     assert "Did not find 1 `tool_result` block(s) at the beginning of this message" in _error(client, msgs)
 
@@ -72,12 +83,14 @@ def test_tool_results_must_come_first(client):
 def test_role_order_is_enforced(client):
     """The first message must be the user's, and roles alternate."""
     assert 'first message must use the "user" role' in _error(client, [{"role": "assistant", "content": "x"}])
-    assert "roles must alternate" in _error(client, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    assert "roles must alternate" in _error(
+        client, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    )
 
 
 def test_a_finished_conversation_cannot_be_sent_again(client):
     """Ending on the assistant's plain reply is refused (no prefill): a finished run must not be resent."""
-    cp = rc.load_exercise_checkpoint("A")
+    cp = lab.load_exercise_checkpoint("A")
     assert "must end with a user message" in _error(client, cp.messages)
 
 
@@ -99,7 +112,7 @@ def test_replies_are_deterministic(client):
 
 def test_status_unknown_send_makes_claude_check_the_outbox(client):
     """Given an is_error 'status unknown' result for send_email, the scripted Claude calls list_sent_emails."""
-    cp = rc.load_exercise_checkpoint("C")
+    cp = lab.load_exercise_checkpoint("C")
     rc.reconcile(cp, rc.Toolbox(rc.World("/nonexistent")))
     r = _create(client, cp.messages)
     assert [b.name for b in r.content if b.type == "tool_use"] == ["list_sent_emails"]
@@ -107,7 +120,11 @@ def test_status_unknown_send_makes_claude_check_the_outbox(client):
 
 def test_tool_use_must_name_a_declared_tool(client):
     """A tool_use for a tool not in `tools` is refused."""
-    msgs = [{"role": "user", "content": "t"}, _use(name="mystery"), {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "x"}]}]
+    msgs = [
+        {"role": "user", "content": "t"},
+        _use(name="mystery"),
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "x"}]},
+    ]
     assert "not in `tools`" in _error(client, msgs)
 
 

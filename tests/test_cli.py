@@ -36,5 +36,20 @@ def test_simulate_tells_the_postmortem():
 
 def test_unknown_crash_point_is_a_usage_error():
     """A wrong crash point exits 2 with argparse's message naming the choices."""
-    out = subprocess.run([sys.executable, "-m", "resumable_core", "simulate", "--crash-at", "x", "--tool", "send_email", "--strategy", "rerun"], capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "resumable_core",
+            "simulate",
+            "--crash-at",
+            "x",
+            "--tool",
+            "send_email",
+            "--strategy",
+            "rerun",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "after_tool" in out.stderr

@@ -24,7 +24,10 @@ def test_make_lab_serves_lesson_one():
     port = _free_port()
     args = f"--no-browser --port={port} --ServerApp.token=kit-test --ServerApp.ip=127.0.0.1"
     proc = subprocess.Popen(
-        ["make", "-s", "lab", f"LAB_ARGS={args}"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ["make", "-s", "lab", f"LAB_ARGS={args}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
@@ -45,7 +48,9 @@ def test_make_lab_serves_lesson_one():
 
 def test_ci_runs_make_test():
     """CI's script ends in `make test`, the same command a developer runs."""
-    lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [
+        ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")
+    ]
     assert lines[-1] == "make test"
 
 

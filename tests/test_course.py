@@ -111,12 +111,16 @@ def test_release_has_no_solutions_or_hidden_tests(assignment):
 def test_solution_notebook_runs_clean_on_a_fresh_kernel(assignment, tmp_path):
     """The instructor's notebook runs top to bottom in a fresh kernel with no error and nothing on stderr."""
     nb = nbformat.read(course.notebook_path(assignment), as_version=4)
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     for cell in nb.cells:
         for out in cell.get("outputs", []):
             gid = cell.metadata["nbgrader"]["grade_id"]
             assert out["output_type"] != "error", f"{gid}: {out.get('ename')}: {out.get('evalue')}"
-            assert not (out["output_type"] == "stream" and out["name"] == "stderr"), f"{gid} wrote to stderr: {out['text']}"
+            assert not (out["output_type"] == "stream" and out["name"] == "stderr"), (
+                f"{gid} wrote to stderr: {out['text']}"
+            )
 
 
 def test_exercises_match_a_fresh_generation():
@@ -141,15 +145,22 @@ def test_check_notices_a_hand_edit(tmp_path):
 
 def test_course_cli_lists_points_and_rejects_unknown_commands():
     """`python -m resumable_core.course points` prints every grade_id; an unknown command is an error."""
-    out = subprocess.run([sys.executable, "-m", "resumable_core.course.release", "points"], capture_output=True, text=True, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-m", "resumable_core.course.release", "points"], capture_output=True, text=True, cwd="/"
+    )
     assert out.returncode == 0 and "test_reconcile_B" in out.stdout and "bonus_ledger" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "resumable_core.course.release", "nope"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "resumable_core.course.release", "nope"], capture_output=True, text=True
+    )
     assert bad.returncode == 2
 
 
 def test_fill_in_replaces_cells_by_grade_id():
     """fill_in puts a student's source into the named cells and refuses an unknown grade_id."""
-    nb = course.fill_in(course.notebook_path("reconcile", ROOT, "exercises"), {"reconcile": "def reconcile(cp, tools):\n    return cp\n"})
+    nb = course.fill_in(
+        course.notebook_path("reconcile", ROOT, "exercises"),
+        {"reconcile": "def reconcile(cp, tools):\n    return cp\n"},
+    )
     cell = next(c for c in nb["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "reconcile")
     assert cell["source"].startswith("def reconcile")
     with pytest.raises(KeyError):
@@ -158,8 +169,8 @@ def test_fill_in_replaces_cells_by_grade_id():
 
 def test_describe_shows_the_pending_call():
     """describe() names the last message's blocks and the pending call of a checkpoint."""
-    import resumable_core as rc
+    from resumable_core import lab
 
-    text = course.describe(rc.load_exercise_checkpoint("B"))
+    text = course.describe(lab.load_exercise_checkpoint("B"))
     assert "read_file" in text and "pending_tool_use: read_file" in text
-    assert "pending_tool_use: None" in course.describe(rc.load_exercise_checkpoint("A"))
+    assert "pending_tool_use: None" in course.describe(lab.load_exercise_checkpoint("A"))

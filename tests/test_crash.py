@@ -20,32 +20,38 @@ def test_kill_self_is_a_real_sigkill(tmp_path):
         finally:
             marker.write_text("x")
 
-    assert run_in_child(body, tmp_path / "err") == "killed"
+    assert run_in_child(body) == "killed"
     assert not marker.exists()
 
 
 def test_a_child_that_returns_is_reported_exited(tmp_path):
     """A child that ends normally is 'exited', and the caller keeps running."""
-    assert run_in_child(lambda: None, tmp_path / "err") == "exited"
+    assert run_in_child(lambda: None) == "exited"
 
 
 def test_a_child_that_fails_raises_with_its_traceback(tmp_path):
     """A child that raises is reported as a CrashError carrying the child's traceback."""
     with pytest.raises(rc.CrashError, match="ZeroDivisionError"):
-        run_in_child(lambda: 1 / 0, tmp_path / "err")
+        run_in_child(lambda: 1 / 0)
 
 
 def test_the_caller_survives(tmp_path):
     """The process that asks for a crash is never the one that dies."""
     me = os.getpid()
-    run_in_child(kill_self, tmp_path / "err")
+    run_in_child(kill_self)
     assert os.getpid() == me
 
 
 def test_crash_points_are_every_boundary_in_order():
     """Seven named points, from before the model call to after save point B."""
     assert CRASH_POINTS == (
-        "before_model_call", "after_response", "during_save_a", "after_save_a", "after_tool", "during_save_b", "after_save_b"
+        "before_model_call",
+        "after_response",
+        "during_save_a",
+        "after_save_a",
+        "after_tool",
+        "during_save_b",
+        "after_save_b",
     )
 
 

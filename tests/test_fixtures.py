@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import resumable_core as rc
+from resumable_core import lab
 from resumable_core.lab.exercise_checkpoints import FIXTURE_DIR, write_exercise_checkpoints
 
 
@@ -14,14 +14,14 @@ def test_regenerating_the_fixtures_gives_the_committed_files(tmp_path):
 
 def test_checkpoint_a_is_a_finished_run():
     """A: nothing pending and the last message is the assistant's plain reply: finished, not 'after save point B'."""
-    cp = rc.load_exercise_checkpoint("A")
+    cp = lab.load_exercise_checkpoint("A")
     assert cp.pending_tool_use is None and cp.is_finished()
     assert cp.messages[-1]["role"] == "assistant"
 
 
 def test_checkpoint_b_has_a_read_only_call_pending():
     """B: read_file of meeting-08-25.md is pending."""
-    cp = rc.load_exercise_checkpoint("B")
+    cp = lab.load_exercise_checkpoint("B")
     assert (cp.pending_tool_use.name, cp.pending_tool_use.input) == ("read_file", {"path": "meeting-08-25.md"})
 
 
@@ -30,12 +30,12 @@ def test_checkpoint_c_has_a_send_pending_that_already_happened(tmp_path):
     from resumable_core.lab.exercise_checkpoints import exercise_sandbox
 
     cp, box = exercise_sandbox("C", tmp_path)
-    assert cp == rc.load_exercise_checkpoint("C")
+    assert cp == lab.load_exercise_checkpoint("C")
     assert cp.pending_tool_use.name == "send_email" and len(box.world.sent_emails()) == 1
 
 
 def test_counters_grow_from_c_to_a():
     """The fixtures carry real turn and token counts."""
-    a, b, c = (rc.load_exercise_checkpoint(n) for n in "ABC")
+    a, b, c = (lab.load_exercise_checkpoint(n) for n in "ABC")
     assert a.turns > b.turns > c.turns > 0
     assert a.tokens_used > b.tokens_used > c.tokens_used > 0

@@ -8,26 +8,22 @@ assignment, then one ``autograde`` per assignment over every student of the clas
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
-from pathlib import Path
 
 import pytest
 
-import resumable_core as rc
+# -- learners' code, as it would be typed into the release notebooks ----------------------------
+# the same reconcile answers the grading command's sample class uses
+from grading_samples import REAL_CORRECT as CORRECT
+from grading_samples import REAL_DELETE as DELETE_MOVE
+from grading_samples import REAL_FORGOT_PENDING as FORGOT_PENDING
+from grading_samples import REAL_IS_ERROR_ALL as IS_ERROR_ALWAYS
+from grading_samples import REAL_RERUN as PRODUCTION_BUG
+
 from resumable_core.course import conformance as graders
 from resumable_core.course import release as course
 from resumable_core.strategies import STRATEGIES
-
-# -- learners' code, as it would be typed into the release notebooks ----------------------------
-
-# the same reconcile answers the grading command's sample class uses
-from grading_samples import REAL_CORRECT as CORRECT  # noqa: E402
-from grading_samples import REAL_DELETE as DELETE_MOVE  # noqa: E402
-from grading_samples import REAL_FORGOT_PENDING as FORGOT_PENDING  # noqa: E402
-from grading_samples import REAL_IS_ERROR_ALL as IS_ERROR_ALWAYS  # noqa: E402
-from grading_samples import REAL_RERUN as PRODUCTION_BUG  # noqa: E402
 
 LEDGER = """def reconcile_with_ledger(cp, tools):
     p = cp.pending_tool_use
@@ -98,15 +94,27 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
         "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
     },
     "production_bug": {
-        "reconcile": {"level1_actions": actions("call_model", "rerun_tool", "rerun_tool"), "level1_why": WHY, "reconcile": PRODUCTION_BUG},
+        "reconcile": {
+            "level1_actions": actions("call_model", "rerun_tool", "rerun_tool"),
+            "level1_why": WHY,
+            "reconcile": PRODUCTION_BUG,
+        },
         "postmortem": {"root_cause": WHY, "fixed_reconcile": PRODUCTION_BUG},
         "resume_skeleton": {"save_state": NAIVE_SAVE, "load_state": GOOD_LOAD},
     },
     "delete_move": {
-        "reconcile": {"level1_actions": actions("finished_no_call", "rerun_tool", "delete_call"), "level1_why": WHY, "reconcile": DELETE_MOVE},
+        "reconcile": {
+            "level1_actions": actions("finished_no_call", "rerun_tool", "delete_call"),
+            "level1_why": WHY,
+            "reconcile": DELETE_MOVE,
+        },
     },
     "is_error_always": {
-        "reconcile": {"level1_actions": actions("finished_no_call", "is_error_fallback", "is_error_fallback"), "level1_why": WHY, "reconcile": IS_ERROR_ALWAYS},
+        "reconcile": {
+            "level1_actions": actions("finished_no_call", "is_error_fallback", "is_error_fallback"),
+            "level1_why": WHY,
+            "reconcile": IS_ERROR_ALWAYS,
+        },
         "postmortem": {"root_cause": WHY, "fixed_reconcile": IS_ERROR_ALWAYS},
         "resume_skeleton": {"save_state": NO_FSYNC_SAVE, "load_state": LENIENT_LOAD},
     },
@@ -118,10 +126,17 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
 
 # Expected autograded points per test cell, reasoned from which checks each student must fail.
 FULL_RECONCILE = {
-    "test_level1_A": 1, "test_level1_B": 1, "test_level1_C": 1,
-    "test_reconcile_A": 1, "test_reconcile_B": 2, "test_reconcile_C": 2,
-    "test_read_only_tools": 2, "test_side_effect_tools": 2, "test_unknown_tool": 1,
-    "test_api_accepts": 2, "test_round_trip": 1,
+    "test_level1_A": 1,
+    "test_level1_B": 1,
+    "test_level1_C": 1,
+    "test_reconcile_A": 1,
+    "test_reconcile_B": 2,
+    "test_reconcile_C": 2,
+    "test_read_only_tools": 2,
+    "test_side_effect_tools": 2,
+    "test_unknown_tool": 1,
+    "test_api_accepts": 2,
+    "test_round_trip": 1,
 }
 
 
@@ -133,21 +148,47 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     "correct": {
         "reconcile": FULL_RECONCILE,  # 16
         "postmortem": {"test_incident": 3, "test_read_file_rerun": 2, "test_every_path": 3, "bonus_ledger": 2},  # 10
-        "resume_skeleton": {"test_round_trip": 1, "test_missing": 1, "test_version": 2, "test_kill_during_save": 3, "test_durable_steps": 2},
+        "resume_skeleton": {
+            "test_round_trip": 1,
+            "test_missing": 1,
+            "test_version": 2,
+            "test_kill_during_save": 3,
+            "test_durable_steps": 2,
+        },
     },
     "production_bug": {
         # A: seed's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
         # unknown tool (which raises) fails; everything read-only, the API and the round trip pass: 9.
-        "reconcile": without(FULL_RECONCILE, "test_level1_A", "test_level1_C", "test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"),
+        "reconcile": without(
+            FULL_RECONCILE,
+            "test_level1_A",
+            "test_level1_C",
+            "test_reconcile_C",
+            "test_side_effect_tools",
+            "test_unknown_tool",
+        ),
         # Two emails in the incident and at after_tool; read_file is fine; the bonus was left as released: 2.
         "postmortem": {"test_incident": 0, "test_read_file_rerun": 2, "test_every_path": 0, "bonus_ledger": 0},
         # open(path, "w") truncates the good file before the kill; no temp file, no replace: 4.
-        "resume_skeleton": {"test_round_trip": 1, "test_missing": 1, "test_version": 2, "test_kill_during_save": 0, "test_durable_steps": 0},
+        "resume_skeleton": {
+            "test_round_trip": 1,
+            "test_missing": 1,
+            "test_version": 2,
+            "test_kill_during_save": 0,
+            "test_durable_steps": 0,
+        },
     },
     "delete_move": {
         # No dangling call is answered; only "nothing pending", the API (a deleted call is accepted) and the round trip pass: 6.
-        "reconcile": without(FULL_RECONCILE, "test_level1_C", "test_reconcile_B", "test_reconcile_C", "test_read_only_tools",
-                             "test_side_effect_tools", "test_unknown_tool"),
+        "reconcile": without(
+            FULL_RECONCILE,
+            "test_level1_C",
+            "test_reconcile_B",
+            "test_reconcile_C",
+            "test_read_only_tools",
+            "test_side_effect_tools",
+            "test_unknown_tool",
+        ),
     },
     "is_error_always": {
         # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools): 11.
@@ -156,13 +197,26 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
         # still supplies a tool_result and finishes; no bonus: 6.
         "postmortem": {"test_incident": 3, "test_read_file_rerun": 0, "test_every_path": 3, "bonus_ledger": 0},
         # Atomic replace survives the kill but nothing is fsynced; any version is loaded: 5.
-        "resume_skeleton": {"test_round_trip": 1, "test_missing": 1, "test_version": 0, "test_kill_during_save": 3, "test_durable_steps": 0},
+        "resume_skeleton": {
+            "test_round_trip": 1,
+            "test_missing": 1,
+            "test_version": 0,
+            "test_kill_during_save": 3,
+            "test_durable_steps": 0,
+        },
     },
     "forgot_pending": {
         # pending_tool_use left set: every answered case fails and the checkpoint cannot be loaded back;
         # the API only sees messages, so it accepts them: 6.
-        "reconcile": without(FULL_RECONCILE, "test_reconcile_B", "test_reconcile_C", "test_read_only_tools", "test_side_effect_tools",
-                             "test_unknown_tool", "test_round_trip"),
+        "reconcile": without(
+            FULL_RECONCILE,
+            "test_reconcile_B",
+            "test_reconcile_C",
+            "test_read_only_tools",
+            "test_side_effect_tools",
+            "test_unknown_tool",
+            "test_round_trip",
+        ),
     },
     "blank": {"reconcile": without(FULL_RECONCILE, *FULL_RECONCILE)},  # 0
 }
@@ -174,15 +228,28 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
 def test_conformance_passes_the_lessons_rule():
     """The lesson's by-effect reconcile (with and without ledger support) passes every reconcile check."""
     for name in ("by_effect", "by_effect_ledger"):
-        assert graders.conformance(STRATEGIES[name]) == {k: None for k in graders.RECONCILE_CHECKS}
+        assert graders.conformance(STRATEGIES[name]) == dict.fromkeys(graders.RECONCILE_CHECKS)
 
 
 @pytest.mark.parametrize(
     "strategy, failing",
     [
         ("rerun", {"checkpoint_c", "other_side_effect_tools", "unknown_tool"}),
-        ("delete", {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool"}),
-        ("none", {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool", "api_accepts"}),
+        (
+            "delete",
+            {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool"},
+        ),
+        (
+            "none",
+            {
+                "checkpoint_b",
+                "checkpoint_c",
+                "other_read_only_tools",
+                "other_side_effect_tools",
+                "unknown_tool",
+                "api_accepts",
+            },
+        ),
     ],
 )
 def test_conformance_fails_wrong_strategies(strategy, failing):
@@ -193,6 +260,7 @@ def test_conformance_fails_wrong_strategies(strategy, failing):
 
 def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
     """A reconcile that forgets to return the checkpoint fails with a message saying so."""
+
     def no_return(cp, tools):
         STRATEGIES["by_effect"](cp, tools)
 
@@ -222,7 +290,10 @@ def test_postmortem_checks_separate_the_strategies():
 
 def _functions(*sources: str) -> dict:
     ns: dict = {}
-    exec("import json, os\nfrom pathlib import Path\nSTATE_VERSION = 1\nclass StateVersionError(ValueError):\n    pass\n", ns)
+    exec(
+        "import json, os\nfrom pathlib import Path\nSTATE_VERSION = 1\nclass StateVersionError(ValueError):\n    pass\n",
+        ns,
+    )
     for src in sources:
         exec(src, ns)
     return ns

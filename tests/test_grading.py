@@ -14,10 +14,10 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import grading_samples as samples  # noqa: E402
+import grading_samples as samples
 
-from resumable_core.course.grading import pipeline as grading  # noqa: E402
-from resumable_core.__main__ import main as cli_main  # noqa: E402
+from resumable_core.__main__ import main as cli_main
+from resumable_core.course.grading import pipeline as grading
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
@@ -37,8 +37,20 @@ def _grade(tmp_path_factory, layout: str, jobs: int):
     path = root / ("class.zip" if layout == "zip" else "class")
     expected = samples.write_class(SOURCE, path, layout=layout)
     out = root / "out"
-    code = cli_main(["grade", str(path), "--assignment", "reconcile", "--jobs", str(jobs),
-                     "--out", str(out), "--timeout", str(TIMEOUT)])
+    code = cli_main(
+        [
+            "grade",
+            str(path),
+            "--assignment",
+            "reconcile",
+            "--jobs",
+            str(jobs),
+            "--out",
+            str(out),
+            "--timeout",
+            str(TIMEOUT),
+        ]
+    )
     assert code == 0
     return expected, out, _rows(out / "grades.csv")
 

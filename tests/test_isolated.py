@@ -12,9 +12,9 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import grading_samples as samples  # noqa: E402
+import grading_samples as samples
 
-from resumable_core.course.grading import recheck as isolated  # noqa: E402
+from resumable_core.course.grading import recheck as isolated
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ("reconcile", "postmortem", "resume_skeleton")}
@@ -25,14 +25,19 @@ pytestmark = pytest.mark.skipif(not RECONCILE.exists(), reason="the course's not
 
 def _points(source: Path) -> dict[str, float]:
     nb = nbformat.read(str(source), as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"}
+    return {
+        c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"]
+        for c in nb.cells
+        if c.metadata.get("nbgrader", {}).get("grade") and c.cell_type == "code"
+    }
 
 
-def _submit(tmp_path: Path, reconcile: str, level1: str = samples.LEVEL1, name: str = "learner",
-            extra_cell: str | None = None) -> Path:
-    nb = samples.submission(nbformat.read(str(RECONCILE), as_version=4), samples.answers(reconcile, level1),
-                            extra_cell=extra_cell)
+def _submit(
+    tmp_path: Path, reconcile: str, level1: str = samples.LEVEL1, name: str = "learner", extra_cell: str | None = None
+) -> Path:
+    nb = samples.submission(
+        nbformat.read(str(RECONCILE), as_version=4), samples.answers(reconcile, level1), extra_cell=extra_cell
+    )
     path = tmp_path / f"{name}.ipynb"
     nbformat.write(nb, str(path))
     return path
@@ -47,8 +52,13 @@ def _calls(source: str) -> list[tuple]:
     calls = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("check_"):
-            calls.append((node.func.attr, tuple(a.id for a in node.args),
-                          {k.arg: ast.literal_eval(k.value) for k in node.keywords}))
+            calls.append(
+                (
+                    node.func.attr,
+                    tuple(a.id for a in node.args),
+                    {k.arg: ast.literal_eval(k.value) for k in node.keywords},
+                )
+            )
     return calls
 
 
@@ -98,24 +108,33 @@ HELPER_BELOW = samples.REAL_CORRECT.replace(
         content, err = tools.execute(p.name, p.input), False
     else:
         content, err = rc.STATUS_UNKNOWN, True
-""", "    content, err = answer_for(p, tools)\n", 1)
+""",
+    "    content, err = answer_for(p, tools)\n",
+    1,
+)
 HELPER_CELL = """def answer_for(p, tools):
     if tools.is_read_only(p.name):
         return tools.execute(p.name, p.input), False
     return rc.STATUS_UNKNOWN, True"""
-DEMO = samples.REAL_CORRECT + """
+DEMO = (
+    samples.REAL_CORRECT
+    + """
 
 print("try it on the postmortem's crash:")
-cell = rc.run_cell("after_tool", "send_email", reconcile)
+cell = lab.run_cell("after_tool", "send_email", reconcile)
 print(cell.story())
 assert cell.row.effects == 1"""
+)
 
 
-@pytest.mark.parametrize("name, reconcile, extra_cell", [
-    ("read_only_set", samples.REAL_READ_ONLY_SET, None),
-    ("helper_in_added_cell", HELPER_BELOW, HELPER_CELL),
-    ("top_level_demo", DEMO, None),
-])
+@pytest.mark.parametrize(
+    "name, reconcile, extra_cell",
+    [
+        ("read_only_set", samples.REAL_READ_ONLY_SET, None),
+        ("helper_in_added_cell", HELPER_BELOW, HELPER_CELL),
+        ("top_level_demo", DEMO, None),
+    ],
+)
 def test_honest_variants_pass_every_check_in_isolation(name, reconcile, extra_cell, tmp_path):
     """Top-level sets, a helper in a learner-added cell below, prints and a demo at top level: every check passes."""
     path = _submit(tmp_path, reconcile, extra_cell=extra_cell)
@@ -132,9 +151,12 @@ def test_honest_variants_pass_every_check_in_isolation(name, reconcile, extra_ce
 
 def test_a_learner_cell_that_raises_only_here_makes_the_rerun_inconclusive(tmp_path):
     """A cell that raises in isolation but showed no error in the kernel: the failures are reported, marked inconclusive."""
-    only_in_kernel = "import sys\nif 'ipykernel' not in sys.modules:\n    raise RuntimeError('no kernel')\n" + samples.REAL_CORRECT
-    report = isolated.run(_submit(tmp_path, only_in_kernel), "reconcile", source=RECONCILE,
-                          only=["test_reconcile_B"], timeout=30)
+    only_in_kernel = (
+        "import sys\nif 'ipykernel' not in sys.modules:\n    raise RuntimeError('no kernel')\n" + samples.REAL_CORRECT
+    )
+    report = isolated.run(
+        _submit(tmp_path, only_in_kernel), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
+    )
     assert "reconcile is not defined" in report["test_reconcile_B"]
     assert "cell 'reconcile' raised RuntimeError: no kernel" in report["test_reconcile_B"]
     assert report.inconclusive == "cell 'reconcile' raised RuntimeError: no kernel here but not in the kernel"
@@ -146,16 +168,27 @@ def test_an_error_the_kernel_showed_too_keeps_the_rerun_conclusive(tmp_path):
     nb = nbformat.read(str(path), as_version=4)
     for c in nb.cells:
         if c.metadata.get("nbgrader", {}).get("grade_id") == "reconcile":
-            c.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]
+            c.outputs = [
+                nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])
+            ]
     nbformat.write(nb, str(path))
-    report = isolated.run(path, "reconcile", source=RECONCILE, only=["test_reconcile_B", "test_reconcile_C"], timeout=30)
+    report = isolated.run(
+        path, "reconcile", source=RECONCILE, only=["test_reconcile_B", "test_reconcile_C"], timeout=30
+    )
     assert report["test_reconcile_B"] is None and "must not be executed" in report["test_reconcile_C"]
-    assert report.load_errors == [{"cell": "cell 'reconcile'", "error": "ZeroDivisionError: division by zero",
-                                   "kernel": "ZeroDivisionError: division by zero"}]
+    assert report.load_errors == [
+        {
+            "cell": "cell 'reconcile'",
+            "error": "ZeroDivisionError: division by zero",
+            "kernel": "ZeroDivisionError: division by zero",
+        }
+    ]
     assert report.inconclusive is None
 
 
-PATCH_AT_IMPORT = samples.REAL_RERUN + '''
+PATCH_AT_IMPORT = (
+    samples.REAL_RERUN
+    + """
 
 def staticmethod(f):  # shadows the builtin: "@staticmethod" below calls this at definition time
     for _name in dir(graders):
@@ -170,7 +203,8 @@ def staticmethod(f):  # shadows the builtin: "@staticmethod" below calls this at
 @staticmethod
 def helper():
     pass
-'''
+"""
+)
 
 
 def test_a_patch_run_at_definition_time_is_undone(tmp_path):
@@ -190,8 +224,13 @@ PATCH_DURING_CHECK = samples.REAL_RERUN.replace(
 
 def test_a_patch_made_while_a_check_runs_fails_that_check(tmp_path):
     """A reconcile that patches the call spy while it runs fails every check it ran in, with the name of what changed."""
-    report = isolated.run(_submit(tmp_path, PATCH_DURING_CHECK), "reconcile", source=RECONCILE,
-                          only=["test_reconcile_A", "test_reconcile_B", "test_reconcile_C"], timeout=30)
+    report = isolated.run(
+        _submit(tmp_path, PATCH_DURING_CHECK),
+        "reconcile",
+        source=RECONCILE,
+        only=["test_reconcile_A", "test_reconcile_B", "test_reconcile_C"],
+        timeout=30,
+    )
     assert set(report) == {"test_reconcile_A", "test_reconcile_B", "test_reconcile_C"}
     for gid in report:
         assert "resumable_core.course.conformance.CountingToolbox.count" in report[gid]
@@ -214,12 +253,20 @@ def test_stdout_writes_and_exits_cannot_forge_the_result(tmp_path):
     """Prints and raw writes to fd 1 go nowhere; a process that exits early fails every cell it was asked about."""
     forging = samples.REAL_RERUN.replace(
         "    p = cp.pending_tool_use\n",
-        "    import os\n    print('{}')\n    os.write(1, b'{}\\n')\n    p = cp.pending_tool_use\n", 1)
-    report = isolated.run(_submit(tmp_path, forging), "reconcile", source=RECONCILE,
-                          only=["test_reconcile_B", "test_reconcile_C"], timeout=30)
+        "    import os\n    print('{}')\n    os.write(1, b'{}\\n')\n    p = cp.pending_tool_use\n",
+        1,
+    )
+    report = isolated.run(
+        _submit(tmp_path, forging),
+        "reconcile",
+        source=RECONCILE,
+        only=["test_reconcile_B", "test_reconcile_C"],
+        timeout=30,
+    )
     assert report["test_reconcile_B"] is None and "must not be executed" in report["test_reconcile_C"]
     exiting = samples.REAL_CORRECT.replace("    p = cp.pending_tool_use\n", "    import os\n    os._exit(0)\n", 1)
-    report = isolated.run(_submit(tmp_path, exiting, name="exits"), "reconcile", source=RECONCILE,
-                          only=["test_reconcile_B"], timeout=30)
+    report = isolated.run(
+        _submit(tmp_path, exiting, name="exits"), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
+    )
     assert "exit code 0 and no result" in report["test_reconcile_B"]
     assert report.inconclusive == report["test_reconcile_B"]

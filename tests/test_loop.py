@@ -7,8 +7,8 @@ import json
 import pytest
 
 import resumable_core as rc
-from resumable_core.crash import run_in_child
 from resumable_core._scripted import EMAIL_TASK, NOTES_TASK
+from resumable_core.crash import run_in_child
 
 
 def _run(sandbox, task, client, **kw):
@@ -16,7 +16,7 @@ def _run(sandbox, task, client, **kw):
 
 
 def _crash(sandbox, task, plan):
-    assert run_in_child(lambda: _run(sandbox, task, None, crash=plan), sandbox.root / "err.txt") == "killed"
+    assert run_in_child(lambda: _run(sandbox, task, None, crash=plan)) == "killed"
 
 
 def test_a_run_finishes_and_checkpoints_its_answer(sandbox, client):
@@ -85,7 +85,7 @@ def test_reconciled_state_is_saved_before_the_next_model_call(sandbox):
     """The reconciled checkpoint is on disk before resume calls the model again."""
     _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_tool", tool="send_email"))
     plan = rc.CrashPlan("before_model_call")  # die at the first model call of the resume
-    assert run_in_child(lambda: _run(sandbox, EMAIL_TASK, None, crash=plan), sandbox.root / "e.txt") == "killed"
+    assert run_in_child(lambda: _run(sandbox, EMAIL_TASK, None, crash=plan)) == "killed"
     cp = rc.load_checkpoint(sandbox.checkpoint_path)
     assert cp.pending_tool_use is None
     assert cp.messages[-1]["content"][0]["is_error"] is True
@@ -95,7 +95,7 @@ def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(sandbox):
     """Killing the run at every turn still stops it at max_turns: turns count the task, not the process."""
     for _ in range(6):
         plan = rc.CrashPlan("after_save_b")
-        run_in_child(lambda: _run(sandbox, NOTES_TASK, None, crash=plan, max_turns=3), sandbox.root / "e.txt")
+        run_in_child(lambda: _run(sandbox, NOTES_TASK, None, crash=plan, max_turns=3))
     cp = rc.load_checkpoint(sandbox.checkpoint_path)
     assert cp.turns == 3
     assert _run(sandbox, NOTES_TASK, None, max_turns=3).status == "max_turns"

@@ -8,14 +8,15 @@ import random
 import pytest
 
 import resumable_core as rc
-from resumable_core.lab import matrix as simulation
+from resumable_core import lab
 from resumable_core.crash import CRASH_POINTS
+from resumable_core.lab import matrix as simulation
 
 
 @pytest.fixture(scope="module")
 def matrix():
     """The whole matrix with the four strategies, computed once."""
-    return {(r.crash_point, r.tool, r.strategy): r for r in rc.run_matrix()}
+    return {(r.crash_point, r.tool, r.strategy): r for r in lab.run_matrix()}
 
 
 def test_matrix_has_every_point_tool_and_strategy(matrix):
@@ -57,7 +58,7 @@ def test_crashes_before_save_a_leave_nothing_to_reconcile(matrix):
 
 def test_naive_resume_hits_the_real_400():
     """Resuming with the call still dangling is refused by the API with its real message."""
-    cell = rc.run_cell("after_save_a", "send_email", "none")
+    cell = lab.run_cell("after_save_a", "send_email", "none")
     assert cell.killed and cell.row.api_error and not cell.row.completed
     assert "`tool_use` ids were found without `tool_result` blocks immediately after" in cell.error
 
@@ -68,7 +69,7 @@ def test_a_learners_function_plugs_in(tmp_path):
     def my_reconcile(cp, tools):
         return rc.STRATEGIES["by_effect"](cp, tools)
 
-    cell = rc.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
+    cell = lab.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
     assert cell.row.strategy == "my_reconcile" and cell.row.effects == 1
     assert cell.checkpoint_at_crash["pending_tool_use"]["name"] == "send_email"
     assert "Crash after the tool ran" in cell.story()
@@ -76,10 +77,20 @@ def test_a_learners_function_plugs_in(tmp_path):
 
 def test_table_and_json_show_the_same_rows():
     """The JSON rows carry the matrix's columns; the table has a header and one line per row."""
-    rows = rc.run_matrix(strategies=["rerun"], tools=["send_email"], crash_points=["after_tool"])
+    rows = lab.run_matrix(strategies=["rerun"], tools=["send_email"], crash_points=["after_tool"])
     data = json.loads(simulation.rows_json(rows))
-    assert data == [{"crash_point": "after_tool", "tool": "send_email", "strategy": "rerun", "effects": 2,
-                     "api_error": False, "completed": True, "turns": 3, "tokens": data[0]["tokens"]}]
+    assert data == [
+        {
+            "crash_point": "after_tool",
+            "tool": "send_email",
+            "strategy": "rerun",
+            "effects": 2,
+            "api_error": False,
+            "completed": True,
+            "turns": 3,
+            "tokens": data[0]["tokens"],
+        }
+    ]
     assert simulation.format_table(rows).splitlines()[0].split() == list(data[0])
 
 
@@ -131,5 +142,5 @@ def test_a_learners_ledger_function_can_ask_for_a_ledger(tmp_path):
         seen.append(tools.ledger is not None)
         return rc.STRATEGIES["by_effect_ledger"](cp, tools)
 
-    cell = rc.run_cell("after_tool", "send_email", my_ledger_reconcile, root=tmp_path, ledger=True)
+    cell = lab.run_cell("after_tool", "send_email", my_ledger_reconcile, root=tmp_path, ledger=True)
     assert seen == [True] and cell.row.effects == 1 and cell.row.turns == 3

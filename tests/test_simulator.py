@@ -12,6 +12,8 @@ import nbformat
 import pytest
 
 import resumable_core as rc
+from resumable_core import lab
+from resumable_core.lab.matrix import MatrixRow
 from resumable_core.lab.widgets import (
     CATEGORIES,
     MY_RECONCILE,
@@ -20,7 +22,6 @@ from resumable_core.lab.widgets import (
     cell_category,
     checkpoint_html,
 )
-from resumable_core.lab.matrix import MatrixRow
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "simulator" / "simulator.ipynb"
 
@@ -88,16 +89,18 @@ def test_checkpoint_view_marks_the_pending_send_email():
     cell = sim.run()  # defaults: send_email, after_tool, rerun
     pending = cell.checkpoint_at_crash["pending_tool_use"]
     assert pending["name"] == "send_email"
-    marks = re.findall(r'<span class="rs-pending-mark">(.*?)</span><span class="rs-pending-tag">', sim.checkpoint.value, re.S)
+    marks = re.findall(
+        r'<span class="rs-pending-mark">(.*?)</span><span class="rs-pending-tag">', sim.checkpoint.value, re.S
+    )
     assert marks and all(pending["id"] in html.unescape(m) for m in marks)
     assert "Pending call: send_email" in text(sim.checkpoint)
 
 
 def test_checkpoint_html_marks_only_the_pending_call():
     """checkpoint_html marks the pending tool_use and its record (two marks), and nothing in a finished checkpoint."""
-    pending_cp = rc.load_exercise_checkpoint("C").model_dump(mode="json")
+    pending_cp = lab.load_exercise_checkpoint("C").model_dump(mode="json")
     assert checkpoint_html(pending_cp).count('class="rs-pending-mark"') == 2
-    finished = rc.load_exercise_checkpoint("A").model_dump(mode="json")
+    finished = lab.load_exercise_checkpoint("A").model_dump(mode="json")
     assert "rs-pending-mark" not in checkpoint_html(finished)
     assert "Nothing pending" in checkpoint_html(finished)
     assert "No checkpoint file was on disk" in checkpoint_html(None)
@@ -110,7 +113,9 @@ def test_my_reconcile_is_offered_and_used():
     def answer_with_a_note(cp, tools):
         calls.append((type(cp).__name__, type(tools).__name__, cp.pending_tool_use.name))
         p = cp.pending_tool_use
-        cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, "learner says: " + rc.STATUS_UNKNOWN, is_error=True)]})
+        cp.messages.append(
+            {"role": "user", "content": [rc.tool_result(p.id, "learner says: " + rc.STATUS_UNKNOWN, is_error=True)]}
+        )
         cp.pending_tool_use = None
         return cp
 
@@ -182,7 +187,9 @@ def test_heatmap_compute_draws_the_matrix_quietly(capfd):
 
 def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
     """compute() returns the rows; a learner's function appears as a "my reconcile" column."""
-    heat = MatrixHeatmap(strategies=("rerun",), tools=("send_email",), crash_points=("after_tool",), reconcile=rc.reconcile)
+    heat = MatrixHeatmap(
+        strategies=("rerun",), tools=("send_email",), crash_points=("after_tool",), reconcile=rc.reconcile
+    )
     rows = heat.compute()
     assert [(r.strategy, r.effects) for r in rows] == [("rerun", 2), (MY_RECONCILE, 1)]
 
@@ -190,11 +197,23 @@ def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
 def test_cell_category_tells_duplicates_from_rereads_and_errors():
     """The heatmap colours: a duplicate email, a harmless re-read, a 400 and exactly-once are four different colours."""
     row = lambda tool, effects, err=False, done=True: MatrixRow("after_tool", tool, "s", effects, err, done, 3, 1)  # noqa: E731
-    names = [CATEGORIES[cell_category(r)][0] for r in (
-        row("send_email", 2), row("read_file", 2), row("send_email", 1, err=True, done=False), row("send_email", 1),
-        row("send_email", 0, done=False),
-    )]
-    assert names == ["duplicate side effect", "harmless re-read", "API 400 (run stuck)", "exactly once", "never happened"]
+    names = [
+        CATEGORIES[cell_category(r)][0]
+        for r in (
+            row("send_email", 2),
+            row("read_file", 2),
+            row("send_email", 1, err=True, done=False),
+            row("send_email", 1),
+            row("send_email", 0, done=False),
+        )
+    ]
+    assert names == [
+        "duplicate side effect",
+        "harmless re-read",
+        "API 400 (run stuck)",
+        "exactly once",
+        "never happened",
+    ]
 
 
 def test_import_resumable_core_does_not_load_the_simulator():
@@ -212,7 +231,9 @@ def test_voila_notebook_runs_clean_and_shows_both_views():
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert nb.cells[0].cell_type == "markdown"
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type in ("error", "stream")], outputs
     views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]

@@ -72,7 +72,9 @@ def test_unknown_tool_is_not_executed(tmp_path):
     """A pending call to a tool the toolbox lacks is answered 'status unknown', never executed."""
     cp, box = exercise_sandbox("C", tmp_path)
     cp.messages[-1]["content"][-1]["name"] = "wire_money"
-    cp.pending_tool_use = rc.PendingToolUse(id=cp.pending_tool_use.id, name="wire_money", input=cp.pending_tool_use.input)
+    cp.pending_tool_use = rc.PendingToolUse(
+        id=cp.pending_tool_use.id, name="wire_money", input=cp.pending_tool_use.input
+    )
     cp = rc.reconcile(cp, box)
     assert cp.messages[-1]["content"][0]["is_error"] is True
 

@@ -25,9 +25,10 @@ import select
 import signal
 import stat
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..checkpoint import Checkpoint, PendingToolUse, consistency_problem, load_checkpoint, save_checkpoint, text_of
 from ..crash import CRASH_POINTS, CrashPlan, run_in_child
@@ -56,7 +57,7 @@ class CountingToolbox(Toolbox):
         self.executed: list[tuple[str, dict[str, Any]]] = []
 
     @classmethod
-    def wrap(cls, box: Toolbox) -> "CountingToolbox":
+    def wrap(cls, box: Toolbox) -> CountingToolbox:
         """The same world, tools and ledger as ``box``, with the spy."""
         return cls(box.world, box._tools.values(), ledger=box.ledger)
 
@@ -76,7 +77,9 @@ def fresh_toolbox(extra: Iterable[Tool] = (), *, ledger: bool = False) -> Counti
     return CountingToolbox(world, (*DEFAULT_TOOLS, *extra), ledger=Ledger(root / "ledger.sqlite") if ledger else None)
 
 
-def dangling(name: str, tool_input: dict[str, Any], *, task: str = NOTES_TASK, tool_use_id: str | None = None) -> Checkpoint:
+def dangling(
+    name: str, tool_input: dict[str, Any], *, task: str = NOTES_TASK, tool_use_id: str | None = None
+) -> Checkpoint:
     """A checkpoint whose last message asks for ``name(tool_input)`` and has no result yet."""
     tid = tool_use_id or f"toolu_01grader{name.replace('_', '')[:14]:0<14}"
     use = {"type": "tool_use", "id": tid, "name": name, "input": tool_input}
@@ -85,7 +88,10 @@ def dangling(name: str, tool_input: dict[str, Any], *, task: str = NOTES_TASK, t
         run_id="run_grader",
         turns=1,
         tokens_used=100,
-        messages=[{"role": "user", "content": task}, {"role": "assistant", "content": [{"type": "text", "text": "One moment."}, use]}],
+        messages=[
+            {"role": "user", "content": task},
+            {"role": "assistant", "content": [{"type": "text", "text": "One moment."}, use]},
+        ],
         pending_tool_use=PendingToolUse(id=tid, name=name, input=tool_input),
     )
     assert consistency_problem(cp) is None
@@ -128,10 +134,14 @@ def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
     last = out.messages[-1]
     assert last.get("role") == "user", "the appended message must have role 'user'"
     content = last.get("content")
-    assert isinstance(content, list) and len(content) == 1, "the appended message must hold exactly one block: the tool_result"
+    assert isinstance(content, list) and len(content) == 1, (
+        "the appended message must hold exactly one block: the tool_result"
+    )
     block = content[0]
     assert isinstance(block, dict) and block.get("type") == "tool_result", "the appended block must be a tool_result"
-    assert block.get("tool_use_id") == p.id, f"the tool_result must answer the pending id {p.id}, not {block.get('tool_use_id')}"
+    assert block.get("tool_use_id") == p.id, (
+        f"the tool_result must answer the pending id {p.id}, not {block.get('tool_use_id')}"
+    )
     assert out.pending_tool_use is None, "pending_tool_use must be cleared (None) once its tool_result is recorded"
     problem = consistency_problem(out)
     assert problem is None, f"the reconciled checkpoint contradicts itself: {problem}"
@@ -147,7 +157,9 @@ def assert_rerun(block: dict[str, Any], expected_output: str) -> None:
 def assert_status_unknown(block: dict[str, Any]) -> None:
     """The tool_result is an is_error saying the execution status is unknown."""
     assert block.get("is_error") is True, "a call that may already have happened gets a tool_result with is_error: true"
-    assert "unknown" in text_of(block.get("content")).lower(), "the is_error text must say the execution status is unknown"
+    assert "unknown" in text_of(block.get("content")).lower(), (
+        "the is_error text must say the execution status is unknown"
+    )
 
 
 # -- extra tools for the variations ------------------------------------------------------------
@@ -158,7 +170,12 @@ def count_notes(world: World, **_: Any) -> str:
     return f"{sum(1 for _ in world.notes_dir.iterdir())} notes"
 
 
-@tool(Effect.SIDE_EFFECT, "Post a message to the team chat. It cannot be taken back.", channel={"type": "string"}, text={"type": "string"})
+@tool(
+    Effect.SIDE_EFFECT,
+    "Post a message to the team chat. It cannot be taken back.",
+    channel={"type": "string"},
+    text={"type": "string"},
+)
 def post_to_chat(world: World, channel: str, text: str, **_: Any) -> str:
     with open(world.root / "chat.log", "a", encoding="utf-8") as f:
         f.write(f"#{channel}: {text}\n")
@@ -222,7 +239,9 @@ def check_checkpoint_c(fn: Reconcile) -> None:
     box = CountingToolbox.wrap(real_box)
     assert len(box.world.sent_emails()) == 1  # the crash came after the email went out
     before, out = run_reconcile(fn, cp, box)
-    assert box.count() == 0, f"send_email has a side effect: it must not be executed again; execute calls were {box.executed}"
+    assert box.count() == 0, (
+        f"send_email has a side effect: it must not be executed again; execute calls were {box.executed}"
+    )
     assert len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email"
     assert_status_unknown(answered(before, out))
 
@@ -239,7 +258,9 @@ def check_other_read_only_tools(fn: Reconcile) -> None:
         expected = fresh_toolbox(EXTRA_TOOLS).execute(name, tool_input)  # the same call on a twin world
         box = fresh_toolbox(EXTRA_TOOLS)
         before, out = run_reconcile(fn, dangling(name, tool_input), box)
-        assert box.executed == [(name, tool_input)], f"{name} is read-only: execute it exactly once; execute calls were {box.executed}"
+        assert box.executed == [(name, tool_input)], (
+            f"{name} is read-only: execute it exactly once; execute calls were {box.executed}"
+        )
         assert_rerun(answered(before, out), expected)
 
 
@@ -253,7 +274,9 @@ def check_other_side_effect_tools(fn: Reconcile) -> None:
     for name, tool_input, task in cases:
         box = fresh_toolbox(EXTRA_TOOLS)
         before, out = run_reconcile(fn, dangling(name, tool_input, task=task), box)
-        assert box.count() == 0, f"{name} has a side effect: it must not be executed on resume; execute calls were {box.executed}"
+        assert box.count() == 0, (
+            f"{name} has a side effect: it must not be executed on resume; execute calls were {box.executed}"
+        )
         assert not box.world.sent_emails(), "no email may be sent on resume"
         assert not (box.world.root / "chat.log").exists(), "nothing may be posted on resume"
         assert (box.world.notes_dir / "meeting-08-18.md").exists(), "no note may be archived on resume"
@@ -318,7 +341,9 @@ def check_round_trip(fn: Reconcile) -> None:
             loaded = load_checkpoint(path)
         except CheckpointError as e:
             raise AssertionError(f"the reconciled {label} was saved but cannot be loaded back: {e.reason}") from None
-        assert loaded is not None and loaded.model_dump() == out.model_dump(), f"the reconciled {label} changed across save and load"
+        assert loaded is not None and loaded.model_dump() == out.model_dump(), (
+            f"the reconciled {label} changed across save and load"
+        )
 
 
 RECONCILE_CHECKS: dict[str, Callable[[Reconcile], None]] = {
@@ -373,7 +398,9 @@ class Replay:
         return None
 
 
-def replay(fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "send_email", *, ledger: bool = False) -> Replay:
+def replay(
+    fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "send_email", *, ledger: bool = False
+) -> Replay:
     """SIGKILL a run in a forked child at ``crash_point`` on the turn calling ``tool_name``, resume with ``fn``."""
     import anthropic
 
@@ -382,7 +409,7 @@ def replay(fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "sen
     box = Sandbox.create(scratch("replay"), ledger=ledger)
     task = SCENARIOS[tool_name].task
     plan = CrashPlan(crash_point, tool=tool_name, turn=SCENARIOS[tool_name].reference_turn())
-    ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")
+    ended = run_in_child(lambda: box.run(task, crash=plan))
     raw = json.loads(box.checkpoint_path.read_text()) if box.checkpoint_path.exists() else None
     emails_at_crash = len(box.world.sent_emails())
     error, cp = None, None
@@ -394,7 +421,15 @@ def replay(fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "sen
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         error = f"{type(e).__name__}: {e}"
     reads = sum(1 for _, i in box.world.calls("read_file") if i == SCENARIOS["read_file"].target_input())
-    return Replay(ended == "killed", (raw or {}).get("pending_tool_use"), emails_at_crash, len(box.world.sent_emails()), error, cp, reads)
+    return Replay(
+        ended == "killed",
+        (raw or {}).get("pending_tool_use"),
+        emails_at_crash,
+        len(box.world.sent_emails()),
+        error,
+        cp,
+        reads,
+    )
 
 
 def reference_turns(tool_name: str) -> int:
@@ -524,9 +559,13 @@ def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> N
         except (ValueError, CheckpointError):
             pass
         except Exception as e:  # noqa: BLE001
-            raise AssertionError(f"version {version!r}: raise a ValueError (subclass), not {type(e).__name__}: {e}") from None
+            raise AssertionError(
+                f"version {version!r}: raise a ValueError (subclass), not {type(e).__name__}: {e}"
+            ) from None
         else:
-            raise AssertionError(f"a file of version {version!r} must be refused, load_state returned {type(got).__name__}")
+            raise AssertionError(
+                f"a file of version {version!r} must be refused, load_state returned {type(got).__name__}"
+            )
         assert path.read_bytes() == before, "load_state must never change the file, even one it refuses"
 
 
@@ -555,7 +594,7 @@ class _PausingFile:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._f, name)
 
-    def __enter__(self) -> "_PausingFile":
+    def __enter__(self) -> _PausingFile:
         return self
 
     def __exit__(self, *exc: Any) -> Any:
@@ -649,7 +688,13 @@ def check_durable_steps(save: Save) -> None:
     folder = scratch("durable")
     path = folder / "state.json"
     events: list[tuple[str, Any]] = []
-    real_open, real_fsync, real_fdatasync, real_replace, real_rename = io.open, os.fsync, os.fdatasync, os.replace, os.rename
+    real_open, real_fsync, real_fdatasync, real_replace, real_rename = (
+        io.open,
+        os.fsync,
+        os.fdatasync,
+        os.replace,
+        os.rename,
+    )
 
     def spy_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         if any(ch in mode for ch in "wax+") and not isinstance(file, int):
@@ -691,14 +736,24 @@ def check_durable_steps(save: Save) -> None:
     assert moves, "save_state must finish with os.replace(temp, path): the switch to the new file is one atomic step"
     move = moves[-1]
     tmp = events[move][1][0]
-    assert tmp.parent == target.parent, "the temp file must be in the same folder as the state file (rename is atomic only within one file system)"
+    assert tmp.parent == target.parent, (
+        "the temp file must be in the same folder as the state file (rename is atomic only within one file system)"
+    )
     assert ("open", target) not in events, "save_state must never open the state file itself for writing"
     folder_id = (True, os.stat(folder).st_dev, os.stat(folder).st_ino)
     assert any(kind == "fsync" and not info[0] for kind, info in events[:move]), (
         "flush and os.fsync the temp file before the rename, so its bytes are on disk first"
     )
-    assert ("fsync", folder_id) in events[move:], "os.fsync the folder after the rename, so the rename itself is durable"
+    assert ("fsync", folder_id) in events[move:], (
+        "os.fsync the folder after the rename, so the rename itself is durable"
+    )
 
 
-SKELETON_CHECKS = ("check_state_round_trip", "check_state_missing", "check_state_version_refused",
-                   "check_load_never_modifies", "check_kill_during_save", "check_durable_steps")
+SKELETON_CHECKS = (
+    "check_state_round_trip",
+    "check_state_missing",
+    "check_state_version_refused",
+    "check_load_never_modifies",
+    "check_kill_during_save",
+    "check_durable_steps",
+)

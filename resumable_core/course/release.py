@@ -26,8 +26,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 """The repository root, when the kit runs from its checkout."""
@@ -88,7 +89,9 @@ def describe(cp: Any) -> str:
     if isinstance(content, str):
         kinds = "text"
     else:
-        kinds = ", ".join(b.get("type", "?") + (f" {b['name']}" if b.get("type") == "tool_use" else "") for b in content)
+        kinds = ", ".join(
+            b.get("type", "?") + (f" {b['name']}" if b.get("type") == "tool_use" else "") for b in content
+        )
     p = cp.pending_tool_use
     pending = f"{p.name}({json.dumps(p.input)}) id={p.id}" if p else "None"
     return "\n".join(
@@ -106,7 +109,11 @@ def fill_in(notebook: str | Path | dict, answers: dict[str, str]) -> dict:
 
     How a test makes a student's submission: ``answers`` maps grade_id to the cell's new source.
     """
-    nb = json.loads(Path(notebook).read_text(encoding="utf-8")) if not isinstance(notebook, dict) else json.loads(json.dumps(notebook))
+    nb = (
+        json.loads(Path(notebook).read_text(encoding="utf-8"))
+        if not isinstance(notebook, dict)
+        else json.loads(json.dumps(notebook))
+    )
     seen = set()
     for cell in nb["cells"]:
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
@@ -130,7 +137,9 @@ def nbgrader_env() -> dict[str, str]:
     return env
 
 
-def nbgrader(args: Iterable[str], root: str | Path = COURSE_ROOT, *, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+def nbgrader(
+    args: Iterable[str], root: str | Path = COURSE_ROOT, *, check: bool = True, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """Run ``nbgrader <args> --CourseDirectory.root=<root>`` from the course root (where its config is read)."""
     root = Path(root).resolve()
     cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
@@ -166,7 +175,10 @@ def _notebook_differences(name: str, committed: Path, fresh: Path) -> list[str]:
     a = json.loads(committed.read_text(encoding="utf-8"))
     b = json.loads(fresh.read_text(encoding="utf-8"))
     problems = []
-    if a.get("metadata") != b.get("metadata") or (a.get("nbformat"), a.get("nbformat_minor")) != (b.get("nbformat"), b.get("nbformat_minor")):
+    if a.get("metadata") != b.get("metadata") or (a.get("nbformat"), a.get("nbformat_minor")) != (
+        b.get("nbformat"),
+        b.get("nbformat_minor"),
+    ):
         problems.append(f"{name}: notebook metadata or format differs")
     if len(a["cells"]) != len(b["cells"]):
         return problems + [f"{name}: {len(a['cells'])} cells, a fresh generation has {len(b['cells'])}"]
@@ -189,11 +201,15 @@ def check(course_root: str | Path = COURSE_ROOT) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="resumable-course-check-") as tmp:
         copy = Path(tmp)
         shutil.copy2(root / "nbgrader_config.py", copy / "nbgrader_config.py")
-        shutil.copytree(root / SOURCE_DIR, copy / SOURCE_DIR, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        shutil.copytree(
+            root / SOURCE_DIR, copy / SOURCE_DIR, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+        )
         release(copy)
         committed, fresh = _tree(root / RELEASE_DIR), _tree(copy / RELEASE_DIR)
         problems = [f"{RELEASE_DIR}/{n}: missing (run `make release`)" for n in sorted(set(fresh) - set(committed))]
-        problems += [f"{RELEASE_DIR}/{n}: not produced by generate_assignment" for n in sorted(set(committed) - set(fresh))]
+        problems += [
+            f"{RELEASE_DIR}/{n}: not produced by generate_assignment" for n in sorted(set(committed) - set(fresh))
+        ]
         for name in sorted(set(fresh) & set(committed)):
             if name.endswith(".ipynb"):
                 problems += _notebook_differences(f"{RELEASE_DIR}/{name}", committed[name], fresh[name])
@@ -243,7 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         problems = check(args.root)
         for p in problems:
             print(p)
-        print("exercises/ matches a fresh generation" if not problems else f"{len(problems)} difference(s): run `make release`")
+        print(
+            "exercises/ matches a fresh generation"
+            if not problems
+            else f"{len(problems)} difference(s): run `make release`"
+        )
         return 1 if problems else 0
     for assignment, cells in points_table(args.root).items():
         total = sum(c["points"] for c in cells)

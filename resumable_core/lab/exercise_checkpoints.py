@@ -29,7 +29,9 @@ def _plan(name: str) -> tuple[str, CrashPlan]:
     if name == "A":
         return SCENARIOS["read_file"].task, CrashPlan("after_save_a", turn=finished_turns("read_file"))
     if name == "B":
-        return SCENARIOS["read_file"].task, CrashPlan("after_save_a", tool="read_file", turn=finished_turns("read_file") - 1)
+        return SCENARIOS["read_file"].task, CrashPlan(
+            "after_save_a", tool="read_file", turn=finished_turns("read_file") - 1
+        )
     if name == "C":
         email = SCENARIOS["send_email"]
         return email.task, CrashPlan("after_tool", tool="send_email", turn=email.reference_turn())
@@ -44,9 +46,13 @@ def exercise_sandbox(name: str, root: str | Path, *, ledger: bool = False) -> tu
     task, plan = _plan(name.upper())
     box = Sandbox.create(root, ledger=ledger)
     box_run = lambda: run_agent(  # noqa: E731
-        task, checkpoint_path=box.checkpoint_path, toolbox=box.toolbox, crash=plan, run_id=f"run_exercise_{name.lower()}"
+        task,
+        checkpoint_path=box.checkpoint_path,
+        toolbox=box.toolbox,
+        crash=plan,
+        run_id=f"run_exercise_{name.lower()}",
     )
-    if run_in_child(box_run, box.root / "child-error.txt") != "killed":
+    if run_in_child(box_run) != "killed":
         raise RuntimeError(f"checkpoint {name}: the run ended before its crash point")
     cp = load_checkpoint(box.checkpoint_path)
     assert cp is not None
@@ -74,4 +80,3 @@ def load_exercise_checkpoint(name: str) -> Checkpoint:
     cp = load_checkpoint(FIXTURE_DIR / f"checkpoint_{name.lower()}.json")
     assert cp is not None
     return cp
-

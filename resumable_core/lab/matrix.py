@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import random
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..checkpoint import Checkpoint, load_checkpoint
-from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_and_kill_after, run_in_child
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
 from ..scenarios import SCENARIOS, Sandbox, scenario
@@ -56,8 +56,12 @@ class Cell:
         """The cell told in plain lines."""
         r = self.row
         cp = self.checkpoint_at_crash
-        lines = [f"Crash {CRASH_POINT_HELP[r.crash_point]} on the turn that calls {r.tool}; resume with {r.strategy!r}."]
-        lines.append("1. The run was killed with SIGKILL." if self.killed else "1. The run ended before the crash point.")
+        lines = [
+            f"Crash {CRASH_POINT_HELP[r.crash_point]} on the turn that calls {r.tool}; resume with {r.strategy!r}."
+        ]
+        lines.append(
+            "1. The run was killed with SIGKILL." if self.killed else "1. The run ended before the crash point."
+        )
         if cp is None:
             lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
         else:
@@ -147,7 +151,7 @@ def run_cell(
         box = Sandbox.create(root, ledger=(name == "by_effect_ledger") if ledger is None else ledger)
         task = sc.task
         plan = CrashPlan(crash_point, tool=tool, turn=sc.reference_turn())
-        ended = run_in_child(lambda: box.run(task, crash=plan), box.root / "child-error.txt")
+        ended = run_in_child(lambda: box.run(task, crash=plan))
         return _resume_and_record(box, tool, crash_point, name, fn, killed=ended == "killed")
     finally:
         if own_tmp is not None:
@@ -200,5 +204,5 @@ def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: rand
     """
     box = Sandbox.create(root, ledger=(strategy == "by_effect_ledger"))
     task = SCENARIOS[tool].task
-    ended = run_and_kill_after(lambda: box.run(task), rng.uniform(0, max_delay))
+    ended = run_in_child(lambda: box.run(task), kill_after=rng.uniform(0, max_delay))
     return _resume_and_record(box, tool, "random", strategy, STRATEGIES[strategy], killed=ended == "killed")

@@ -23,7 +23,8 @@ import io
 import json
 import logging
 import traceback
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import ipywidgets as widgets
 
@@ -36,16 +37,16 @@ Reconcile = Callable[..., Any]
 """A reconcile strategy: ``reconcile(cp, tools) -> Checkpoint``."""
 
 __all__ = [
+    "MY_RECONCILE",
     "CrashSimulator",
     "MatrixHeatmap",
-    "MY_RECONCILE",
-    "checkpoint_html",
-    "outbox_html",
-    "conversation_html",
-    "error_html",
-    "email_count_html",
-    "heatmap_png",
     "cell_category",
+    "checkpoint_html",
+    "conversation_html",
+    "email_count_html",
+    "error_html",
+    "heatmap_png",
+    "outbox_html",
 ]
 
 MY_RECONCILE = "my reconcile"
@@ -127,9 +128,7 @@ FOLD_KEEP = 2
 def _folded(message: Any, index: int, is_pending: Callable[[Any], bool]) -> str:
     role = message.get("role", "?") if isinstance(message, dict) else "?"
     summary = f'{{"role": "{_esc(role)}", …}}  <span class="rs-fold-hint">messages[{index}] ▸ click to show</span>'
-    return (
-        f'<details class="rs-fold"><summary>{summary}</summary>{_json_html(message, 0, is_pending)}</details>'
-    )
+    return f'<details class="rs-fold"><summary>{summary}</summary>{_json_html(message, 0, is_pending)}</details>'
 
 
 def _json_html(value: Any, indent: int, is_pending: Callable[[Any], bool]) -> str:
@@ -185,7 +184,7 @@ def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
     if pending_id:
         note = (
             f'<div class="rs-help">Pending call: <code>{_esc(pending.get("name"))}</code> '
-            f'(<code>{_esc(pending_id)}</code>), asked for by the last assistant message and never '
+            f"(<code>{_esc(pending_id)}</code>), asked for by the last assistant message and never "
             "answered with a tool_result. This is the dangling call reconcile must settle.</div>"
         )
     else:
@@ -222,7 +221,7 @@ def outbox_html(outbox: list[dict[str, Any]]) -> str:
         key = e.get("idempotency_key")
         parts.append(
             f'<div class="rs-mail{" rs-mail-dup" if dup else ""}">'
-            f'<b>#{_esc(e.get("id"))}</b> to {_esc(e.get("to"))} — “{_esc(e.get("subject"))}”'
+            f"<b>#{_esc(e.get('id'))}</b> to {_esc(e.get('to'))} — “{_esc(e.get('subject'))}”"
             + (" <b>(duplicate)</b>" if dup else "")
             + (f'<br><span class="rs-sub">idempotency key: <code>{_esc(key)}</code></span>' if key else "")
             + "</div>"
@@ -305,25 +304,40 @@ class CrashSimulator:
         """The last run's :class:`~resumable_core.lab.matrix.Cell` (None before the first run)."""
         style = {"description_width": "initial"}
         self.scenario = widgets.Dropdown(
-            options=list(SCENARIOS), value="send_email", description="Scenario",
-            style=style, layout=widgets.Layout(width="210px"),
+            options=list(SCENARIOS),
+            value="send_email",
+            description="Scenario",
+            style=style,
+            layout=widgets.Layout(width="210px"),
         )
         self.crash_point = widgets.Dropdown(
-            options=list(CRASH_POINTS), value="after_tool", description="Crash point",
-            style=style, layout=widgets.Layout(width="260px"),
+            options=list(CRASH_POINTS),
+            value="after_tool",
+            description="Crash point",
+            style=style,
+            layout=widgets.Layout(width="260px"),
         )
         strategies = list(STRATEGIES) + ([MY_RECONCILE] if reconcile is not None else [])
         self.strategy = widgets.Dropdown(
-            options=strategies, value=MY_RECONCILE if reconcile is not None else "rerun",
-            description="Strategy", style=style, layout=widgets.Layout(width="250px"),
+            options=strategies,
+            value=MY_RECONCILE if reconcile is not None else "rerun",
+            description="Strategy",
+            style=style,
+            layout=widgets.Layout(width="250px"),
         )
         self.run_button = widgets.Button(
-            description="Run", button_style="danger", icon="bolt",
+            description="Run",
+            button_style="danger",
+            icon="bolt",
             tooltip="Crash the run for real (fork + SIGKILL) and resume it",
             layout=widgets.Layout(width="100px"),
         )
-        for w, cls in ((self.scenario, "rs-scenario"), (self.crash_point, "rs-crash-point"),
-                       (self.strategy, "rs-strategy"), (self.run_button, "rs-run")):
+        for w, cls in (
+            (self.scenario, "rs-scenario"),
+            (self.crash_point, "rs-crash-point"),
+            (self.strategy, "rs-strategy"),
+            (self.run_button, "rs-run"),
+        ):
             w.add_class(cls)
         self.help = widgets.HTML(layout=widgets.Layout(margin="2px 0 6px 8px"))
         self.status = widgets.HTML()
@@ -441,7 +455,7 @@ class CrashSimulator:
         what = "emails sent with this subject" if r.tool == "send_email" else "times the crashed read_file ran"
         self.summary.value = (
             '<div class="rs-help">'
-            f"Effects of the crashed call ({what}): <b class=\"rs-effects\">{r.effects}</b><br>"
+            f'Effects of the crashed call ({what}): <b class="rs-effects">{r.effects}</b><br>'
             f"Run completed: <b>{'yes' if r.completed else 'no'}</b> · turns {r.turns} · tokens {r.tokens}"
             + (f"<br>Final answer: “{_esc(cell.final_text)}”" if cell.final_text else "")
             + "</div>"
@@ -504,7 +518,9 @@ def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
     fig = Figure(figsize=(4.6 * len(tools) + 1.6, 0.45 * len(points) + 2.2), dpi=dpi)
     axes = fig.subplots(1, len(tools), sharey=True, squeeze=False)[0]
     for ax, tool in zip(axes, tools):
-        grid = [[cell_category(by_key[(tool, p, s)]) if (tool, p, s) in by_key else 4 for s in strategies] for p in points]
+        grid = [
+            [cell_category(by_key[(tool, p, s)]) if (tool, p, s) in by_key else 4 for s in strategies] for p in points
+        ]
         ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(CATEGORIES) - 0.5, aspect="auto")
         for i, p in enumerate(points):
             for j, s in enumerate(strategies):
@@ -513,8 +529,16 @@ def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
                     continue
                 text = "400" if r.api_error else f"{r.effects}×"
                 dark = cell_category(r) in (2, 3)
-                ax.text(j, i, text, ha="center", va="center", fontsize=10, fontweight="bold",
-                        color="white" if dark else "#222")
+                ax.text(
+                    j,
+                    i,
+                    text,
+                    ha="center",
+                    va="center",
+                    fontsize=10,
+                    fontweight="bold",
+                    color="white" if dark else "#222",
+                )
         ax.set_xticks(range(len(strategies)), strategies, rotation=30, ha="right", fontsize=9)
         ax.set_yticks(range(len(points)), points, fontsize=9)
         ax.set_xticks([x - 0.5 for x in range(1, len(strategies))], minor=True)
@@ -528,9 +552,14 @@ def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
         labels[points.index("after_tool")].set_fontweight("bold")
     fig.legend(
         handles=[Patch(facecolor=c, edgecolor="#888", label=n) for n, c in CATEGORIES],
-        loc="lower center", ncol=len(CATEGORIES), fontsize=9, frameon=False,
+        loc="lower center",
+        ncol=len(CATEGORIES),
+        fontsize=9,
+        frameon=False,
     )
-    fig.suptitle("Crash matrix: how often the crashed call's effect happened (400 = API refused the resume)", fontsize=11)
+    fig.suptitle(
+        "Crash matrix: how often the crashed call's effect happened (400 = API refused the resume)", fontsize=11
+    )
     fig.subplots_adjust(left=0.15, right=0.985, top=0.87, bottom=0.22, wspace=0.06)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
@@ -558,7 +587,9 @@ class MatrixHeatmap:
         self.rows: list[MatrixRow] = []
         total = len(self.tools) * len(self.crash_points) * (len(self.strategies) + (reconcile is not None))
         self.run_button = widgets.Button(
-            description=f"Compute the matrix ({total} crashes)", button_style="primary", icon="th",
+            description=f"Compute the matrix ({total} crashes)",
+            button_style="primary",
+            icon="th",
             layout=widgets.Layout(width="260px"),
         )
         self.run_button.add_class("rs-matrix-run")

@@ -133,6 +133,7 @@ def prepare_out(out: Path, course_roots: list[Path]) -> None:
 
 # --- collecting submissions -----------------------------------------------------------------
 
+
 @dataclass
 class Submission:
     """One student's submission as found, and what grading it showed."""
@@ -252,6 +253,7 @@ def collect(root: Path, assignment: str, notebooks: list[str]) -> list[Submissio
 
 # --- checking and repairing a notebook before grading ----------------------------------------
 
+
 def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
     """The notebook, or why it is not one."""
     try:
@@ -349,6 +351,7 @@ def suspicious(nb: nbformat.NotebookNode) -> list[str]:
 
 # --- workers ----------------------------------------------------------------------------------
 
+
 def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], assignment: str) -> None:
     write_course(worker, timeout)
     shutil.copytree(main / "source", worker / "source")
@@ -360,14 +363,18 @@ def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], as
 
 def _classify_failure(text: str, timeout: int) -> str:
     if "DeadKernelError" in text or "Kernel died" in text:
-        return "the kernel died while running the notebook (os._exit, a crash or out of memory); no cell could be graded"
+        return (
+            "the kernel died while running the notebook (os._exit, a crash or out of memory); no cell could be graded"
+        )
     if "UnresponsiveKernel" in text or "became unresponsive" in text:
         return f"the kernel stayed unresponsive after the {timeout} s timeout and could not be interrupted"
     if "CellTimeoutError" in text or "TimeoutError" in text:
         return f"a cell ran past the {timeout} s timeout and the notebook could not go on"
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     errs = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip())]
-    return "nbgrader autograde failed: " + (errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error"))
+    return "nbgrader autograde failed: " + (
+        errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error")
+    )
 
 
 def worker_main(argv: list[str]) -> int:
@@ -408,8 +415,9 @@ def timeout_of(config) -> int:
         return DEFAULT_TIMEOUT
 
 
-def recheck_isolated(root: Path, assignment: str, student: str,
-                     timeout: int) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
+def recheck_isolated(
+    root: Path, assignment: str, student: str, timeout: int
+) -> tuple[dict[str, dict[str, str]], dict[str, dict[str, str]]]:
     """Re-run, outside the learner's kernel, every test cell that scored; zero the ones that fail there.
 
     See :mod:`resumable_core.isolated`. A failing cell gets ``Grade.manual_score = 0`` (nbgrader's
@@ -439,8 +447,14 @@ def recheck_isolated(root: Path, assignment: str, student: str,
         if not passed:
             continue
         source = root / "source" / assignment / f"{name}.ipynb"
-        report = isolated.run(nb_path, assignment, source=source if source.is_file() else None, only=passed,
-                              timeout=timeout, env=subprocess_env())
+        report = isolated.run(
+            nb_path,
+            assignment,
+            source=source if source.is_file() else None,
+            only=passed,
+            timeout=timeout,
+            env=subprocess_env(),
+        )
         failed = {gid: why for gid, why in report.items() if gid in passed and why}
         if not failed:
             continue
@@ -455,10 +469,11 @@ def recheck_isolated(root: Path, assignment: str, student: str,
     return out, kept
 
 
-ISOLATED_REASON = ("passed in the learner's kernel but failed in an isolated re-run: {why}; "
-                   "the checks pass only in the notebook's own kernel (the submission patches the graders?)")
-KEPT_REASON = ("could not re-check in isolation ({why}; cells {cells}); kept the notebook's score; "
-               "flagged for review")
+ISOLATED_REASON = (
+    "passed in the learner's kernel but failed in an isolated re-run: {why}; "
+    "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
+)
+KEPT_REASON = "could not re-check in isolation ({why}; cells {cells}); kept the notebook's score; flagged for review"
 
 
 def run_workers(main: Path, assignment: str, students: list[str], jobs: int, timeout: int, progress) -> dict[str, dict]:
@@ -470,9 +485,18 @@ def run_workers(main: Path, assignment: str, students: list[str], jobs: int, tim
     def run(i: int, share: list[str]) -> None:
         worker = main / "workers" / f"w{i}"
         _copy_course(main, worker, timeout, share, assignment)
-        cmd = [sys.executable, "-m", "resumable_core.course.grading.pipeline", "worker", str(worker), assignment, *share]
-        proc = subprocess.Popen(cmd, cwd=worker, env=subprocess_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
+        cmd = [
+            sys.executable,
+            "-m",
+            "resumable_core.course.grading.pipeline",
+            "worker",
+            str(worker),
+            assignment,
+            *share,
+        ]
+        proc = subprocess.Popen(
+            cmd, cwd=worker, env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             try:
@@ -485,8 +509,15 @@ def run_workers(main: Path, assignment: str, students: list[str], jobs: int, tim
         proc.wait()
         for s in share:  # a worker that died takes its remaining students with it: say so
             if s not in results:
-                results[s] = {"student": s, "success": False, "worker": worker, "feedback": False,
-                              "log": "", "error": f"grading worker exited with code {proc.returncode}", "seconds": 0}
+                results[s] = {
+                    "student": s,
+                    "success": False,
+                    "worker": worker,
+                    "feedback": False,
+                    "log": "",
+                    "error": f"grading worker exited with code {proc.returncode}",
+                    "seconds": 0,
+                }
                 progress(results[s])
 
     if not students:
@@ -509,20 +540,25 @@ def merge_gradebook(target_db: str, source_db: str, assignment: str, students: l
             except Exception:
                 continue
             st = src.find_student(s)
-            found.append({
-                "student": s,
-                "names": dict(first_name=st.first_name, last_name=st.last_name, email=st.email),
-                "timestamp": sub.timestamp,
-                "notebooks": [
-                    {
-                        "name": nb.name,
-                        "flagged": nb.flagged,
-                        "grades": [(g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in nb.grades],
-                        "comments": [(c.name, c.auto_comment, c.manual_comment) for c in nb.comments],
-                    }
-                    for nb in sub.notebooks
-                ],
-            })
+            found.append(
+                {
+                    "student": s,
+                    "names": dict(first_name=st.first_name, last_name=st.last_name, email=st.email),
+                    "timestamp": sub.timestamp,
+                    "notebooks": [
+                        {
+                            "name": nb.name,
+                            "flagged": nb.flagged,
+                            "grades": [
+                                (g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade)
+                                for g in nb.grades
+                            ],
+                            "comments": [(c.name, c.auto_comment, c.manual_comment) for c in nb.comments],
+                        }
+                        for nb in sub.notebooks
+                    ],
+                }
+            )
     with warnings.catch_warnings(), Gradebook(target_db) as dst:
         # nbgrader's add_submission trips SQLAlchemy autoflush warnings; the rows are right
         warnings.simplefilter("ignore")
@@ -544,6 +580,7 @@ def merge_gradebook(target_db: str, source_db: str, assignment: str, students: l
 
 # --- reasons from the graded notebook ------------------------------------------------------------
 
+
 def _cell_loss(cell, timeout: int) -> str:
     for o in cell.get("outputs", []):
         if o.get("output_type") == "error":
@@ -558,8 +595,15 @@ def _cell_loss(cell, timeout: int) -> str:
     return "partial credit"
 
 
-def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str, nb_name: str, timeout: int,
-                 isolated: dict[str, str] | None = None) -> list[str]:
+def cell_reasons(
+    autograded_nb: Path,
+    db_url: str,
+    assignment: str,
+    student: str,
+    nb_name: str,
+    timeout: int,
+    isolated: dict[str, str] | None = None,
+) -> list[str]:
     """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``.
 
     ``isolated``: {grade_id: reason} of the cells zeroed by the isolated re-check.
@@ -583,13 +627,16 @@ def cell_reasons(autograded_nb: Path, db_url: str, assignment: str, student: str
             if g.needs_manual_grade:
                 out.append(f"{info['grade_id']} ?/{g.max_score:g} (needs manual grading)")
             elif isolated and info["grade_id"] in isolated:
-                out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=(isolated[info['grade_id']].splitlines() or [''])[0][:120])})")
+                out.append(
+                    f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=(isolated[info['grade_id']].splitlines() or [''])[0][:120])})"
+                )
             elif g.score < g.max_score and cell.cell_type == "code":
                 out.append(f"{info['grade_id']} {g.score:g}/{g.max_score:g} ({_cell_loss(cell, timeout)})")
     return out
 
 
 # --- the report ------------------------------------------------------------------------------
+
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
     """``grades.csv``: one row per student, sorted by id."""
@@ -636,6 +683,7 @@ def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:
 
 # --- the command -------------------------------------------------------------------------------
 
+
 @dataclass
 class GradeRun:
     """What ``grade`` produced."""
@@ -647,9 +695,17 @@ class GradeRun:
     seconds: float
 
 
-def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out: str | Path | None = None,
-          source: str | Path | None = None, course: str | Path | None = None, timeout: int = DEFAULT_TIMEOUT,
-          echo=print) -> GradeRun:
+def grade(
+    path: str | Path,
+    assignment: str = "reconcile",
+    *,
+    jobs: int = 1,
+    out: str | Path | None = None,
+    source: str | Path | None = None,
+    course: str | Path | None = None,
+    timeout: int = DEFAULT_TIMEOUT,
+    echo=print,
+) -> GradeRun:
     """Grade every submission under ``path`` (folder or zip); see the module docstring."""
     t0 = time.monotonic()
     path = Path(path)
@@ -660,7 +716,9 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
     prepare_out(out, [REPO_ROOT, Path(course) if course else REPO_ROOT, src.parent.parent])
     out = out.resolve()
     write_course(out, timeout)
-    shutil.copytree(src, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    shutil.copytree(
+        src, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    )
     echo(f"Grading {assignment!r} from {path} in {out} (timeout {timeout} s, {jobs} job(s))")
     nbgrader(out, "generate_assignment", assignment, "--force")
     notebooks = sorted(p.stem for p in (out / "release" / assignment).glob("*.ipynb"))
@@ -719,8 +777,11 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
                     pass
         with lock:
             done[0] += 1
-            echo(f"[{done[0]:>{len(str(total))}}/{total}] {sub.student}: "
-                 + (f"{score} in {rep['seconds']:.1f} s" if rep["success"] else "FAILED"), flush=True)
+            echo(
+                f"[{done[0]:>{len(str(total))}}/{total}] {sub.student}: "
+                + (f"{score} in {rep['seconds']:.1f} s" if rep["success"] else "FAILED"),
+                flush=True,
+            )
 
     for s in subs:
         if s.status not in ("graded", "empty"):
@@ -741,9 +802,15 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
             sub.problems.append(_classify_failure(rep.get("log", "") + "\n" + rep.get("error", ""), timeout))
         else:
             for name in sub.files:
-                sub.problems += cell_reasons(out / "autograded" / student / assignment / f"{name}.ipynb",
-                                             db_url, assignment, student, name, timeout,
-                                             (rep.get("isolated") or {}).get(name))
+                sub.problems += cell_reasons(
+                    out / "autograded" / student / assignment / f"{name}.ipynb",
+                    db_url,
+                    assignment,
+                    student,
+                    name,
+                    timeout,
+                    (rep.get("isolated") or {}).get(name),
+                )
                 kept = (rep.get("isolated_kept") or {}).get(name)
                 if kept:
                     sub.notes.append(KEPT_REASON.format(why=kept["why"][:200], cells=kept["cells"]))
@@ -783,20 +850,45 @@ def grade(path: str | Path, assignment: str = "reconcile", *, jobs: int = 1, out
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``grade`` subcommand's options."""
-    p.add_argument("path", help="a folder or a zip: submitted/<student>/<assignment>/*.ipynb, or flat <student>.ipynb files")
+    p.add_argument(
+        "path", help="a folder or a zip: submitted/<student>/<assignment>/*.ipynb, or flat <student>.ipynb files"
+    )
     p.add_argument("--assignment", default="reconcile", help="assignment name (default: reconcile)")
     p.add_argument("--jobs", type=int, default=1, help="students graded in parallel (default: 1)")
-    p.add_argument("--out", default=None, help="working course folder (default: ./grading-<assignment>/, wiped if made by an earlier run)")
-    p.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help=f"seconds a cell may run before it is interrupted and scores 0 (default: {DEFAULT_TIMEOUT})")
-    p.add_argument("--source", default=None, help="folder with the assignment's source notebooks (default: <course>/solutions/<assignment>)")
-    p.add_argument("--course", default=None, help="course root holding solutions/<assignment> (default: this repository)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="working course folder (default: ./grading-<assignment>/, wiped if made by an earlier run)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=DEFAULT_TIMEOUT,
+        help=f"seconds a cell may run before it is interrupted and scores 0 (default: {DEFAULT_TIMEOUT})",
+    )
+    p.add_argument(
+        "--source",
+        default=None,
+        help="folder with the assignment's source notebooks (default: <course>/solutions/<assignment>)",
+    )
+    p.add_argument(
+        "--course", default=None, help="course root holding solutions/<assignment> (default: this repository)"
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     """Run the ``grade`` command: 0 once the class is graded (broken submissions are reported, not fatal), 2 on a setup error."""
     try:
-        run = grade(args.path, args.assignment, jobs=args.jobs, out=args.out, source=args.source,
-                    course=args.course, timeout=args.timeout, echo=_echo)
+        run = grade(
+            args.path,
+            args.assignment,
+            jobs=args.jobs,
+            out=args.out,
+            source=args.source,
+            course=args.course,
+            timeout=args.timeout,
+            echo=_echo,
+        )
     except GradingError as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2

@@ -76,8 +76,9 @@ import subprocess
 import sys
 import tempfile
 import types
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import conformance as _graders
 from .. import release as _course
@@ -104,17 +105,21 @@ CHECKS: dict[str, dict[str, list[Call]]] = {
     "postmortem": {
         "test_incident": [("check_incident", ("reconcile",), {})],
         "test_read_file_rerun": [("check_read_file_rerun", ("reconcile",), {})],
-        "test_every_path": [("check_every_crash_point", ("reconcile",), {}),
-                            ("check_other_side_effect_tools", ("reconcile",), {}),
-                            ("check_unknown_tool", ("reconcile",), {})],
+        "test_every_path": [
+            ("check_every_crash_point", ("reconcile",), {}),
+            ("check_other_side_effect_tools", ("reconcile",), {}),
+            ("check_unknown_tool", ("reconcile",), {}),
+        ],
         "bonus_ledger": [("check_ledger_incident", ("reconcile_with_ledger",), {})],
     },
     "resume_skeleton": {
         "test_round_trip": [("check_state_round_trip", ("save_state", "load_state"), {})],
         "test_missing": [("check_state_missing", ("load_state",), {})],
-        "test_version": [("check_state_version_refused", ("load_state",), {"versions": [2]}),
-                         ("check_state_version_refused", ("load_state",), {"versions": [0, 99, "1"]}),
-                         ("check_load_never_modifies", ("save_state", "load_state"), {})],
+        "test_version": [
+            ("check_state_version_refused", ("load_state",), {"versions": [2]}),
+            ("check_state_version_refused", ("load_state",), {"versions": [0, 99, "1"]}),
+            ("check_load_never_modifies", ("save_state", "load_state"), {}),
+        ],
         "test_kill_during_save": [("check_kill_during_save", ("save_state", "load_state"), {})],
         "test_durable_steps": [("check_durable_steps", ("save_state",), {})],
     },
@@ -122,8 +127,11 @@ CHECKS: dict[str, dict[str, list[Call]]] = {
 """Assignment -> test cell grade_id -> the ``graders`` calls its source makes (hidden ones included)."""
 
 ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
-    "reconcile": {"test_level1_A": ("RESUME_ACTION", "A"), "test_level1_B": ("RESUME_ACTION", "B"),
-                  "test_level1_C": ("RESUME_ACTION", "C")},
+    "reconcile": {
+        "test_level1_A": ("RESUME_ACTION", "A"),
+        "test_level1_B": ("RESUME_ACTION", "B"),
+        "test_level1_C": ("RESUME_ACTION", "C"),
+    },
 }
 """Assignment -> level-1 test cell -> (the learner's dict of answers, the key it checks)."""
 
@@ -217,14 +225,18 @@ def _load_everything() -> None:
     import resumable_core
 
     for m in pkgutil.iter_modules(resumable_core.__path__):
-        if m.name not in ("__main__", "grading", "simulator"):  # the grading command, the web app: not used by any check
+        if m.name not in (
+            "__main__",
+            "grading",
+            "simulator",
+        ):  # the grading command, the web app: not used by any check
             importlib.import_module(f"resumable_core.{m.name}")
     for name in resumable_core.__all__:
         getattr(resumable_core, name)
     import anthropic  # noqa: F401  (the checks import it lazily)
 
     tempfile.gettempdir()  # tempfile fills two caches on first use
-    next(tempfile._get_candidate_names())  # noqa: SLF001
+    next(tempfile._get_candidate_names())
 
 
 def _watched() -> list[tuple[str, Any]]:
@@ -276,7 +288,11 @@ class Snapshot:
         """Put every watched attribute back as it was."""
         for name, obj in self.owners:
             before, now = self.attrs[name], vars(obj)
-            for k in [k for k in now if k not in before and k != "__warningregistry__" and not isinstance(now[k], types.ModuleType)]:
+            for k in [
+                k
+                for k in now
+                if k not in before and k != "__warningregistry__" and not isinstance(now[k], types.ModuleType)
+            ]:
                 try:
                     delattr(obj, k)
                 except (AttributeError, TypeError):
@@ -297,6 +313,7 @@ _MISSING = object()
 
 # -- 4. running it --------------------------------------------------------------------------------
 
+
 class _Timeout(BaseException):
     pass
 
@@ -314,8 +331,13 @@ def _expected_answer(source: str, name: str, key: str) -> Any:
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
             left = node.left
-            if (isinstance(left, ast.Subscript) and isinstance(left.value, ast.Name) and left.value.id == name
-                    and isinstance(left.slice, ast.Constant) and left.slice.value == key):
+            if (
+                isinstance(left, ast.Subscript)
+                and isinstance(left.value, ast.Name)
+                and left.value.id == name
+                and isinstance(left.slice, ast.Constant)
+                and left.slice.value == key
+            ):
                 right = node.comparators[0]
                 try:
                     if isinstance(right, ast.Subscript):
@@ -345,8 +367,14 @@ class Report(dict):
     in the kernel), else None.
     """
 
-    def __init__(self, cells: dict | None = None, *, load_errors: list | None = None,
-                 changed: list | None = None, inconclusive: str | None = None) -> None:
+    def __init__(
+        self,
+        cells: dict | None = None,
+        *,
+        load_errors: list | None = None,
+        changed: list | None = None,
+        inconclusive: str | None = None,
+    ) -> None:
         super().__init__(cells or {})
         self.load_errors = list(load_errors or [])
         self.changed = list(changed or [])
@@ -357,8 +385,9 @@ class Report(dict):
                 self.inconclusive = (f"{new[0]['cell']} raised {new[0]['error']} here but not in the kernel")[:200]
 
     def to_json(self) -> str:
-        return json.dumps({"cells": dict(self), "load_errors": self.load_errors, "changed": self.changed},
-                          sort_keys=True)
+        return json.dumps(
+            {"cells": dict(self), "load_errors": self.load_errors, "changed": self.changed}, sort_keys=True
+        )
 
 
 def _load(ns: dict, notebook: dict, timeout: int) -> list[dict]:
@@ -377,16 +406,18 @@ def _load(ns: dict, notebook: dict, timeout: int) -> list[dict]:
         finally:
             signal.alarm(0)
         if error:
-            errors.append({"cell": label, "error": error.splitlines()[0][:150] if error.strip() else error,
-                           "kernel": kernel})
+            errors.append(
+                {"cell": label, "error": error.splitlines()[0][:150] if error.strip() else error, "kernel": kernel}
+            )
     return errors
 
 
-def recheck(notebook: dict, assignment: str, source: dict | None = None, only: list[str] | None = None,
-            timeout: int = 60) -> Report:
+def recheck(
+    notebook: dict, assignment: str, source: dict | None = None, only: list[str] | None = None, timeout: int = 60
+) -> Report:
     """Run the mapped test cells of ``notebook`` in this process (call it in a fresh one)."""
     source = source if source is not None else notebook
-    mapped = {**_RESOLVED.get(assignment, {}), **{g: None for g in ANSWERS.get(assignment, {})}}
+    mapped = {**_RESOLVED.get(assignment, {}), **dict.fromkeys(ANSWERS.get(assignment, {}))}
     present = set(test_sources(notebook)) | set(test_sources(source))
     wanted = [g for g in (only if only is not None else sorted(present)) if g in mapped and g in present]
     if not wanted:
@@ -435,21 +466,36 @@ def recheck(notebook: dict, assignment: str, source: dict | None = None, only: l
             if now_changed:
                 snap.restore()
                 reason = f"the submission changed {', '.join(now_changed[:3])} while the check ran"
-            report[gid] = (reason[:300 - len(loading[:150])] + loading[:150]) if reason else None
+            report[gid] = (reason[: 300 - len(loading[:150])] + loading[:150]) if reason else None
     finally:
         signal.signal(signal.SIGALRM, old)
     return report
 
 
-def run(notebook: str | Path, assignment: str, *, source: str | Path | None = None, only: list[str] | None = None,
-        timeout: int = 60, env: dict[str, str] | None = None) -> Report:
+def run(
+    notebook: str | Path,
+    assignment: str,
+    *,
+    source: str | Path | None = None,
+    only: list[str] | None = None,
+    timeout: int = 60,
+    env: dict[str, str] | None = None,
+) -> Report:
     """Re-check ``notebook`` in a fresh ``python -m resumable_core.isolated`` process.
 
     Cells it could not confirm (the process died, hung past the overall timeout or printed no
     result) come back failed with the reason, and the report is ``inconclusive``.
     """
-    cmd = [sys.executable, "-m", "resumable_core.course.grading.recheck", str(Path(notebook).resolve()), "--assignment", assignment,
-           "--timeout", str(int(timeout))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "resumable_core.course.grading.recheck",
+        str(Path(notebook).resolve()),
+        "--assignment",
+        assignment,
+        "--timeout",
+        str(int(timeout)),
+    ]
     if source is not None:
         cmd += ["--source", str(Path(source).resolve())]
     if only is not None:
@@ -466,7 +512,7 @@ def run(notebook: str | Path, assignment: str, *, source: str | Path | None = No
             proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=overall)
         except subprocess.TimeoutExpired:
             why = f"the isolated re-run did not finish within {overall} s"
-            return Report({g: why for g in (only or [])}, inconclusive=why)
+            return Report(dict.fromkeys(only or [], why), inconclusive=why)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     try:
         result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
@@ -474,9 +520,12 @@ def run(notebook: str | Path, assignment: str, *, source: str | Path | None = No
         result = None
     if not isinstance(result, dict) or not isinstance(result.get("cells"), dict):
         why = f"the isolated re-run ended with exit code {proc.returncode} and no result"
-        return Report({g: why for g in (only or [])}, inconclusive=why)
-    return Report({str(k): (None if v is None else str(v)) for k, v in result["cells"].items()},
-                  load_errors=result.get("load_errors") or [], changed=result.get("changed") or [])
+        return Report(dict.fromkeys(only or [], why), inconclusive=why)
+    return Report(
+        {str(k): (None if v is None else str(v)) for k, v in result["cells"].items()},
+        load_errors=result.get("load_errors") or [],
+        changed=result.get("changed") or [],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,7 +533,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m resumable_core.isolated", description=__doc__.split("\n\n")[0])
     p.add_argument("notebook", help="the graded (autograded) notebook")
     p.add_argument("--assignment", required=True)
-    p.add_argument("--source", default=None, help="the instructor's source notebook (trusted setup and test cells; default: the notebook itself)")
+    p.add_argument(
+        "--source",
+        default=None,
+        help="the instructor's source notebook (trusted setup and test cells; default: the notebook itself)",
+    )
     p.add_argument("--only", default=None, help="comma-separated test cell ids to re-check (default: every mapped one)")
     p.add_argument("--timeout", type=int, default=60, help="seconds per test cell")
     args = p.parse_args(argv)
