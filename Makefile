@@ -5,12 +5,12 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test matrix grade bench bench-grading release clean
+.PHONY: setup lab test lint matrix grade bench bench-grading release student-kit clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[lab,course,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -24,8 +24,13 @@ LAB_FLAGS := --notebook-dir=$(CURDIR) --LabApp.news_url=None \
 lab: setup  ## open JupyterLab on the lessons
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
 
-test: setup  ## run every test
+test: setup lint  ## lint, types, then every test
 	$(BIN)/python -m pytest
+
+lint: setup  ## ruff (lint and format) and mypy, as CI runs them
+	$(BIN)/ruff check resumable_core tests bench
+	$(BIN)/ruff format --check resumable_core tests bench
+	$(BIN)/mypy
 
 matrix: setup
 	$(BIN)/python -m resumable_core matrix
