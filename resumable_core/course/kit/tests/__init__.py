@@ -1,0 +1,1 @@
+"""The student kit's own tests: `make test` runs them."""

@@ -1,0 +1,192 @@
+"""Build the student kit: ``dist/student-kit/`` and a deterministic ``dist/student-kit.zip``.
+
+The kit holds what a learner needs and nothing that answers the exercises. ``MANIFEST`` below is
+the one list of what goes in; the kit's own README, Makefile, pyproject and tests are the files
+under ``resumable_core/course/kit/``. ``tests/test_student_kit.py`` checks the zip against
+``solutions/``.
+
+    python -m resumable_core.course.student_kit [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import sys
+import tomllib
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = Path(__file__).resolve().parent / "kit"
+KIT_NAME = "student-kit"
+
+# What the kit holds, as repository paths ("/" at the end: a folder's files). A file ships when
+# the longest entry that covers it is "+"; a file no entry covers does not ship.
+MANIFEST: tuple[tuple[str, str], ...] = (
+    ("+", "lessons/"),
+    ("+", "exercises/"),  # the nbgrader release: solutions blanked, hidden tests removed
+    ("+", "simulator/"),
+    ("+", "resumable_core/"),  # the core and the lab wing
+    ("-", "resumable_core/course/"),  # the instructor's: grading, hidden checks, this builder
+    ("+", "resumable_core/course/__init__.py"),
+    ("+", "resumable_core/course/checks/"),  # the visible checks the exercises call
+)
+# Never shipped, wherever they are: caches and editor leftovers.
+JUNK_NAMES = frozenset(
+    {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".DS_Store"}
+)
+JUNK_SUFFIXES = (".pyc", ".pyo")
+# The kit's [dev] extra: only what its own tests need, at the repository's pinned versions.
+KIT_DEV_PACKAGES = ("pytest",)
+ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: every build writes the same bytes
+TEMPLATE_SUFFIX = ".in"  # a template whose @NAME@ fields are filled from the repository's pyproject
+
+
+class StudentKitError(Exception):
+    """The kit cannot be built from this tree. Carries the ``path`` and a one-line ``reason``."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+def ships(relative: str) -> bool:
+    """Whether the repository file at ``relative`` (a POSIX path) goes into the kit."""
+    covering = [
+        (len(entry), sign == "+")
+        for sign, entry in MANIFEST
+        if relative == entry or (entry.endswith("/") and relative.startswith(entry))
+    ]
+    return max(covering)[1] if covering else False
+
+
+def is_junk(relative: Path) -> bool:
+    """A cache or leftover file that never ships."""
+    return any(part in JUNK_NAMES for part in relative.parts) or relative.suffix in JUNK_SUFFIXES
+
+
+def _files_under(root: Path, folder: Path) -> Iterator[Path]:
+    """Every file under ``folder``, as paths relative to ``root``, junk left out."""
+    for path in folder.rglob("*"):
+        relative = path.relative_to(root)
+        if path.is_file() and not is_junk(relative):
+            yield relative
+
+
+def repository_files(root: Path = REPO_ROOT) -> dict[str, Path]:
+    """The repository's shipped files: kit path -> source file."""
+    files = {}
+    for entry in (entry for sign, entry in MANIFEST if sign == "+"):
+        source = root / entry
+        if not source.exists():
+            raise StudentKitError(source, "listed in the kit's MANIFEST but missing; build from a full checkout")
+        candidates = _files_under(root, source) if source.is_dir() else [Path(entry)]
+        for relative in candidates:
+            if ships(relative.as_posix()):
+                files[relative.as_posix()] = root / relative
+    return files
+
+
+def _toml_list(items: list[str]) -> str:
+    """A TOML array of strings, one per line."""
+    return "[\n" + "".join(f'    "{item}",\n' for item in items) + "]"
+
+
+def _package_name(requirement: str) -> str:
+    """The distribution name at the start of a requirement string."""
+    match = re.match(r"[A-Za-z0-9_.-]+", requirement)
+    return match.group(0).lower() if match else ""
+
+
+def template_fields(root: Path = REPO_ROOT) -> dict[str, str]:
+    """The ``@NAME@`` fields of the kit's templates, read from the repository's pyproject.toml."""
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    dev = [r for r in extras["dev"] if _package_name(r) in KIT_DEV_PACKAGES]
+    return {
+        "VERSION": project["version"],
+        "REQUIRES_PYTHON": project["requires-python"],
+        "DEPENDENCIES": _toml_list(project["dependencies"]),
+        "LAB": _toml_list(extras["lab"]),
+        "DEV": _toml_list(dev),
+    }
+
+
+def render(template: Path, fields: dict[str, str]) -> bytes:
+    """A template's text with every ``@NAME@`` replaced; an unknown field is an error."""
+    text = template.read_text(encoding="utf-8")
+    unknown = sorted(set(re.findall(r"@([A-Z_]+)@", text)) - set(fields))
+    if unknown:
+        raise StudentKitError(template, f"unknown template fields {unknown}; add them to template_fields()")
+    for name, value in fields.items():
+        text = text.replace(f"@{name}@", value)
+    if template.name.endswith(".toml" + TEMPLATE_SUFFIX):
+        tomllib.loads(text)  # raises on a template that renders to invalid TOML
+    return text.encode("utf-8")
+
+
+def kit_contents(root: Path = REPO_ROOT) -> dict[str, bytes]:
+    """Every file of the kit: kit path -> bytes, the repository's files and the kit's own."""
+    contents = {name: source.read_bytes() for name, source in repository_files(root).items()}
+    fields = template_fields(root)
+    for relative in _files_under(TEMPLATES, TEMPLATES):
+        name = relative.as_posix()
+        if name.endswith(TEMPLATE_SUFFIX):
+            contents[name.removesuffix(TEMPLATE_SUFFIX)] = render(TEMPLATES / relative, fields)
+        else:
+            contents[name] = (TEMPLATES / relative).read_bytes()
+    return dict(sorted(contents.items()))
+
+
+def write_folder(contents: dict[str, bytes], folder: Path) -> None:
+    """Write the kit unpacked into ``folder``, replacing what was there."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    for name, data in contents.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def write_zip(contents: dict[str, bytes], path: Path) -> None:
+    """Write the kit as a zip under one top folder: sorted entries, fixed dates and modes."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(contents):
+            info = zipfile.ZipInfo(f"{KIT_NAME}/{name}", date_time=ZIP_DATE)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # Unix, so the mode below is read on every platform
+            info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
+            archive.writestr(info, contents[name])
+
+
+def build(out: Path, root: Path = REPO_ROOT) -> tuple[Path, Path]:
+    """Build ``out/student-kit/`` and ``out/student-kit.zip`` from the repository; return both."""
+    contents = kit_contents(root)
+    out.mkdir(parents=True, exist_ok=True)
+    folder, archive = out / KIT_NAME, out / f"{KIT_NAME}.zip"
+    write_folder(contents, folder)
+    write_zip(contents, archive)
+    return folder, archive
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: build the kit and say where it is."""
+    parser = argparse.ArgumentParser(prog="python -m resumable_core.course.student_kit", description=__doc__)
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="folder to write into (default: dist/)")
+    args = parser.parse_args(argv)
+    try:
+        folder, archive = build(args.out)
+    except StudentKitError as error:
+        print(f"student-kit: {error}", file=sys.stderr)
+        return 1
+    count = sum(1 for p in folder.rglob("*") if p.is_file())
+    print(f"{archive} ({archive.stat().st_size // 1024} KiB, {count} files); unpacked in {folder}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
