@@ -1,16 +1,20 @@
 """The scripted Claude: checks each request as the Messages API does, then answers by script.
 
-Deterministic: the same conversation always gets the same reply, ids and usage.
+The same conversation always gets the same reply and usage. Ids (``toolu_01…``, ``msg_01…``,
+``req_01…``) are unique per response, as the API's are; ``ScriptedClaude(seed=...)`` makes
+their sequence reproducible (for fixtures), the default draws them from the OS.
 The policy reads only the request (as a real model would); it never peeks at the world.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import random
 from typing import Any
 
+from .checkpoint import blocks as _blocks
 from .checkpoint import text_of as _text_of
+from .protocol import request_problem
 from .scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK
 from .world import TEAM_ADDRESS
 
@@ -20,75 +24,14 @@ _B62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
 class APIRuleError(Exception):
-    """A request the real API would refuse with 400 invalid_request_error."""
+    """A request the real API would refuse with 400 invalid_request_error; the message is its text."""
 
 
-def _blocks(m: dict) -> list[dict]:
-    c = m.get("content")
-    if isinstance(c, str):
-        return [{"type": "text", "text": c}]
-    if not isinstance(c, list):
-        raise APIRuleError("messages: content must be a string or a list of content blocks")
-    return c
-
-
-def check_request(body: dict[str, Any]) -> None:
+def check_request(body: Any) -> None:
     """Raise APIRuleError with the real API's message text for a request it would refuse."""
-    for field in ("model", "max_tokens", "messages"):
-        if field not in body:
-            raise APIRuleError(f"{field}: Field required")
-    msgs = body["messages"]
-    if not msgs:
-        raise APIRuleError("messages: at least one message is required")
-    if msgs[0].get("role") != "user":
-        raise APIRuleError('messages: first message must use the "user" role')
-    for i, m in enumerate(msgs):
-        if m.get("role") not in ("user", "assistant"):
-            raise APIRuleError(f"messages.{i}.role: Input should be 'user' or 'assistant'")
-        if i and m["role"] == msgs[i - 1]["role"]:
-            raise APIRuleError(
-                f'messages: roles must alternate between "user" and "assistant", but found multiple "{m["role"]}" roles in a row'
-            )
-    for i, m in enumerate(msgs):
-        bl = _blocks(m)
-        if m["role"] == "assistant":
-            ids = [b.get("id") for b in bl if b.get("type") == "tool_use"]
-            if not ids:
-                continue
-            nxt = _blocks(msgs[i + 1]) if i + 1 < len(msgs) else []
-            answered = {b.get("tool_use_id") for b in nxt if b.get("type") == "tool_result"}
-            missing = [x for x in ids if x not in answered]
-            if missing:
-                raise APIRuleError(
-                    f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: "
-                    f"{', '.join(missing)}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
-                )
-            lead = 0
-            while lead < len(nxt) and nxt[lead].get("type") == "tool_result":
-                lead += 1
-            if lead < len(ids):
-                raise APIRuleError(
-                    f"messages.{i + 1}: Did not find {len(ids)} `tool_result` block(s) at the beginning of this message. "
-                    "Messages following `tool_use` blocks must begin with a matching number of `tool_result` blocks."
-                )
-        else:
-            prev = _blocks(msgs[i - 1]) if i else []
-            prev_ids = {b.get("id") for b in prev if b.get("type") == "tool_use"}
-            for k, b in enumerate(bl):
-                if b.get("type") == "tool_result" and b.get("tool_use_id") not in prev_ids:
-                    raise APIRuleError(
-                        f"messages.{i}.content.{k}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                        f"{b.get('tool_use_id')}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-                    )
-    if msgs[-1]["role"] == "assistant":
-        raise APIRuleError(
-            "This model does not support assistant message prefill. The conversation must end with a user message."
-        )
-    tools = {t.get("name") for t in body.get("tools") or []}
-    for i, m in enumerate(msgs):
-        for b in _blocks(m):
-            if b.get("type") == "tool_use" and b.get("name") not in tools:
-                raise APIRuleError(f"messages.{i}: tool_use names a tool that is not in `tools`: {b.get('name')}")
+    problem = request_problem(body)
+    if problem:
+        raise APIRuleError(problem)
 
 
 # -- the script ------------------------------------------------------------------------------
@@ -176,29 +119,34 @@ def decide(body: dict[str, Any]) -> tuple[list[dict], str]:
     )
 
 
-def _digest(data: Any) -> str:
-    raw = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).digest()
-    n = int.from_bytes(raw, "big")
-    out = ""
-    for _ in range(24):
-        n, r = divmod(n, 62)
-        out += _B62[r]
-    return out
+class IdStream:
+    """Ids in the API's format: a prefix, ``01``, then 22 base62 characters.
+
+    Seeded, the sequence is reproducible; unseeded, each id comes from ``os.urandom``,
+    so processes forked from one parent still never share ids.
+    """
+
+    def __init__(self, seed: int | str | None = None) -> None:
+        self._rng = random.Random(seed) if seed is not None else random.SystemRandom()
+
+    def new(self, prefix: str) -> str:
+        """A fresh id such as ``toolu_01`` + 22 characters."""
+        return f"{prefix}_01" + "".join(self._rng.choice(_B62) for _ in range(22))
 
 
 def _tokens(data: Any) -> int:
     return max(1, len(json.dumps(data, sort_keys=True)) // 4)
 
 
-def respond(body: dict[str, Any]) -> dict[str, Any]:
-    """A complete Messages API response for a valid request."""
+def respond(body: dict[str, Any], ids: IdStream | None = None) -> dict[str, Any]:
+    """A complete Messages API response for a valid request, its ids drawn from ``ids``."""
+    ids = ids if ids is not None else IdStream()
     content, stop = decide(body)
-    digest = _digest(body["messages"])
-    for k, b in enumerate(content):
+    for b in content:
         if b["type"] == "tool_use":
-            b["id"] = f"toolu_01{_digest([digest, k])[:22]}"
+            b["id"] = ids.new("toolu")
     return {
-        "id": f"msg_01{digest[:22]}",
+        "id": ids.new("msg"),
         "type": "message",
         "role": "assistant",
         "model": body["model"],
@@ -213,31 +161,34 @@ def respond(body: dict[str, Any]) -> dict[str, Any]:
 
 
 class ScriptedClaude:
-    """An httpx transport handler serving ``POST /v1/messages`` like the API does."""
+    """An httpx transport handler serving ``POST /v1/messages`` like the API does.
 
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
+    ``seed`` makes the ids of its responses reproducible; ``None`` (the default) makes them random.
+    """
+
+    def __init__(self, *, seed: int | str | None = None) -> None:
+        self.requests: list[Any] = []
+        self.ids = IdStream(seed)
 
     def handle(self, request: Any) -> Any:
         import httpx2
 
         if request.method != "POST" or not request.url.path.endswith("/v1/messages"):
             return httpx2.Response(404, json=_error("not_found_error", f"Not found: {request.url.path}"))
+        request_id = self.ids.new("req")
+        headers = {"request-id": request_id, "content-type": "application/json"}
         try:
             body = json.loads(request.content)
         except ValueError:
-            return httpx2.Response(400, json=_error("invalid_request_error", "Request body is not valid JSON"))
+            error = _error("invalid_request_error", "Request body is not valid JSON", request_id)
+            return httpx2.Response(400, json=error, headers=headers)
         self.requests.append(body)
         try:
             check_request(body)
         except APIRuleError as e:
-            return httpx2.Response(400, json=_error("invalid_request_error", str(e)), headers=_headers(body))
-        return httpx2.Response(200, json=respond(body), headers=_headers(body))
+            return httpx2.Response(400, json=_error("invalid_request_error", str(e), request_id), headers=headers)
+        return httpx2.Response(200, json=respond(body, self.ids), headers=headers)
 
 
-def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": "req_scripted"}
-
-
-def _headers(body: dict) -> dict[str, str]:
-    return {"request-id": f"req_01{_digest(body.get('messages', []))[:22]}", "content-type": "application/json"}
+def _error(kind: str, message: str, request_id: str = "req_scripted") -> dict[str, Any]:
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}

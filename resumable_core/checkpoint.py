@@ -2,31 +2,52 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import math
+import operator
 import os
+import re
+import stat
 import uuid
 from collections.abc import Callable
+from itertools import accumulate, repeat
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from .errors import (
     CheckpointCorruptError,
+    CheckpointFolderMissingError,
     CheckpointForeignError,
     CheckpointInconsistentError,
+    CheckpointNotAFileError,
+    CheckpointTooLargeError,
+    CheckpointUnreadableError,
     CheckpointVersionError,
+    CheckpointWriteError,
     SecretInCheckpointError,
 )
+from .protocol import messages_problem
 
 CHECKPOINT_VERSION = 1
 SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
+"""The loader's default size cap (16 MiB); a larger file is refused before a byte of it is read."""
+MAX_JSON_DEPTH = 128
+"""Deepest nesting of arrays and objects a checkpoint may hold (pydantic cannot write past ~250)."""
+MAX_NUMBER_CHARS = 100
+"""Longest number literal a checkpoint may hold (Python refuses ints of over 4,300 digits)."""
 
 
 class PendingToolUse(BaseModel):
     """The tool call the model asked for whose result is not recorded yet."""
 
-    model_config = ConfigDict(extra="forbid")
+    # NaN and Infinity are written as such, so the save's strict-JSON check refuses them
+    # instead of pydantic's default silently turning them into null.
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     id: str
     """The ``tool_use`` block's id (``toolu_…``); its ``tool_result`` must answer this id."""
@@ -44,7 +65,7 @@ class Checkpoint(BaseModel):
     the API, so a resumed run is invisible to the model.
     """
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, ser_json_inf_nan="constants")
 
     version: int = CHECKPOINT_VERSION
     """Format version; a file of another version is refused, never guessed at."""
@@ -53,9 +74,12 @@ class Checkpoint(BaseModel):
     run_id: str = Field(default_factory=lambda: f"run_{uuid.uuid4().hex[:12]}")
     """Stable id of this run across crashes; with a tool_use id it makes the idempotency key."""
     turns: int = Field(default=0, ge=0)
-    """Model calls made since the task began (not since this process began), so the cap holds."""
+    """Model calls started since the task began (not since this process began), so the cap holds.
+
+    Charged on disk before each call: a process killed after the call still paid for it."""
     tokens_used: int = Field(default=0, ge=0)
-    """Input plus output tokens of every recorded model call since the task began."""
+    """Tokens billed for every recorded model call since the task began: input, output, and the
+    prompt cache's writes and reads (``cache_creation_input_tokens``, ``cache_read_input_tokens``)."""
     messages: list[dict[str, Any]]
     """The Messages API conversation, as JSON dicts, exactly as sent and received."""
     pending_tool_use: PendingToolUse | None = None
@@ -112,54 +136,226 @@ def consistency_problem(cp: Checkpoint) -> str | None:
     msgs = cp.messages
     if not msgs:
         return "messages is empty; a checkpoint holds at least the task's first user message"
-    for i, m in enumerate(msgs):
-        if m.get("role") not in ("user", "assistant"):
-            return f"messages.{i}: role must be 'user' or 'assistant', not {m.get('role')!r}"
-        if not isinstance(m.get("content"), (str, list)):
-            return f"messages.{i}: content must be a string or a list of blocks"
-        if i == 0 and m["role"] != "user":
-            return "messages.0: the first message must be the user's"
-        if i > 0 and m["role"] == msgs[i - 1]["role"]:
-            return f"messages.{i}: two {m['role']!r} messages in a row"
-    for i, m in enumerate(msgs):
-        uses = tool_uses(m)
-        if m["role"] == "assistant" and uses:
-            ids = [u.get("id") for u in uses]
-            if i == len(msgs) - 1:
-                p = cp.pending_tool_use
-                if p is None:
-                    return f"messages.{i}: last message asks for tool_use {ids[0]} but pending_tool_use is null"
-                if ids != [p.id]:
-                    return f"messages.{i}: pending_tool_use {p.id} is not the last message's tool_use {ids}"
-                use = uses[0]
-                if use.get("name") != p.name or use.get("input") != p.input:
-                    return f"messages.{i}: pending_tool_use differs from the tool_use block {p.id}"
-                continue
-            answered = [r.get("tool_use_id") for r in tool_results(msgs[i + 1])]
-            missing = [x for x in ids if x not in answered]
-            if missing:
-                return f"messages.{i}: tool_use {', '.join(missing)} has no tool_result in the next message"
-        if m["role"] == "user":
-            prev_ids = {u.get("id") for u in tool_uses(msgs[i - 1])} if i > 0 else set()
-            for r in tool_results(m):
-                if r.get("tool_use_id") not in prev_ids:
-                    return (
-                        f"messages.{i}: tool_result {r.get('tool_use_id')} answers no tool_use of the previous message"
-                    )
-    if cp.pending_tool_use is not None:
-        last = msgs[-1]
-        if last["role"] != "assistant" or not tool_uses(last):
+    # the API's own rules, as for any request, except that the final message may be open
+    problem = messages_problem(msgs, open_end=True)
+    if problem:
+        return f"the Messages API would refuse these messages: {problem}"
+    i, last, p = len(msgs) - 1, msgs[-1], cp.pending_tool_use
+    uses = tool_uses(last) if last["role"] == "assistant" else []
+    if not uses:
+        if p is not None:
             return "pending_tool_use is set but the last message is not the assistant's tool_use"
+        return None
+    ids = [u["id"] for u in uses]
+    if p is None:
+        return f"messages.{i}: last message asks for tool_use {ids[0]} but pending_tool_use is null"
+    if ids != [p.id]:
+        return f"messages.{i}: pending_tool_use {p.id} is not the last message's tool_use {ids}"
+    if uses[0]["name"] != p.name or uses[0]["input"] != p.input:
+        return f"messages.{i}: pending_tool_use differs from the tool_use block {p.id}"
     return None
+
+
+# -- strict JSON -----------------------------------------------------------------------------
+
+_NUMBER_CHARS = b"-+.0123456789eE"
+_NUMBERS_AS_ZEROS = bytes.maketrans(_NUMBER_CHARS, b"0" * len(_NUMBER_CHARS))
+_TOO_LONG_NUMBER = b"0" * (MAX_NUMBER_CHARS + 1)
+_LONG_NUMBER = re.compile(rb"[-+.0-9eE]{%d,}" % (MAX_NUMBER_CHARS + 1))
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # \ud800 to \udfff
+_NOT_BRACKETS = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_BRACKET_STEP = bytes.maketrans(b"[{]}", b"\x02\x02\x00\x00")
+
+
+def _outside_strings(raw: bytes) -> bytes:
+    """``raw`` without the contents of its JSON strings, by C-speed byte operations only."""
+    # Once every escaped backslash and then every escaped quote is gone, each quote left opens
+    # or closes a string, so the even pieces between quotes are what lies outside the strings.
+    # (Bytes that are not valid JSON may be misread here; the parser refuses them anyway.)
+    return b"".join(raw.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2])
+
+
+def _max_depth(structure: bytes) -> int:
+    # opening brackets count +1 and closing ones -1; C-level iterators keep a 16 MiB file fast
+    steps = structure.translate(None, _NOT_BRACKETS).translate(_BRACKET_STEP)
+    return max(accumulate(map(operator.sub, steps, repeat(1))), default=0)
+
+
+def _shape_problem(raw: bytes) -> str | None:
+    """What makes these JSON bytes unfit for a checkpoint, found without parsing them (so no
+    nesting can exhaust the parser's stack), or None. The loader and the save both ask."""
+    structure = _outside_strings(raw)
+    if b"NaN" in structure or b"Infinity" in structure:
+        return "NaN or Infinity is not JSON, and the API refuses it"
+    if _TOO_LONG_NUMBER in structure.translate(_NUMBERS_AS_ZEROS):
+        longest = max(len(m) for m in _LONG_NUMBER.findall(structure))
+        return f"a number of {longest} characters, over the limit of {MAX_NUMBER_CHARS}"
+    depth = _max_depth(structure)
+    if depth > MAX_JSON_DEPTH:
+        return f"nesting {depth} levels deep, over the limit of {MAX_JSON_DEPTH}"
+    return None
+
+
+class _NotStrictJSON(ValueError):
+    """JSON that Python's json module accepts but a checkpoint may not hold."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _NotStrictJSON(f"duplicate key {key!r} in one object")
+            seen.add(key)
+    return obj
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotStrictJSON(f"the number {text} is too large for a float")
+    return value
+
+
+# NaN and Infinity never reach this decoder: _shape_problem refuses them first.
+_STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_float=_finite_float)
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _parse_strict(raw: bytes, path: Path) -> Any:
+    """The JSON value of ``raw``, refusing what ``save_checkpoint`` could never write back."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CheckpointCorruptError(path, f"not valid JSON ({e})") from None
+    problem = _shape_problem(raw)
+    if problem:
+        raise CheckpointCorruptError(path, f"not strict JSON: {problem}")
+    try:
+        data = _STRICT_DECODER.decode(text)
+    except _NotStrictJSON as e:
+        raise CheckpointCorruptError(path, f"not strict JSON: {e}") from None
+    except json.JSONDecodeError as e:
+        raise CheckpointCorruptError(path, f"not valid JSON ({e})") from None
+    # only an escape like \udc80 can make one (UTF-8 cannot encode a surrogate), so the walk is rare
+    if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(data):
+        raise CheckpointCorruptError(
+            path, "not strict JSON: a lone surrogate escape (\\ud800-\\udfff), not a character"
+        )
+    return data
+
+
+# -- reading the file ------------------------------------------------------------------------
+
+_OS_REASONS = {
+    errno.EACCES: "permission denied; give this user read access to it",
+    errno.EPERM: "permission denied; give this user read access to it",
+    errno.ENOTDIR: "a parent in the path is a file, not a folder; fix the path",
+    errno.ENAMETOOLONG: "the name is too long for the file system; use a shorter path",
+    errno.ELOOP: "too many levels of symlinks; fix the link",
+    errno.EIO: "an I/O error; check the disk",
+}
+_KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device"}
+_KINDS |= {stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
+
+
+def _unreadable(path: Path, e: OSError) -> CheckpointUnreadableError:
+    name = errno.errorcode.get(e.errno or 0, "?")
+    return CheckpointUnreadableError(path, f"cannot read: {_OS_REASONS.get(e.errno or 0, e.strerror)} ({name})")
+
+
+def _refuse_non_regular(path: Path, mode: int) -> None:
+    if not stat.S_ISREG(mode):
+        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+        raise CheckpointNotAFileError(path, f"{kind}, not a regular file; point the path at a checkpoint file")
+
+
+def _absent(path: Path) -> None:
+    """Return when the file is missing from a folder that exists; refuse any other absence."""
+    if os.path.lexists(path):
+        raise CheckpointFolderMissingError(path, f"a symlink to the missing {os.readlink(path)}; mount or fix it")
+    if not os.path.isdir(path.parent):
+        raise CheckpointFolderMissingError(
+            path, f"the folder {path.parent} does not exist (unmounted?); create it to start a new run"
+        )
+
+
+def _read_capped(path: Path, max_bytes: int) -> bytes | None:
+    """The bytes of the regular file at ``path`` (at most ``max_bytes``), or None if absent."""
+    try:
+        _refuse_non_regular(path, os.stat(path).st_mode)  # never open a device or FIFO at all
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        _absent(path)
+        return None
+    except OSError as e:
+        raise _unreadable(path, e) from None
+    try:
+        info = os.fstat(fd)
+        _refuse_non_regular(path, info.st_mode)  # swapped for something else since the stat
+        if info.st_size > max_bytes:
+            raise CheckpointTooLargeError(path, info.st_size, max_bytes)
+        chunks, size = [], 0
+        # read past st_size: a file that grew, or one the kernel sizes as 0, still meets the cap
+        while chunk := os.read(fd, min(max_bytes + 1 - size, max(info.st_size + 1 - size, 65536))):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > max_bytes:
+                raise CheckpointTooLargeError(path, size, max_bytes)
+    except OSError as e:
+        raise _unreadable(path, e) from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 # -- save and load ---------------------------------------------------------------------------
 
 
-def _serialize(state: Checkpoint | dict[str, Any]) -> bytes:
+def _serialize(state: Checkpoint | dict[str, Any], path: Path | None = None) -> bytes:
     cp = state if isinstance(state, Checkpoint) else Checkpoint.model_validate(state)
     # pydantic's encoder: same bytes as json.dumps(indent=2, ensure_ascii=False), ~10x faster
-    return (cp.model_dump_json(indent=2) + "\n").encode("utf-8")
+    try:
+        data = (cp.model_dump_json(indent=2) + "\n").encode("utf-8")
+    except PydanticSerializationError as e:  # a lone surrogate, or nesting beyond its limit
+        raise CheckpointWriteError(path, f"the state is not writable as JSON: {str(e).splitlines()[0]}") from None
+    problem = _shape_problem(data) if _may_be_unloadable(data) else None
+    if problem:  # the loader would refuse the file: never write one that cannot be resumed
+        raise CheckpointWriteError(path, f"the state is not writable as strict JSON: {problem}")
+    return data
+
+
+_DEEPER_THAN_ALLOWED = b"\n" + b"  " * MAX_JSON_DEPTH
+
+
+def _may_be_unloadable(indented: bytes) -> bool:
+    """False when JSON written with ``indent=2`` surely passes :func:`_shape_problem`: a fast
+    look at the bytes, strings included, that spares the exact check on every save."""
+    # A line indented 2*k spaces sits inside k containers, so nesting beyond MAX_JSON_DEPTH
+    # needs a line indented 2*MAX_JSON_DEPTH; strings hold no raw newline to imitate one.
+    return (
+        _DEEPER_THAN_ALLOWED in indented
+        or b"NaN" in indented
+        or b"Infinity" in indented
+        or _TOO_LONG_NUMBER in indented.translate(_NUMBERS_AS_ZEROS)
+    )
 
 
 def _refuse_secrets(data: bytes, path: Path) -> None:
@@ -177,62 +373,85 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _write_temp(tmp: Path, data: bytes, midway: Callable[[], None] | None) -> None:
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
+    try:
+        half = len(data) // 2
+        _write_all(fd, data[:half])
+        if midway is not None:
+            os.fsync(fd)
+            midway()
+        _write_all(fd, data[half:])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: str | Path, data: bytes, *, midway: Callable[[], None] | None = None) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old file or the new, never half.
 
     Temp file in the same folder (``os.replace`` is atomic only within one file system),
-    flush + fsync of the data, rename, then fsync of the folder so the rename itself is durable.
+    write + fsync of the data, rename, then fsync of the folder so the rename itself is durable.
     ``midway`` runs after half the bytes are on disk: the crash simulator kills the process there.
+    Any failure removes the temp file (a full disk stays no fuller) and keeps the old checkpoint;
+    an OS error is raised as :class:`CheckpointWriteError`.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        half = len(data) // 2
-        f.write(data[:half])
-        if midway is not None:
-            f.flush()
-            os.fsync(f.fileno())
-            midway()
-        f.write(data[half:])
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    try:
+        _write_temp(tmp, data, midway)
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise CheckpointWriteError(path, f"not saved, the old checkpoint is kept: {e.strerror}") from e
+        raise
+    try:
+        _fsync_dir(path.parent)
+    except OSError as e:
+        raise CheckpointWriteError(path, f"saved, but its folder could not be synced: {e.strerror}") from e
 
 
 def save_checkpoint(
     state: Checkpoint | dict[str, Any], path: str | Path, *, midway: Callable[[], None] | None = None
 ) -> None:
-    """Write the checkpoint atomically and durably; refuse to write any secret."""
+    """Write the checkpoint atomically and durably; refuse to write any secret, or any state
+    the loader would refuse (NaN, a lone surrogate, nesting or numbers beyond its limits)."""
     path = Path(path)
-    data = _serialize(state)
+    data = _serialize(state, path)
     _refuse_secrets(data, path)
     write_atomic(path, data, midway=midway)
 
 
-def load_checkpoint(path: str | Path) -> Checkpoint | None:
+def load_checkpoint(path: str | Path, *, max_bytes: int = MAX_CHECKPOINT_BYTES) -> Checkpoint | None:
     """Read a checkpoint back: ``None`` when there is no file, else a validated, consistent one.
 
+    ``None`` only for a missing file in a folder that exists: a missing folder (an unmounted
+    volume) is refused, never taken for a fresh start. Only a regular file of at most
+    ``max_bytes`` (default 16 MiB) is read; its JSON must be strict (no NaN, no duplicate keys,
+    no lone surrogates, bounded nesting and numbers) and its fields of the exact types.
     Every refusal is a :class:`CheckpointError` naming the path and the problem.
     The file is only read, never changed.
     """
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
+    raw = _read_capped(path, max_bytes)
+    if raw is None:
         return None
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointCorruptError(path, f"not valid JSON ({e})") from None
+    data = _parse_strict(raw, path)
     if not isinstance(data, dict):
         raise CheckpointForeignError(path, f"expected a JSON object, found {type(data).__name__}")
     if "version" not in data:
         raise CheckpointForeignError(path, "no 'version' field: not a checkpoint written by this kit")
-    if data["version"] != CHECKPOINT_VERSION or isinstance(data["version"], bool):
+    if type(data["version"]) is not int or data["version"] != CHECKPOINT_VERSION:
         raise CheckpointVersionError(path, data["version"], CHECKPOINT_VERSION)
     try:
-        cp = Checkpoint.model_validate(data)
+        cp = Checkpoint.model_validate(data, strict=True)  # "3" or true is no count of turns
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(top level)"

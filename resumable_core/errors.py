@@ -29,6 +29,38 @@ class CheckpointForeignError(CheckpointCorruptError):
     """The file is JSON but not a checkpoint of this kit (no ``version`` field)."""
 
 
+class CheckpointUnreadableError(CheckpointError):
+    """The operating system would not let the file be read (permission, a parent that is not a
+    folder, a name too long, an I/O error). Nothing was read, so nothing is known of the run."""
+
+
+class CheckpointNotAFileError(CheckpointUnreadableError):
+    """The path names a directory, FIFO, device or socket: only a regular file is a checkpoint."""
+
+
+class CheckpointFolderMissingError(CheckpointUnreadableError):
+    """The checkpoint's folder (or a symlink's target) is missing: an unmounted volume or a wrong
+    path, not "no checkpoint yet", so the task must not start over and repeat its side effects."""
+
+
+class CheckpointTooLargeError(CheckpointError):
+    """The file is larger than the loader's ``max_bytes`` cap; it was refused before reading it."""
+
+    def __init__(self, path: str | Path | None, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            path, f"at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file"
+        )
+
+
+class CheckpointWriteError(CheckpointError):
+    """A save failed (a full disk, no permission) or the state cannot be written as strict JSON.
+
+    The previous checkpoint is left as it was and no temp file is left behind.
+    """
+
+
 class CheckpointVersionError(CheckpointError):
     """The file was written by another checkpoint format version."""
 
@@ -55,6 +87,18 @@ class SecretInCheckpointError(CheckpointError):
     """Saving was refused because the state holds the API key. Secrets never go to disk."""
 
 
+class LeaseError(CheckpointError):
+    """A run's lease refused this resumer; ``path`` is the lease file (or the store that refused)."""
+
+
+class LeaseHeldError(LeaseError):
+    """Another live resumer holds the run's lease: this one is refused before it loads anything."""
+
+
+class LeaseLostError(LeaseError):
+    """This resumer's lease was taken over (its fencing token is stale): it must stop acting."""
+
+
 class ToolError(ResumableError):
     """A tool ran and failed (an ordinary tool failure, reported to the model with is_error)."""
 
@@ -70,8 +114,8 @@ class UnknownToolError(ToolError, KeyError):
         return f"unknown tool {self.name!r}"
 
 
-class IdempotencyConflictError(ResumableError):
-    """The same idempotency key was used with a different input."""
+class IdempotencyConflictError(ToolError):
+    """The same idempotency key was used with a different input (a tool error: a key names one call)."""
 
     def __init__(self, key: str, stored_hash: str, new_hash: str) -> None:
         self.key = key

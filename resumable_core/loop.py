@@ -18,6 +18,7 @@ from .checkpoint import (
 from .claude import MAX_TOKENS, make_client, model_id
 from .crash import CrashPlan, kill_self
 from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ToolError
+from .lease import Lease
 from .ledger import idempotency_key
 from .strategies import Reconcile, reconcile_by_effect, tool_result
 from .tools import Effect, Toolbox
@@ -55,6 +56,30 @@ def _block_json(block: Any) -> dict[str, Any]:
     return block.to_dict()
 
 
+def _spent_tokens(usage: Any) -> int:
+    """Every token a call is billed for: input, output and the prompt cache's writes and reads."""
+    fields = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    return sum(getattr(usage, f, None) or 0 for f in fields)
+
+
+def _record_response(cp: Checkpoint, response: Any) -> dict[str, Any] | None:
+    """Append the model's reply to the state and count its tokens; return its tool_use block, if any."""
+    cp.tokens_used += _spent_tokens(response.usage)
+    content = [_block_json(b) for b in response.content]
+    cp.messages.append({"role": "assistant", "content": content})
+    return next((b for b in content if b["type"] == "tool_use"), None)
+
+
+def _run_tool(toolbox: Toolbox, run_id: str, use: dict[str, Any]) -> dict[str, Any]:
+    """Run the call the model asked for; its tool_result block (an ordinary failure has is_error)."""
+    key = idempotency_key(run_id, use["id"]) if toolbox.effect(use["name"]) is Effect.SIDE_EFFECT else None
+    try:
+        output, is_error = toolbox.execute(use["name"], use["input"], idempotency_key=key), False
+    except ToolError as e:  # an ordinary failure: the call finished, and the model is told
+        output, is_error = str(e), True
+    return tool_result(use["id"], output, is_error=is_error)
+
+
 def run_agent(
     task: str,
     *,
@@ -65,13 +90,19 @@ def run_agent(
     max_turns: int = MAX_TURNS,
     crash: CrashPlan | None = None,
     run_id: str | None = None,
+    lease_wait: float = 0.0,
 ) -> RunResult:
     """Run ``task`` to its end, or resume it from ``checkpoint_path`` if a checkpoint is there.
 
+    First take the run's lease (:mod:`resumable_core.lease`): a second resumer of the same run
+    is refused with ``LeaseHeldError``, or waits up to ``lease_wait`` seconds. Every save renews
+    the lease and happens only while it is ours, and the tools' writes carry its fencing token.
+
     Resume: load (version and consistency checked), refuse another task's checkpoint, report a
     finished run without calling the model, reconcile a dangling call and save the reconciled
-    state before the next model call. ``turns`` and ``tokens_used`` carry over, so ``max_turns``
-    bounds the task across any number of crashes.
+    state before the next model call. Each turn is charged on disk before its model call, and
+    ``turns`` and ``tokens_used`` carry over, so ``max_turns`` bounds the task's model calls
+    across any number of crashes.
 
     The model is asked for one tool call per turn (``disable_parallel_tool_use``): the checkpoint
     has one ``pending_tool_use`` slot and save point B records one result. With parallel calls a
@@ -87,54 +118,50 @@ def run_agent(
         if crash is not None and crash.matches(point, cp.turns, tool):
             kill_self()
 
-    cp = load_checkpoint(path)
-    resumed = cp is not None
-    if cp is None:
-        cp = new_checkpoint(task, run_id=run_id)
-    else:
+    def save(point: str | None = None, tool: str | None = None) -> None:
+        with lease.holding():  # renewed and still ours: a resumer that lost it writes nothing
+            save_checkpoint(cp, path, midway=(lambda: boundary(point, tool)) if point else None)
+
+    with Lease.take(path, wait=lease_wait) as lease:  # one resumer per run, before anything is read
+        resumed = path.exists()  # nobody else can create it now: we hold the lease
+        cp = load_checkpoint(path) or new_checkpoint(task, run_id=run_id)
         if cp.task != task:
             raise CheckpointTaskMismatchError(path, task, cp.task)
         if cp.is_finished():
             return RunResult("already_finished", cp, resumed=True, model_calls=0)
+        toolbox = toolbox.fenced(lease.fence(cp.run_id))  # its writes carry the lease's fencing token
         if cp.pending_tool_use is not None:
             cp = reconcile(cp, toolbox)
-            problem = consistency_problem(cp)
-            if problem:
+            if problem := consistency_problem(cp):
                 raise CheckpointInconsistentError(path, f"after reconcile: {problem}")
-            save_checkpoint(cp, path)  # persist the reconciled state before the next model call
+            save()  # persist the reconciled state before the next model call
 
-    calls = 0
-    while cp.turns < max_turns:
-        cp.turns += 1
-        boundary("before_model_call")
-        response = client.messages.create(
-            model=model_id(),
-            max_tokens=MAX_TOKENS,
-            tools=toolbox.schemas(),
-            tool_choice={"type": "auto", "disable_parallel_tool_use": True},
-            messages=cp.messages,
-        )
-        calls += 1
-        cp.tokens_used += response.usage.input_tokens + response.usage.output_tokens
-        content = [_block_json(b) for b in response.content]
-        cp.messages.append({"role": "assistant", "content": content})
-        use = next((b for b in content if b["type"] == "tool_use"), None)
-        cp.pending_tool_use = PendingToolUse(id=use["id"], name=use["name"], input=use["input"]) if use else None
-        tool = use["name"] if use else None
-        boundary("after_response", tool)
-        save_checkpoint(cp, path, midway=lambda: boundary("during_save_a", tool))  # save point A
-        boundary("after_save_a", tool)
-        if use is None:
-            return RunResult("finished", cp, resumed=resumed, model_calls=calls)
+        calls = 0
+        while cp.turns < max_turns:
+            cp.turns += 1
+            boundary("before_model_call")
+            save()  # charge the turn before the spend: a crash from here on still counts it
+            response = client.messages.create(
+                model=model_id(),
+                max_tokens=MAX_TOKENS,
+                tools=toolbox.schemas(),
+                tool_choice={"type": "auto", "disable_parallel_tool_use": True},
+                messages=cp.messages,
+            )
+            calls += 1
+            use = _record_response(cp, response)
+            cp.pending_tool_use = PendingToolUse(id=use["id"], name=use["name"], input=use["input"]) if use else None
+            tool = use["name"] if use else None
+            boundary("after_response", tool)
+            save("during_save_a", tool)  # save point A
+            boundary("after_save_a", tool)
+            if use is None:
+                return RunResult("finished", cp, resumed=resumed, model_calls=calls)
 
-        key = idempotency_key(cp.run_id, use["id"]) if toolbox.effect(use["name"]) is Effect.SIDE_EFFECT else None
-        try:
-            output, is_error = toolbox.execute(use["name"], use["input"], idempotency_key=key), False
-        except ToolError as e:  # an ordinary failure: the call finished, and the model is told
-            output, is_error = str(e), True
-        boundary("after_tool", tool)
-        cp.messages.append({"role": "user", "content": [tool_result(use["id"], output, is_error=is_error)]})
-        cp.pending_tool_use = None
-        save_checkpoint(cp, path, midway=lambda: boundary("during_save_b", tool))  # save point B
-        boundary("after_save_b", tool)
-    return RunResult("max_turns", cp, resumed=resumed, model_calls=calls)
+            result = _run_tool(toolbox, cp.run_id, use)  # a side effect runs under its idempotency key
+            boundary("after_tool", tool)
+            cp.messages.append({"role": "user", "content": [result]})
+            cp.pending_tool_use = None
+            save("during_save_b", tool)  # save point B
+            boundary("after_save_b", tool)
+        return RunResult("max_turns", cp, resumed=resumed, model_calls=calls)

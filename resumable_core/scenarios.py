@@ -76,9 +76,6 @@ def scenario(tool: str) -> Scenario:
         raise ValueError(f"no scenario exercises {tool!r}; choose one of {', '.join(SCENARIOS)}") from None
 
 
-RUN_ID = "run_sim"
-
-
 @dataclass
 class Sandbox:
     """One run's folder: the world, the toolbox, the checkpoint path."""
@@ -97,8 +94,7 @@ class Sandbox:
         return cls(root, world, box, root / "checkpoint.json")
 
     def run(self, task: str, **kw: Any) -> RunResult:
-        """``run_agent`` on this sandbox."""
-        kw.setdefault("run_id", RUN_ID)
+        """``run_agent`` on this sandbox. A new run gets its own run id (kept in its checkpoint)."""
         return run_agent(task, checkpoint_path=self.checkpoint_path, toolbox=self.toolbox, **kw)
 
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import inspect
 import re
+import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ToolError, UnknownToolError
+from .lease import Fence
 from .ledger import Ledger
 from .world import World
 
 
-class Effect(str, Enum):
+class Effect(str, Enum):  # noqa: UP042 - StrEnum would change what str() of a member prints
     """What running a tool does to the world."""
 
     READ_ONLY = "read_only"
@@ -48,6 +51,7 @@ def tool(effect: Effect, description: str, **properties: dict[str, Any]) -> Call
 
 
 _STR = {"type": "string"}
+_T = TypeVar("_T")
 
 
 @tool(
@@ -86,8 +90,16 @@ def grep(world: World, pattern: str, path: str = ".", **_: Any) -> str:
 
 
 @tool(Effect.SIDE_EFFECT, "Send an email. It cannot be unsent.", to=_STR, subject=_STR, body=_STR)
-def send_email(world: World, to: str, subject: str, body: str, idempotency_key: str | None = None, **_: Any) -> str:
-    msg_id, sent_now = world.send_email(to, subject, body, idempotency_key)
+def send_email(
+    world: World,
+    to: str,
+    subject: str,
+    body: str,
+    idempotency_key: str | None = None,
+    fence: Fence | None = None,
+    **_: Any,
+) -> str:
+    msg_id, sent_now = world.send_email(to, subject, body, idempotency_key, fence=fence)
     return (
         f"Email #{msg_id} sent to {to}."
         if sent_now
@@ -107,12 +119,35 @@ DEFAULT_TOOLS: tuple[Tool, ...] = (list_dir, read_file, grep, send_email, list_s
 
 
 class Toolbox:
-    """The tools of one run, bound to a world and (optionally) a side-effect ledger."""
+    """The tools of one run, bound to a world and (optionally) a side-effect ledger.
 
-    def __init__(self, world: World, tools: Iterable[Tool] = DEFAULT_TOOLS, ledger: Ledger | None = None) -> None:
+    A toolbox with a ``fence`` (see :meth:`fenced`) passes it to the ledger and to side-effecting
+    tools, so their writes are refused once the run's lease has passed to another resumer.
+    """
+
+    def __init__(
+        self,
+        world: World,
+        tools: Iterable[Tool] = DEFAULT_TOOLS,
+        ledger: Ledger | None = None,
+        *,
+        fence: Fence | None = None,
+    ) -> None:
         self.world = world
         self.ledger = ledger
+        self.fence = fence
         self._tools = {t.name: t for t in tools}
+
+    def fenced(self, fence: Fence) -> Toolbox:
+        """The same tools, world and ledger, whose writes carry ``fence``.
+
+        The world and the ledger learn the token at once, so a resumer that held an older lease
+        of the run is refused from this moment, not only once the new holder has written.
+        """
+        self.world.admit(fence)
+        if self.ledger is not None:
+            self.ledger.admit(fence)
+        return Toolbox(self.world, self._tools.values(), self.ledger, fence=fence)
 
     @property
     def names(self) -> list[str]:
@@ -136,30 +171,64 @@ class Toolbox:
         return [t.schema() for t in self._tools.values()]
 
     def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
-        """Run a tool and return its output. Raises ToolError when the tool fails.
+        """Run a tool and return its output. Raises ToolError when the tool fails, and only that.
 
-        With a ledger and a key, a side-effecting call runs at most once: a finished
-        receipt's result is returned instead, and the key also goes to the outbox.
+        With a ledger and a key, a side-effecting call runs at most once: a finished receipt's
+        result is returned (or its failure raised again) instead, and the key also goes to the
+        outbox. The one other error is ``LeaseLostError``, from a fenced toolbox whose lease was
+        taken over: that is not the tool failing but this process having to stop.
         """
         t = self._tools.get(name)
         if t is None:
             raise UnknownToolError(name)
-        if t.effect is Effect.SIDE_EFFECT and self.ledger is not None and idempotency_key is not None:
-            receipt = self.ledger.begin(idempotency_key, name, input)
-            if receipt is not None and receipt.done:
-                return receipt.result  # type: ignore[return-value]
-            result = self._run(t, input, idempotency_key)
-            self.ledger.record(idempotency_key, result)
-            return result
-        return self._run(t, input, None)
+        if t.effect is not Effect.SIDE_EFFECT:
+            return self._run(t, input, {})
+        fence = {"fence": self.fence} if self.fence is not None else {}
+        if self.ledger is None or idempotency_key is None:
+            return self._run(t, input, fence)
+        return self._run_once(t, input, idempotency_key, {**fence, "idempotency_key": idempotency_key})
 
-    def _run(self, t: Tool, input: dict[str, Any], key: str | None) -> str:
+    def _run_once(self, t: Tool, input: dict[str, Any], key: str, extra: dict[str, Any]) -> str:
+        """A side-effecting call under a ledger receipt: begin, run, record how it ended."""
+        ledger = self.ledger
+        if ledger is None:
+            raise ToolError(f"{t.name}: no ledger to keep the receipt of {key!r}")
+        receipt = self._store(lambda: ledger.begin(key, t.name, input, fence=self.fence))
+        if receipt.status == "succeeded" and receipt.result is not None:
+            return receipt.result
+        if receipt.status == "failed":
+            raise ToolError(receipt.result or f"{t.name} failed")
         try:
-            extra = {"idempotency_key": key} if key is not None else {}
-            out = t.run(self.world, **input, **extra)
+            result = self._run(t, input, extra)
+        except ToolError as e:
+            error = str(e)
+            self._store(lambda: ledger.record(key, error, status="failed", fence=self.fence))
+            raise
+        self._store(lambda: ledger.record(key, result, fence=self.fence))
+        return result
+
+    @staticmethod
+    def _store(write: Callable[[], _T]) -> _T:
+        """A ledger write; a database failure becomes a ToolError (the call's outcome is unknown)."""
+        try:
+            return write()
+        except sqlite3.Error as e:
+            raise ToolError(f"the ledger failed: {e}") from e
+
+    def _run(self, t: Tool, input: dict[str, Any], extra: dict[str, Any]) -> str:
+        try:
+            out = t.run(self.world, **input, **_accepted(t.run, extra))
         except ToolError:
             raise
-        except (TypeError, ValueError, OSError, re.error) as e:
+        except (TypeError, ValueError, OSError, re.error, sqlite3.Error) as e:
             raise ToolError(f"{t.name} failed: {e}") from e
         self.world.log_call(t.name, input)
         return out
+
+
+def _accepted(fn: Callable[..., str], extra: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of ``extra`` that ``fn`` takes (a learner's tool may take neither)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return extra
+    return {k: v for k, v in extra.items() if k in params}

@@ -5,10 +5,14 @@ Every effect is real (a file read, a row inserted), so a duplicate email can be 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+
+from .errors import IdempotencyConflictError
+from .lease import FENCES_SCHEMA, Fence, write_transaction
 
 NOTES = {
     "meeting-08-18.md": "# Planning, Aug 18\n- Decision: ship the resume feature behind a flag.\n- Owner: Mina.\n",
@@ -51,7 +55,7 @@ class World:
         for name, text in (NOTES if notes is None else notes).items():
             (world.notes_dir / name).write_text(text, encoding="utf-8")
         with closing(world._connect()) as db:
-            db.executescript(_SCHEMA)
+            db.executescript(_SCHEMA + FENCES_SCHEMA)
         return world
 
     def _connect(self) -> sqlite3.Connection:
@@ -71,18 +75,39 @@ class World:
             rows = db.execute("SELECT tool, input FROM calls ORDER BY id").fetchall()
         return [(t, json.loads(i)) for t, i in rows if tool is None or t == tool]
 
-    def send_email(self, to: str, subject: str, body: str, idempotency_key: str | None = None) -> tuple[int, bool]:
-        """Put one email in the outbox; with a key already used, send nothing. Returns (id, sent_now)."""
-        with closing(self._connect()) as db:
-            if idempotency_key is not None:
-                row = db.execute("SELECT id FROM outbox WHERE idempotency_key = ?", (idempotency_key,)).fetchone()
-                if row:
-                    return row[0], False
+    def send_email(
+        self, to: str, subject: str, body: str, idempotency_key: str | None = None, *, fence: Fence | None = None
+    ) -> tuple[int, bool]:
+        """Put one email in the outbox; with a key already used, send nothing. Returns (id, sent_now).
+
+        The dedupe is one statement (``ON CONFLICT DO NOTHING``), so two senders racing with one
+        key send one email. The same key with another recipient, subject or body raises
+        :class:`IdempotencyConflictError`; a ``fence`` whose token is stale raises ``LeaseLostError``.
+        """
+        email = (to, subject, body)
+        with closing(self._connect()) as db, write_transaction(db):
+            if fence is not None:
+                fence.admit(db, self.db_path)
             cur = db.execute(
-                "INSERT INTO outbox (recipient, subject, body, idempotency_key) VALUES (?, ?, ?, ?)",
-                (to, subject, body, idempotency_key),
+                "INSERT INTO outbox (recipient, subject, body, idempotency_key) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (idempotency_key) DO NOTHING",
+                (*email, idempotency_key),
             )
-            return int(cur.lastrowid), True
+            if cur.rowcount == 1:
+                return int(cur.lastrowid or 0), True
+            row_id, *sent = db.execute(
+                "SELECT id, recipient, subject, body FROM outbox WHERE idempotency_key = ?", (idempotency_key,)
+            ).fetchone()
+        if tuple(sent) != email:
+            raise IdempotencyConflictError(str(idempotency_key), _email_hash(*sent), _email_hash(*email))
+        return row_id, False
+
+    def admit(self, fence: Fence) -> None:
+        """Learn a new lease's token now: from here on the outbox refuses every older token of its run."""
+        with closing(self._connect()) as db:
+            db.executescript(FENCES_SCHEMA)  # a world made before fencing has no such table yet
+            with write_transaction(db):
+                fence.admit(db, self.db_path)
 
     def sent_emails(self) -> list[dict]:
         """The outbox, oldest first."""
@@ -96,3 +121,8 @@ class World:
         if target != self.notes_dir.resolve() and self.notes_dir.resolve() not in target.parents:
             raise PermissionError(f"{path!r} is outside the notes folder")
         return target
+
+
+def _email_hash(to: str, subject: str, body: str) -> str:
+    """A hash of one email's recipient, subject and body, to name a conflict."""
+    return hashlib.sha256(json.dumps([to, subject, body]).encode()).hexdigest()

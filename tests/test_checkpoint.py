@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import resource
+import signal
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import resumable_core as rc
+from resumable_core import checkpoint as rc_checkpoint
 from resumable_core import lab
 from resumable_core.crash import kill_self, run_in_child
+from resumable_core.errors import CheckpointTooLargeError, CheckpointWriteError
 
 
 def _finished_cp() -> rc.Checkpoint:
@@ -104,10 +110,10 @@ def _mutated(name: str, fn) -> dict:
             _mutated("A", lambda d: d.update(pending_tool_use={"id": "toolu_x", "name": "read_file", "input": {}})),
             "not the assistant's tool_use",
         ),
-        (_mutated("A", lambda d: d["messages"].pop(2)), "in a row"),
+        (_mutated("A", lambda d: d["messages"].pop(2)), "were found without `tool_result` blocks"),
         (
             _mutated("A", lambda d: d["messages"][2]["content"][0].update(tool_use_id="toolu_nobody")),
-            "has no tool_result",
+            "were found without `tool_result` blocks",
         ),
         (
             _mutated("A", lambda d: d["messages"].__setitem__(0, {"role": "assistant", "content": "hi"})),
@@ -165,28 +171,251 @@ def test_corrupted_bytes_never_load_silently_wrong(tmp_path, cut, flips):
     assert path.read_bytes() == bytes(data)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    st.recursive(
-        st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
-        max_leaves=10,
-    )
+# Raw JSON texts, written by hand so they can hold what json.dumps never writes: duplicate keys,
+# NaN and Infinity, numbers of thousands of digits, lone surrogates and very deep nesting.
+_KEYS = st.sampled_from(["a", "b", "turns", "id"]) | st.text(max_size=4)
+_RAW_SCALARS = st.one_of(
+    st.sampled_from(["null", "true", "false", "NaN", "Infinity", "-Infinity", "1e999", "-0"]),
+    st.integers(-(10**30), 10**30).map(str),
+    st.integers(1, 6000).map(lambda digits: "7" * digits),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.text(st.characters(codec=None), max_size=6).map(json.dumps),  # may hold lone surrogates
+    st.sampled_from(["\udc80", "\ud83d", "x\udfffy", "\ud83d\ude00"]).map(json.dumps),
 )
-def test_arbitrary_json_is_loaded_or_refused_with_checkpoint_error(tmp_path, value):
-    """Any JSON value at all is either a valid checkpoint or refused with a CheckpointError."""
+
+
+def _raw_object(pairs: list[tuple[str, str]]) -> str:
+    return "{" + ", ".join(f"{json.dumps(k)}: {v}" for k, v in pairs) + "}"
+
+
+def _raw_nest(depth_and_inner: tuple[int, str]) -> str:
+    depth, inner = depth_and_inner
+    return "[" * depth + inner + "]" * depth
+
+
+_RAW_JSON = st.recursive(
+    _RAW_SCALARS,
+    lambda child: st.one_of(
+        st.lists(child, max_size=3).map(lambda items: "[" + ", ".join(items) + "]"),
+        st.lists(st.tuples(_KEYS, child), max_size=3).map(_raw_object),
+        st.tuples(st.integers(0, 1200), child).map(_raw_nest),
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_RAW_JSON)
+def test_arbitrary_json_is_loaded_or_refused_with_checkpoint_error(tmp_path, raw):
+    """Any JSON-like text at all (deep, huge numbers, NaN, duplicates) loads or is refused with a CheckpointError."""
     path = tmp_path / "cp.json"
-    path.write_text(json.dumps(value))
-    try:
+    path.write_bytes(raw.encode("utf-8", "surrogatepass"))
+    with contextlib.suppress(rc.CheckpointError):
         rc.load_checkpoint(path)
+
+
+_PLACEHOLDER = '"__raw_value__"'
+
+
+def _checkpoint_text_with(raw: str, where: str = "input") -> str:
+    """Checkpoint A's JSON with ``raw`` as a tool_use input's field, or as a reply's text."""
+    data = json.loads(json.dumps(lab.load_exercise_checkpoint("A").model_dump(mode="json")))
+    if where == "input":
+        data["messages"][1]["content"][1]["input"]["extra"] = "__raw_value__"
+    else:
+        data["messages"][-1]["content"][0]["text"] = "__raw_value__"
+    return json.dumps(data, indent=2, ensure_ascii=False).replace(_PLACEHOLDER, raw, 1)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=_RAW_JSON, where=st.sampled_from(["input", "text"]))
+def test_a_checkpoint_that_loads_can_be_saved_and_loads_back_equal(tmp_path, raw, where):
+    """Whatever a real checkpoint holds, if it loads then save_checkpoint writes it and it loads back the same."""
+    path = tmp_path / "cp.json"
+    path.write_bytes(_checkpoint_text_with(raw, where).encode("utf-8", "surrogatepass"))
+    try:
+        cp = rc.load_checkpoint(path)
     except rc.CheckpointError:
-        pass
+        return
+    assert cp is not None
+    rc.save_checkpoint(cp, tmp_path / "again.json")
+    assert rc.load_checkpoint(tmp_path / "again.json") == cp
 
 
 def test_folder_is_fsynced_after_rename(tmp_path, monkeypatch):
     """The save fsyncs the data and then the folder, so the rename itself survives power loss."""
-    synced = []
+    synced: list[bool] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.path.isdir(f"/proc/self/fd/{fd}")), real(fd)))
+
+    def fsync(fd: int) -> None:
+        synced.append(os.path.isdir(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     rc.save_checkpoint(_finished_cp(), tmp_path / "cp.json")
     assert synced == [False, True]
+
+
+def _nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "text, error, words",
+    [
+        (_checkpoint_text_with("7" * 5000), rc.CheckpointCorruptError, "a number of 5000 characters"),
+        (_checkpoint_text_with("[" * 1100 + "]" * 1100), rc.CheckpointCorruptError, "nesting 1106 levels deep"),
+        (_checkpoint_text_with("[" * 300 + "]" * 300), rc.CheckpointCorruptError, "nesting 306 levels deep"),
+        (_checkpoint_text_with(json.dumps("\udc80"), "text"), rc.CheckpointCorruptError, "lone surrogate"),
+        (_checkpoint_text_with("NaN"), rc.CheckpointCorruptError, "NaN or Infinity"),
+        (_checkpoint_text_with("-Infinity"), rc.CheckpointCorruptError, "NaN or Infinity"),
+        (_checkpoint_text_with("1e999"), rc.CheckpointCorruptError, "too large for a float"),
+        (_checkpoint_text_with('{"path": ".", "path": "/etc"}'), rc.CheckpointCorruptError, "duplicate key 'path'"),
+        (
+            _checkpoint_text_with("1").replace('"turns": 5,', '"turns": 5, "turns": 1,'),
+            rc.CheckpointCorruptError,
+            "duplicate key 'turns'",
+        ),
+        (_checkpoint_text_with("1").replace('"turns": 5', '"turns": "3"'), rc.CheckpointCorruptError, "turns"),
+        (_checkpoint_text_with("1").replace('"turns": 5', '"turns": true'), rc.CheckpointCorruptError, "turns"),
+        (_checkpoint_text_with("1").replace('"version": 1', '"version": 1.0'), rc.CheckpointVersionError, "1.0"),
+    ],
+)
+def test_files_the_save_could_not_write_back_are_refused(tmp_path, text, error, words):
+    """Huge numbers, deep nesting, lone surrogates, NaN, duplicate keys and loose types are refused, file unchanged."""
+    path = tmp_path / "cp.json"
+    content = text.encode("utf-8", "surrogatepass")
+    path.write_bytes(content)
+    with pytest.raises(error) as info:
+        rc.load_checkpoint(path)
+    assert info.value.path == path and words in info.value.reason
+    assert path.read_bytes() == content
+
+
+def test_the_deepest_nesting_allowed_loads_and_saves(tmp_path):
+    """Nesting up to MAX_JSON_DEPTH is a valid checkpoint that saves and loads back equal."""
+    inner = rc_checkpoint.MAX_JSON_DEPTH - 6  # the document, messages, message, content, block, input
+    path = tmp_path / "cp.json"
+    path.write_text(_checkpoint_text_with("[" * inner + "]" * inner))
+    cp = rc.load_checkpoint(path)
+    assert cp is not None
+    rc.save_checkpoint(cp, tmp_path / "again.json")
+    assert rc.load_checkpoint(tmp_path / "again.json") == cp
+
+
+def test_the_size_cap_is_checked_before_reading(tmp_path):
+    """A file over max_bytes is refused with its size and the cap; one at the cap loads."""
+    path = tmp_path / "cp.json"
+    rc.save_checkpoint(_finished_cp(), path)
+    size = path.stat().st_size
+    assert rc.load_checkpoint(path, max_bytes=size) == _finished_cp()
+    with pytest.raises(CheckpointTooLargeError) as info:
+        rc.load_checkpoint(path, max_bytes=size - 1)
+    assert (info.value.size, info.value.limit) == (size, size - 1)
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (float("nan"), "NaN or Infinity"),
+        (float("inf"), "NaN or Infinity"),
+        (10**150, "a number of 151 characters"),
+        ("\udc80", "not writable as JSON"),
+        (_nested(200), "nesting"),
+        (_nested(300), "not writable as JSON"),
+    ],
+)
+def test_save_refuses_a_state_the_loader_would_refuse(tmp_path, value, words):
+    """NaN, huge numbers, lone surrogates and deep nesting are refused at save: nothing is written."""
+    cp = _finished_cp()
+    cp.messages[1]["content"][1]["input"]["extra"] = value
+    with pytest.raises(CheckpointWriteError) as info:
+        rc.save_checkpoint(cp, tmp_path / "cp.json")
+    assert words in info.value.reason
+    assert list(tmp_path.iterdir()) == []
+
+
+def _full_disk_after(first_bytes: int):
+    """An os.write that writes ``first_bytes`` bytes once (a short write), then fails with ENOSPC."""
+    real_write, calls = os.write, []
+
+    def write(fd: int, data) -> int:
+        calls.append(fd)
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:first_bytes]))
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    return write
+
+
+def test_a_full_disk_keeps_the_old_checkpoint_and_leaves_no_temp_file(tmp_path, monkeypatch):
+    """ENOSPC midway through a save: CheckpointWriteError, the old checkpoint intact, no .tmp left."""
+    path = tmp_path / "cp.json"
+    old = lab.load_exercise_checkpoint("B")
+    rc.save_checkpoint(old, path)
+    monkeypatch.setattr(os, "write", _full_disk_after(100))
+    with pytest.raises(CheckpointWriteError) as info:
+        rc.save_checkpoint(_finished_cp(), path)
+    monkeypatch.undo()
+    assert info.value.path == path and "No space left on device" in info.value.reason
+    assert [p.name for p in tmp_path.iterdir()] == ["cp.json"]
+    assert rc.load_checkpoint(path) == old
+
+
+def test_a_file_size_limit_from_the_kernel_keeps_the_old_checkpoint(tmp_path):
+    """A real EFBIG (RLIMIT_FSIZE, in a child) is a CheckpointWriteError and leaves no temp file."""
+    path = tmp_path / "cp.json"
+    old = rc.new_checkpoint("t")
+    rc.save_checkpoint(old, path)
+
+    def body() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # get the error instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (512, 512))
+        with pytest.raises(CheckpointWriteError, match="File too large"):
+            rc.save_checkpoint(_finished_cp(), path)
+
+    assert run_in_child(body) == "exited"
+    assert [p.name for p in tmp_path.iterdir()] == ["cp.json"]
+    assert rc.load_checkpoint(path) == old
+
+
+def test_an_exception_midway_removes_the_temp_file(tmp_path):
+    """A save interrupted by an exception (not a kill) removes its temp file and re-raises it."""
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rc.save_checkpoint(_finished_cp(), tmp_path / "cp.json", midway=interrupt)
+    assert list(tmp_path.iterdir()) == []
+
+
+_PY_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**120), 10**120)
+    | st.floats()  # NaN and the infinities included
+    | st.text(st.characters(codec=None), max_size=6)  # lone surrogates included
+    | st.integers(0, 300).map(_nested),
+    lambda child: st.lists(child, max_size=3) | st.dictionaries(st.text(max_size=4), child, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_PY_VALUES)
+def test_what_save_writes_loads_back_equal(tmp_path, value):
+    """Any value in a tool input is either refused by save_checkpoint or written so that it loads back equal."""
+    cp = _finished_cp()
+    cp.messages[1]["content"][1]["input"]["extra"] = value
+    path = tmp_path / "cp.json"
+    path.unlink(missing_ok=True)  # hypothesis runs every example in the same tmp_path
+    try:
+        rc.save_checkpoint(cp, path)
+    except CheckpointWriteError:
+        assert not path.exists()
+        return
+    assert rc.load_checkpoint(path) == cp

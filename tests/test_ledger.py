@@ -1,11 +1,17 @@
 """ledger.py: idempotency keys and receipts."""
+# mypy: disable-error-code="union-attr"
+# (these tests read back what they just wrote; a None fails the test at once anyway)
 
 from __future__ import annotations
+
+import sqlite3
 
 import pytest
 
 import resumable_core as rc
+from resumable_core.crash import run_in_child
 from resumable_core.ledger import input_hash
+from resumable_core.scenarios import EMAIL_TASK
 
 
 def test_key_is_run_id_and_tool_use_id():
@@ -15,12 +21,31 @@ def test_key_is_run_id_and_tool_use_id():
 
 
 def test_begin_then_record_makes_a_done_receipt(tmp_path):
-    """An intent becomes a receipt once its result is recorded."""
+    """An intent (status unknown) becomes a succeeded receipt with the result and its time."""
     ledger = rc.Ledger(tmp_path / "l.sqlite")
-    assert not ledger.begin("k", "send_email", {"a": 1}).done
+    intent = ledger.begin("k", "send_email", {"a": 1})
+    assert not intent.done and intent.status == "unknown" and intent.result is None
     ledger.record("k", "sent")
     receipt = ledger.lookup("k")
-    assert receipt.done and receipt.result == "sent"
+    assert receipt.done and receipt.status == "succeeded" and receipt.result == "sent"
+    assert receipt.updated_at >= intent.updated_at > 0
+
+
+def test_a_failure_is_recorded_as_failed(tmp_path):
+    """record(status="failed") keeps the error text: the key is proof the call ended badly."""
+    ledger = rc.Ledger(tmp_path / "l.sqlite")
+    ledger.begin("k", "send_email", {"a": 1})
+    ledger.record("k", "smtp said no", status="failed")
+    receipt = ledger.lookup("k")
+    assert receipt.done and (receipt.status, receipt.result) == ("failed", "smtp said no")
+
+
+def test_a_status_outside_the_three_is_refused_by_the_file(tmp_path):
+    """The receipts table itself only holds unknown, succeeded or failed."""
+    ledger = rc.Ledger(tmp_path / "l.sqlite")
+    ledger.begin("k", "t", {})
+    with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+        ledger.record("k", "x", status="done")  # type: ignore[arg-type]  # deliberately not a ReceiptStatus
 
 
 def test_same_key_with_other_input_is_refused(tmp_path):
@@ -41,3 +66,24 @@ def test_receipts_survive_reopening(tmp_path):
     """The ledger is on disk: a new Ledger on the same file sees the receipts."""
     rc.Ledger(tmp_path / "l.sqlite").begin("k", "t", {})
     assert [r.key for r in rc.Ledger(tmp_path / "l.sqlite").receipts()] == ["k"]
+
+
+def test_a_new_run_does_not_reuse_an_old_runs_receipt(tmp_path):
+    """Deleting the checkpoint and running again is a new run: new run id, new key, a new email."""
+    box = rc.Sandbox.create(tmp_path, ledger=True)
+    first = box.run(EMAIL_TASK).checkpoint.run_id
+    box.checkpoint_path.unlink()
+    second = box.run(EMAIL_TASK).checkpoint.run_id
+    assert first != second
+    assert [r.key.split(":")[0] for r in box.toolbox.ledger.receipts()] == [first, second]
+    assert len(box.world.sent_emails()) == 2
+
+
+def test_a_resumed_run_keeps_its_run_id(tmp_path):
+    """The run id is in the checkpoint, so the resume's keys match the crashed run's."""
+    box = rc.Sandbox.create(tmp_path, ledger=True)
+    run_in_child(lambda: box.run(EMAIL_TASK, crash=rc.CrashPlan("after_tool", tool="send_email")))
+    crashed = rc.load_checkpoint(box.checkpoint_path).run_id
+    ledger_strategy = rc.STRATEGIES["by_effect_ledger"]
+    assert box.run(EMAIL_TASK, reconcile=ledger_strategy.reconcile).checkpoint.run_id == crashed
+    assert len(box.world.sent_emails()) == 1

@@ -1,4 +1,6 @@
 """loop.py: save points A and B, the resume path, counters across crashes."""
+# mypy: disable-error-code="union-attr"
+# (these tests read back what they just wrote; a None fails the test at once anyway)
 
 from __future__ import annotations
 
@@ -93,8 +95,8 @@ def test_reconciled_state_is_saved_before_the_next_model_call(sandbox):
 
 def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(sandbox):
     """Killing the run at every turn still stops it at max_turns: turns count the task, not the process."""
+    plan = rc.CrashPlan("after_save_b")
     for _ in range(6):
-        plan = rc.CrashPlan("after_save_b")
         run_in_child(lambda: _run(sandbox, NOTES_TASK, None, crash=plan, max_turns=3))
     cp = rc.load_checkpoint(sandbox.checkpoint_path)
     assert cp.turns == 3
@@ -139,3 +141,59 @@ def test_checkpoint_messages_are_json_as_sent(sandbox, client, scripted):
     _run(sandbox, EMAIL_TASK, client)
     saved = json.loads(sandbox.checkpoint_path.read_text())["messages"]
     assert scripted.requests[-1]["messages"] == saved[:-1]
+
+
+def test_a_turn_is_charged_on_disk_before_its_model_call(sandbox):
+    """Killed right after the first response, the checkpoint already counts that turn."""
+    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_response", turn=1))
+    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    assert cp.turns == 1 and cp.messages == [{"role": "user", "content": NOTES_TASK}]
+
+
+@pytest.mark.slow
+def test_ten_kills_after_the_response_make_at_most_max_turns_model_calls(tmp_path):
+    """Ten restarts, each SIGKILLed after its model's response, make 3 model calls with max_turns=3."""
+    from resumable_core.lab.resumers import crash_loop
+
+    out = crash_loop("after_response", "read_file", crashes=10, max_turns=3, root=tmp_path)
+    assert out.model_calls == 3 and out.killed == 3 and out.turns == 3
+
+
+class _CachedUsageClient:
+    """A client whose every reply is a final answer billed with prompt-cache tokens."""
+
+    def __init__(self):
+        self.messages = self
+
+    def create(self, **kw):
+        import anthropic
+
+        usage = {"input_tokens": 10, "output_tokens": 5}
+        usage |= {"cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000}
+        return anthropic.types.Message.model_validate(
+            {
+                "id": "msg_1",
+                "type": "message",
+                "role": "assistant",
+                "model": kw["model"],
+                "content": [{"type": "text", "text": "done"}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": usage,
+            }
+        )
+
+
+def test_tokens_used_counts_the_prompt_cache(sandbox):
+    """tokens_used adds cache_creation_input_tokens and cache_read_input_tokens when usage has them."""
+    result = _run(sandbox, NOTES_TASK, _CachedUsageClient())
+    assert result.checkpoint.tokens_used == 10 + 5 + 100 + 1000
+
+
+def test_a_second_resumer_of_a_running_run_is_refused(sandbox, client):
+    """While one process holds the run's lease, run_agent in another is refused before loading."""
+    from resumable_core.lease import Lease
+
+    with Lease.take(sandbox.checkpoint_path), pytest.raises(rc.CheckpointError, match="being resumed"):
+        _run(sandbox, NOTES_TASK, client)
+    assert not sandbox.checkpoint_path.exists()

@@ -1,6 +1,10 @@
 """tools.py and world.py: effects declared at definition, real effects on a real world."""
+# mypy: disable-error-code="union-attr"
+# (these tests read back what they just wrote; a None fails the test at once anyway)
 
 from __future__ import annotations
+
+import multiprocessing
 
 import pytest
 
@@ -97,3 +101,74 @@ def test_tool_decorator_builds_a_custom_tool(tmp_path):
     assert box.execute("shout", {"word": "hi"}) == "HI"
     assert not box.is_read_only("shout") and box.names == ["shout"]
     assert box.schemas()[0]["input_schema"]["required"] == ["word"]
+
+
+def test_same_key_with_another_email_is_a_conflict(tmp_path):
+    """The outbox refuses a known key with another recipient or body, as the ledger does."""
+    world = rc.World.create(tmp_path)
+    world.send_email("a@x", "s", "b", "k1")
+    for other in (("c@x", "s", "b"), ("a@x", "s", "other body")):
+        with pytest.raises(rc.IdempotencyConflictError) as info:
+            world.send_email(*other, "k1")
+        assert info.value.key == "k1" and isinstance(info.value, rc.ToolError)
+    assert len(world.sent_emails()) == 1
+
+
+def test_a_tools_database_failure_is_a_tool_error(tmp_path):
+    """A raw sqlite3 error inside a tool comes out of execute() as a ToolError."""
+    box = rc.Toolbox(rc.World.create(tmp_path))
+    box.world.db_path.write_bytes(b"not a database, " * 64)
+    with pytest.raises(rc.ToolError, match="send_email failed"):
+        box.execute("send_email", {"to": "a@x", "subject": "s", "body": "b"})
+
+
+def _race(world_root, ledger_path, outcomes, start, rounds):
+    """One sender: at each round, meet the other sender at the barrier, then send under the round's key."""
+    box = rc.Toolbox(rc.World(world_root), ledger=rc.Ledger(ledger_path))
+    mail = {"to": "a@example.com", "subject": "s", "body": "b"}
+    for i in range(rounds):
+        start.wait(60)
+        try:
+            box.execute("send_email", mail, idempotency_key=f"run:toolu_{i}")
+            outcomes.put("ok")
+        except rc.ToolError as e:
+            outcomes.put(f"ToolError: {e}")
+        except Exception as e:  # noqa: BLE001 - the point of the test is to see any other error
+            outcomes.put(f"{type(e).__name__}: {e}")
+
+
+@pytest.mark.slow
+def test_two_senders_racing_with_one_key_send_once(tmp_path):
+    """150 races of two processes sending under one key: one email each, and no raw IntegrityError."""
+    rounds = 150
+    world = rc.World.create(tmp_path / "w")
+    rc.Ledger(tmp_path / "ledger.sqlite")
+    ctx = multiprocessing.get_context("fork")
+    outcomes, start = ctx.Queue(), ctx.Barrier(2)
+    args = (world.root, tmp_path / "ledger.sqlite", outcomes, start, rounds)
+    senders = [ctx.Process(target=_race, args=args) for _ in range(2)]
+    for s in senders:
+        s.start()
+    results = [outcomes.get(timeout=300) for _ in range(2 * rounds)]
+    for s in senders:
+        s.join()
+    assert [r for r in results if r != "ok"] == []
+    keys = [e["idempotency_key"] for e in world.sent_emails()]
+    assert len(keys) == rounds and len(set(keys)) == rounds
+
+
+def test_a_failed_call_is_receipted_and_not_run_again(tmp_path):
+    """A side-effecting call that fails under a key gets a failed receipt; the retry re-raises it unrun."""
+    runs = []
+
+    @rc.tool(rc.Effect.SIDE_EFFECT, "Fail.", word={"type": "string"})
+    def fail(world, word):
+        runs.append(word)
+        raise rc.ToolError(f"cannot {word}")
+
+    box = rc.Toolbox(rc.World.create(tmp_path / "w"), tools=[fail], ledger=rc.Ledger(tmp_path / "l.sqlite"))
+    for _ in range(2):
+        with pytest.raises(rc.ToolError, match="cannot go"):
+            box.execute("fail", {"word": "go"}, idempotency_key="run:toolu_1")
+    receipt = box.ledger.lookup("run:toolu_1")
+    assert runs == ["go"] and receipt.status == "failed" and receipt.result == "cannot go"
