@@ -26,12 +26,9 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-FULL = {
-    "strategies": ("delete", "rerun", "by_effect", "by_effect_ledger"),
-    "tools": ("read_file", "send_email"),
-    "crash_points": None,  # all of resumable_core.CRASH_POINTS
-}
-QUICK = {"strategies": ("by_effect",), "tools": ("send_email",), "crash_points": ("after_tool", "after_save_b")}
+FULL: dict[str, Any] = {"strategies": None, "scenarios": None, "crash_points": None}
+"""run_matrix's defaults: the registry's matrix strategies, every scenario, every crash point."""
+QUICK = {"strategies": ("by_effect",), "scenarios": ("send_email",), "crash_points": ("after_tool", "after_save_b")}
 
 CELL_SCRIPT = """
 import time
@@ -66,12 +63,22 @@ def _run_py(args: list[str]) -> tuple[float, str]:
     return took, p.stdout
 
 
-def cells(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(crash_point, tool, strategy) in run_matrix's order."""
+def resolved(plan: dict[str, Any]) -> dict[str, Any]:
+    """The plan with run_matrix's defaults filled in from the registries."""
     from resumable_core.crash import CRASH_POINTS
+    from resumable_core.scenarios import SCENARIOS
+    from resumable_core.strategies import matrix_strategies
 
-    points = plan["crash_points"] or CRASH_POINTS
-    return [(pt, tool, s) for tool in plan["tools"] for pt in points for s in plan["strategies"]]
+    return {
+        "strategies": plan["strategies"] or matrix_strategies(),
+        "scenarios": plan["scenarios"] or tuple(SCENARIOS),
+        "crash_points": plan["crash_points"] or CRASH_POINTS,
+    }
+
+
+def cells(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(crash_point, scenario, strategy) in run_matrix's order."""
+    return [(pt, sc, s) for sc in plan["scenarios"] for pt in plan["crash_points"] for s in plan["strategies"]]
 
 
 def _cpu(who: int) -> float:
@@ -83,10 +90,9 @@ def in_process(plan: dict[str, Any]) -> tuple[float, float, list[dict[str, Any]]
     """One run_matrix: wall seconds, CPU seconds (this process + its forked crash children), rows."""
     from resumable_core import lab
 
-    kw = {k: v for k, v in plan.items() if v is not None}
     c0 = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter_ns()
-    rows = lab.run_matrix(**kw)
+    rows = lab.run_matrix(**plan)
     wall = (time.perf_counter_ns() - t0) / 1e9
     cpu = _cpu(resource.RUSAGE_SELF) + _cpu(resource.RUSAGE_CHILDREN) - c0
     return wall, cpu, [asdict(r) for r in rows]
@@ -97,8 +103,8 @@ def fresh(todo: list[tuple[str, str, str]]) -> tuple[float, float, list[dict[str
     rows, phases = [], []
     c0 = _cpu(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter_ns()
-    for point, tool, strategy in todo:
-        took, out = _run_py(["-c", CELL_SCRIPT, point, tool, strategy])
+    for point, scenario, strategy in todo:
+        took, out = _run_py(["-c", CELL_SCRIPT, point, scenario, strategy])
         data = json.loads(out)
         rows.append(data.pop("row"))
         data["wall"] = took
@@ -109,87 +115,97 @@ def fresh(todo: list[tuple[str, str, str]]) -> tuple[float, float, list[dict[str
 
 def _table(header: list[str], rows: list[list[str]], left: int = 1) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    line = lambda cs: "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cs, widths)))  # noqa: E731
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="two cells, two in-process runs (smoke test)")
-    p.add_argument("--runs", type=int, default=None, help="in-process matrix runs, the first cold (default 3; quick 2)")
-    args = p.parse_args(argv)
-    os.environ.pop("RESUMABLE_LIVE", None)
-    plan = QUICK if args.quick else FULL
-    runs = max(2, args.runs or (2 if args.quick else 3))
-    started = time.perf_counter()
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
 
-    # In-process first: the first run pays the imports and reference runs, as `matrix` from a shell does.
+
+def _x(a: float, b: float) -> str:
+    return f"{a / b:.2f}x"
+
+
+def _measure(plan: dict[str, Any], runs: int) -> tuple[list[tuple[float, float]], tuple[float, float, list[Any]]]:
+    """``runs`` in-process matrices (the first cold), then one fresh interpreter per cell; rows must agree."""
     results, rows_in = [], None
-    for _ in range(runs):
+    for _ in range(runs):  # in-process first: the first run pays the imports and reference runs, as a shell's would
         wall, cpu, rows = in_process(plan)
         results.append((wall, cpu))
         if rows_in is not None and rows != rows_in:
             raise SystemExit("in-process runs disagree with each other")
         rows_in = rows
     todo = cells(plan)
-    n = len(todo)
     fresh_wall, fresh_cpu, rows_fresh, phases = fresh(todo)
-
     if rows_fresh != rows_in:
-        bad = [f"  {c}: in-process {a} / fresh {b}" for c, a, b in zip(todo, rows_in, rows_fresh) if a != b]
-        print("ROWS DIFFER between in-process and fresh-interpreter runs:\n" + "\n".join(bad))
-        return 1
+        bad = [f"  {c}: in-process {a} / fresh {b}" for c, a, b in zip(todo, rows_in or [], rows_fresh) if a != b]
+        raise SystemExit("ROWS DIFFER between in-process and fresh-interpreter runs:\n" + "\n".join(bad))
+    return results, (fresh_wall, fresh_cpu, phases)
 
+
+def _main_table(results: list[tuple[float, float]], fresh_wall: float, fresh_cpu: float, n: int) -> str:
     first_wall, first_cpu = results[0]
     warm_wall = statistics.median(w for w, _ in results[1:])
     warm_cpu = statistics.median(c for _, c in results[1:])
-    ms = lambda s: f"{s * 1000:.1f}"  # noqa: E731
-    x = lambda a, b: f"{a / b:.2f}x"  # noqa: E731
 
     def row(name: str, wall: float, cpu: float) -> list[str]:
-        return [
-            name,
-            f"{wall:.2f}",
-            ms(wall / n),
-            f"{cpu:.2f}",
-            ms(cpu / n),
-            x(wall, first_wall),
-            x(wall, warm_wall),
-            x(cpu, warm_cpu),
-        ]
+        ratios = [_x(wall, first_wall), _x(wall, warm_wall), _x(cpu, warm_cpu)]
+        return [name, f"{wall:.2f}", _ms(wall / n), f"{cpu:.2f}", _ms(cpu / n), *ratios]
 
-    main_table = _table(
+    return _table(
         ["way", "wall s", "wall ms/cell", "cpu s", "cpu ms/cell", "wall x first", "wall x warm", "cpu x warm"],
         [
             row("in-process, first run (imports + reference runs once)", first_wall, first_cpu),
-            row(f"in-process, warm (median of {runs - 1})", warm_wall, warm_cpu),
+            row(f"in-process, warm (median of {len(results) - 1})", warm_wall, warm_cpu),
             row("fresh interpreter per cell", fresh_wall, fresh_cpu),
         ],
     )
-    med = lambda k: statistics.median(p[k] for p in phases)  # noqa: E731
+
+
+def _phases_table(phases: list[dict[str, Any]], warm_cell: float) -> str:
+    def med(key: str) -> float:
+        return statistics.median(p[key] for p in phases)
+
     startup = statistics.median(p["wall"] - p["imports"] - p["reference"] - p["cell"] for p in phases)
-    where = _table(
+    return _table(
         ["phase of one fresh cell (median over cells)", "ms"],
         [
-            ["interpreter start + exit, subprocess overhead", ms(startup)],
-            ["imports (anthropic, resumable_core)", ms(med("imports"))],
-            ["uncrashed reference run (cached in-process)", ms(med("reference"))],
-            ["the cell: fork + SIGKILL + resume + row", ms(med("cell"))],
-            ["whole fresh cell (wall, from the parent)", ms(med("wall"))],
-            ["for comparison: one in-process cell, warm (mean)", ms(warm_wall / n)],
+            ["interpreter start + exit, subprocess overhead", _ms(startup)],
+            ["imports (anthropic, resumable_core)", _ms(med("imports"))],
+            ["uncrashed reference run (cached in-process)", _ms(med("reference"))],
+            ["the cell: fork + SIGKILL + resume + row", _ms(med("cell"))],
+            ["whole fresh cell (wall, from the parent)", _ms(med("wall"))],
+            ["for comparison: one in-process cell, warm (mean)", _ms(warm_cell)],
         ],
     )
-    load = os.getloadavg()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="two cells, two in-process runs (smoke test)")
+    p.add_argument("--runs", type=int, default=None, help="in-process matrix runs, the first cold (default 3; quick 2)")
+    args = p.parse_args(argv)
+    os.environ.pop("RESUMABLE_LIVE", None)
+    plan = resolved(QUICK if args.quick else FULL)
+    runs = max(2, args.runs or (2 if args.quick else 3))
+    started = time.perf_counter()
+    results, (fresh_wall, fresh_cpu, phases) = _measure(plan, runs)
+    n = len(cells(plan))
+    n_strategies, n_scenarios = len(plan["strategies"]), len(plan["scenarios"])
     print(
-        f"Crash matrix: {n} cells ({len(plan['strategies'])} strategies x {len(plan['tools'])} tools x "
-        f"{n // (len(plan['strategies']) * len(plan['tools']))} crash points), one after another; "
-        f"rows equal both ways: yes ({n}/{n})"
+        f"Crash matrix: {n} cells ({n_strategies} strategies x {n_scenarios} scenarios x "
+        f"{n // (n_strategies * n_scenarios)} crash points), one after another; rows equal both ways: yes ({n}/{n})"
     )
-    print(main_table)
+    print(_main_table(results, fresh_wall, fresh_cpu, n))
     print()
     print("Where a fresh cell's time goes")
-    print(where)
+    print(_phases_table(phases, statistics.median(w for w, _ in results[1:]) / n))
     print("\ncpu = user + sys of the process and every child it waited for (the forked crash children too).")
+    load = os.getloadavg()
     print(
         f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores "
         "(wall times grow with load; cpu times much less)."

@@ -1,78 +1,85 @@
-"""Command line: ``python -m resumable_core matrix|simulate|fixtures|grade``."""
+"""python -m resumable_core: the lab's matrix, simulate and fixtures, and the course's grade."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-
-from .crash import CRASH_POINTS
-
-
-def _matrix(args: argparse.Namespace) -> int:
-    from .lab.matrix import MATRIX_STRATEGIES, format_table, rows_json, run_matrix
-
-    strategies = args.strategy or list(MATRIX_STRATEGIES)
-    rows = run_matrix(strategies=strategies, tools=args.tool or ("read_file", "send_email"))
-    print(rows_json(rows) if args.format == "json" else format_table(rows))
-    return 0
+from dataclasses import dataclass
+from typing import Any
 
 
-def _simulate(args: argparse.Namespace) -> int:
-    from .lab.matrix import run_cell
+@dataclass(frozen=True)
+class Wing:
+    """A wing whose module adds its subcommands with ``hook(sub)``, each setting ``func(args) -> int``."""
 
-    print(run_cell(args.crash_at, args.tool, args.strategy).story())
-    return 0
-
-
-def _fixtures(args: argparse.Namespace) -> int:
-    from .lab.exercise_checkpoints import write_exercise_checkpoints
-
-    for path in write_exercise_checkpoints(args.out):
-        print(path)
-    return 0
+    extra: str
+    """The pip extra that installs the wing's dependencies."""
+    module: str
+    hook: str
+    commands: tuple[str, ...]
+    """Its subcommands, offered even when the extra is missing (they then say what to install)."""
 
 
-def _grade(args: argparse.Namespace) -> int:
-    from .course.grading.pipeline import main as grade_main
+WINGS = (
+    Wing("lab", "resumable_core.lab.cli", "add_parsers", ("matrix", "simulate", "fixtures")),
+    Wing("course", "resumable_core.course.grading.cli", "add_parser", ("grade",)),
+)
 
-    return grade_main(args)
+
+def _missing_dependency(error: ModuleNotFoundError) -> bool:
+    """The import failed on a third-party module (an extra not installed), not on the kit itself."""
+    return not (error.name or "resumable_core").startswith("resumable_core")
+
+
+def _install_hint(extra: str, missing: str | None) -> str:
+    package = (missing or "a dependency").split(".")[0]
+    return f"this command needs the [{extra}] extra ({package} is not installed): pip install 'resumable-core[{extra}]'"
+
+
+def _add_wing(sub: Any, wing: Wing) -> None:
+    """The wing's subcommands; if its extra is missing, stand-ins that print what to install."""
+    try:
+        hook = getattr(importlib.import_module(wing.module), wing.hook)
+    except ModuleNotFoundError as e:
+        if not _missing_dependency(e):
+            raise
+        hint = _install_hint(wing.extra, e.name)
+        for command in wing.commands:
+            p = sub.add_parser(command, help=f"(needs the [{wing.extra}] extra)", add_help=False)
+            p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            p.set_defaults(func=lambda _args, hint=hint: _fail(hint), extra=wing.extra)
+        return
+    known = set(sub.choices)
+    hook(sub)
+    for command in set(sub.choices) - known:
+        sub.choices[command].set_defaults(extra=wing.extra)
+
+
+def _fail(message: str) -> int:
+    print(message, file=sys.stderr)
+    return 1
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The CLI's argument parser."""
-    from .strategies import STRATEGIES
-
+    """The CLI's argument parser, one subcommand per wing command."""
     p = argparse.ArgumentParser(prog="python -m resumable_core", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-
-    m = sub.add_parser("matrix", help="crash every point x tool x strategy for real and tabulate")
-    m.add_argument("--format", choices=("table", "json"), default="table")
-    m.add_argument("--strategy", action="append", choices=sorted(STRATEGIES), help="repeatable; default: all four")
-    m.add_argument("--tool", action="append", choices=("read_file", "send_email"), help="repeatable; default: both")
-    m.set_defaults(func=_matrix)
-
-    s = sub.add_parser("simulate", help="crash one run and tell what the resume did")
-    s.add_argument("--crash-at", required=True, choices=CRASH_POINTS)
-    s.add_argument("--tool", required=True, choices=("read_file", "send_email"))
-    s.add_argument("--strategy", required=True, choices=sorted(STRATEGIES))
-    s.set_defaults(func=_simulate)
-
-    f = sub.add_parser("fixtures", help="regenerate the exercise checkpoints A, B and C")
-    f.add_argument("--out", default=None, help="folder (default: the package's fixtures)")
-    f.set_defaults(func=_fixtures)
-
-    from .course.grading.pipeline import add_arguments
-
-    g = sub.add_parser("grade", help="autograde a class's submissions with nbgrader")
-    add_arguments(g)
-    g.set_defaults(func=_grade)
+    sub = p.add_subparsers(dest="command", required=True, metavar="command")
+    for wing in WINGS:
+        _add_wing(sub, wing)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point."""
+    """Entry point: the command's exit code."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        code: int = args.func(args)
+    except ModuleNotFoundError as e:  # a wing that imports its dependencies only when a command runs
+        if not _missing_dependency(e):
+            raise
+        return _fail(_install_hint(args.extra, e.name))
+    return code
 
 
 if __name__ == "__main__":

@@ -1,13 +1,16 @@
 """Reconciling a dangling call: what resume does with ``pending_tool_use``.
 
 A strategy is any ``reconcile(cp, tools) -> Checkpoint``; a learner's function plugs in the same way.
+The named ones live in one registry, :data:`STRATEGIES`: the CLI's choices, the simulator's menu
+and help, and the crash matrix all read it, so :func:`register` is the one place to add one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, PendingToolUse
 from .errors import ToolError
 from .ledger import idempotency_key
 from .tools import Toolbox
@@ -22,7 +25,7 @@ STATUS_UNKNOWN = (
 
 def tool_result(tool_use_id: str, content: str, *, is_error: bool = False) -> dict:
     """A tool_result block; ``is_error`` only when true, as the API examples write it."""
-    block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+    block: dict[str, object] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
     if is_error:
         block["is_error"] = True
     return block
@@ -30,16 +33,20 @@ def tool_result(tool_use_id: str, content: str, *, is_error: bool = False) -> di
 
 def answer_pending(cp: Checkpoint, content: str, *, is_error: bool = False) -> Checkpoint:
     """Append the pending call's tool_result as one user message and clear the pending call."""
-    p = cp.pending_tool_use
-    assert p is not None
+    p = _pending(cp)
     cp.messages.append({"role": "user", "content": [tool_result(p.id, content, is_error=is_error)]})
     cp.pending_tool_use = None
     return cp
 
 
+def _pending(cp: Checkpoint) -> PendingToolUse:
+    if cp.pending_tool_use is None:
+        raise ValueError("this checkpoint has no pending tool call to answer; check pending_tool_use first")
+    return cp.pending_tool_use
+
+
 def _run(cp: Checkpoint, tools: Toolbox, key: str | None = None) -> Checkpoint:
-    p = cp.pending_tool_use
-    assert p is not None
+    p = _pending(cp)
     try:
         return answer_pending(cp, tools.execute(p.name, p.input, idempotency_key=key))
     except ToolError as e:  # an ordinary tool failure: the model is told, as in the loop
@@ -97,11 +104,70 @@ def reconcile_by_effect_ledger(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
 reconcile = reconcile_by_effect
 """The lesson's ``reconcile``: by tool effect, no ledger."""
 
-STRATEGIES: dict[str, Reconcile] = {
-    "none": reconcile_none,
-    "delete": reconcile_delete,
-    "rerun": reconcile_rerun,
-    "by_effect": reconcile_by_effect,
-    "by_effect_ledger": reconcile_by_effect_ledger,
-}
-"""Built-in strategies by name. ``none`` is naive resume, for showing the API's 400."""
+
+@dataclass(frozen=True)
+class Strategy:
+    """A named reconcile strategy, as menus and the matrix show it."""
+
+    name: str
+    reconcile: Reconcile
+    help: str
+    """One line for ``--help`` and the simulator's help text."""
+    needs_ledger: bool = False
+    """Give its toolbox a side-effect ledger (receipts and idempotency keys)."""
+    in_matrix: bool = True
+    """Part of the crash matrix's default columns (``none`` is left out: every cell is the API's 400)."""
+
+
+STRATEGIES: dict[str, Strategy] = {}
+"""Every named strategy, by name, in menu order."""
+
+
+def register(strategy: Strategy) -> Strategy:
+    """Add ``strategy`` to :data:`STRATEGIES` (at import time or at runtime); a name is taken once."""
+    if strategy.name in STRATEGIES:
+        raise ValueError(f"a strategy named {strategy.name!r} is already registered; pick another name")
+    STRATEGIES[strategy.name] = strategy
+    return strategy
+
+
+def strategy_named(name: str) -> Strategy:
+    """The registered strategy ``name``; a ValueError names the choices."""
+    try:
+        return STRATEGIES[name]
+    except KeyError:
+        raise ValueError(f"no strategy named {name!r}; choose one of {', '.join(STRATEGIES)}") from None
+
+
+def matrix_strategies() -> list[str]:
+    """The crash matrix's default strategies: every registered one with ``in_matrix``."""
+    return [s.name for s in STRATEGIES.values() if s.in_matrix]
+
+
+register(
+    Strategy(
+        "none",
+        reconcile_none,
+        "naive resume: leave the dangling tool_use as it is (the API refuses it)",
+        in_matrix=False,
+    )
+)
+register(
+    Strategy(
+        "delete", reconcile_delete, "drop the assistant message that asked for the call (hides the fact, not the risk)"
+    )
+)
+register(Strategy("rerun", reconcile_rerun, "run the call again whatever it does (the postmortem's production code)"))
+register(
+    Strategy(
+        "by_effect", reconcile_by_effect, "the lesson's rule: re-run read-only tools; otherwise answer “status unknown”"
+    )
+)
+register(
+    Strategy(
+        "by_effect_ledger",
+        reconcile_by_effect_ledger,
+        "by effect, plus receipts and an idempotency key the outbox dedupes on",
+        needs_ledger=True,
+    )
+)

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "simulator" / "simulator.ipynb"
 CHROMIUM = Path(os.environ.get("RESUMABLE_TEST_CHROMIUM", "/usr/bin/chromium"))

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import argparse
+
+import pytest
+
 import resumable_core as rc
+from resumable_core import strategies
+from resumable_core.__main__ import build_parser
 from resumable_core.lab.exercise_checkpoints import exercise_sandbox
 
 
@@ -10,8 +16,8 @@ def test_nothing_pending_is_returned_as_is(tmp_path):
     """Every strategy leaves a checkpoint with nothing pending unchanged."""
     cp_a, box = exercise_sandbox("A", tmp_path)
     calls = box.world.calls()
-    for fn in rc.STRATEGIES.values():
-        assert fn(cp_a.model_copy(deep=True), box) == cp_a
+    for strategy in rc.STRATEGIES.values():
+        assert strategy.reconcile(cp_a.model_copy(deep=True), box) == cp_a
     assert box.world.calls() == calls
 
 
@@ -28,6 +34,7 @@ def test_by_effect_reruns_a_read_only_call(tmp_path):
 def test_by_effect_does_not_rerun_a_side_effect(tmp_path):
     """For send_email it answers is_error 'status unknown' and sends nothing."""
     cp, box = exercise_sandbox("C", tmp_path)
+    assert cp.pending_tool_use is not None
     pending = cp.pending_tool_use.id
     cp = rc.reconcile(cp, box)
     block = cp.messages[-1]["content"][0]
@@ -38,7 +45,7 @@ def test_by_effect_does_not_rerun_a_side_effect(tmp_path):
 def test_rerun_sends_the_email_again(tmp_path):
     """The postmortem's production reconcile re-runs send_email: a second email."""
     cp, box = exercise_sandbox("C", tmp_path)
-    rc.STRATEGIES["rerun"](cp, box)
+    rc.STRATEGIES["rerun"].reconcile(cp, box)
     assert len(box.world.sent_emails()) == 2
 
 
@@ -46,7 +53,7 @@ def test_delete_drops_the_call_and_the_fact(tmp_path):
     """delete removes the assistant's tool_use message: the conversation no longer says it was sent."""
     cp, box = exercise_sandbox("C", tmp_path)
     n = len(cp.messages)
-    cp = rc.STRATEGIES["delete"](cp, box)
+    cp = rc.STRATEGIES["delete"].reconcile(cp, box)
     assert len(cp.messages) == n - 1 and cp.pending_tool_use is None
     assert not any(b.get("name") == "send_email" for m in cp.messages for b in rc.checkpoint.blocks(m))
     assert len(box.world.sent_emails()) == 1  # the email is still out there
@@ -55,26 +62,28 @@ def test_delete_drops_the_call_and_the_fact(tmp_path):
 def test_ledger_reuses_the_receipt_or_finishes_under_the_key(tmp_path):
     """With a ledger, the crashed send is finished under its idempotency key: still one email."""
     cp, box = exercise_sandbox("C", tmp_path, ledger=True)
-    cp = rc.STRATEGIES["by_effect_ledger"](cp, box)
+    cp = rc.STRATEGIES["by_effect_ledger"].reconcile(cp, box)
     assert cp.messages[-1]["content"][0].get("is_error") is None
     assert len(box.world.sent_emails()) == 1
-    assert box.ledger.lookup(rc.idempotency_key(cp.run_id, cp.messages[-1]["content"][0]["tool_use_id"])).done
+    assert box.ledger is not None
+    receipt = box.ledger.lookup(rc.idempotency_key(cp.run_id, cp.messages[-1]["content"][0]["tool_use_id"]))
+    assert receipt is not None and receipt.done
 
 
 def test_ledger_strategy_without_a_ledger_falls_back(tmp_path):
     """by_effect_ledger with no ledger answers 'status unknown' like by_effect."""
     cp, box = exercise_sandbox("C", tmp_path)
-    cp = rc.STRATEGIES["by_effect_ledger"](cp, box)
+    cp = rc.STRATEGIES["by_effect_ledger"].reconcile(cp, box)
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
 
 def test_unknown_tool_is_not_executed(tmp_path):
     """A pending call to a tool the toolbox lacks is answered 'status unknown', never executed."""
     cp, box = exercise_sandbox("C", tmp_path)
+    pending = cp.pending_tool_use
+    assert pending is not None
     cp.messages[-1]["content"][-1]["name"] = "wire_money"
-    cp.pending_tool_use = rc.PendingToolUse(
-        id=cp.pending_tool_use.id, name="wire_money", input=cp.pending_tool_use.input
-    )
+    cp.pending_tool_use = rc.PendingToolUse(id=pending.id, name="wire_money", input=pending.input)
     cp = rc.reconcile(cp, box)
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
@@ -83,4 +92,54 @@ def test_none_leaves_the_call_dangling(tmp_path):
     """The naive strategy changes nothing (the API then refuses the request)."""
     cp, box = exercise_sandbox("B", tmp_path)
     before = cp.model_copy(deep=True)
-    assert rc.STRATEGIES["none"](cp, box) == before
+    assert rc.STRATEGIES["none"].reconcile(cp, box) == before
+
+
+def test_only_the_ledger_strategy_needs_a_ledger():
+    """The registry says which strategy needs a ledger, so nothing compares names to decide it."""
+    assert [s.name for s in rc.STRATEGIES.values() if s.needs_ledger] == ["by_effect_ledger"]
+    assert all(s.help and "\n" not in s.help for s in rc.STRATEGIES.values())
+
+
+def test_a_name_is_registered_once():
+    """Registering a second strategy under a taken name is refused, naming the clash."""
+    with pytest.raises(ValueError, match="'rerun' is already registered"):
+        strategies.register(strategies.Strategy("rerun", rc.reconcile, "again"))
+
+
+@pytest.fixture
+def ask_first():
+    """A strategy registered at runtime, removed again afterwards."""
+
+    def reconcile_ask_first(cp, tools):
+        return strategies.reconcile_by_effect(cp, tools)
+
+    yield strategies.register(strategies.Strategy("ask_first", reconcile_ask_first, "asks before acting"))
+    del strategies.STRATEGIES["ask_first"]
+
+
+def _subcommand(name: str) -> argparse.ArgumentParser:
+    """The CLI's parser for the subcommand ``name``, built now."""
+    return next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+
+
+def _choices(subcommand: str, option: str) -> list[str]:
+    """The choices the CLI's parser offers for ``option`` of ``subcommand``."""
+    return list(next(a for a in _subcommand(subcommand)._actions if option in a.option_strings).choices or ())
+
+
+def test_a_strategy_registered_at_runtime_shows_up_everywhere(ask_first):
+    """One register() call: the CLI's choices and help, the simulator's menu and help, and the matrix's default."""
+    pytest.importorskip("ipywidgets", reason="the simulator's widgets come with the [lab] extra")
+    from resumable_core import lab
+    from resumable_core.lab.widgets import CrashSimulator
+
+    assert "ask_first" in _choices("matrix", "--strategy") and "ask_first" in _choices("simulate", "--strategy")
+    assert "asks before acting" in _subcommand("simulate").format_help()
+    sim = CrashSimulator()
+    assert "ask_first" in sim.strategy.options
+    sim.strategy.value = "ask_first"
+    assert "asks before acting" in sim.help.value
+    rows = lab.run_matrix(scenarios=["send_email"], crash_points=["after_tool"])
+    assert [r.strategy for r in rows] == strategies.matrix_strategies() and rows[-1].strategy == "ask_first"
+    assert rows[-1].effects == 1

@@ -15,9 +15,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from .._scripted import ScriptedClaude
 from ..checkpoint import Checkpoint, load_checkpoint
+from ..claude import make_client
 from ..crash import CrashPlan, run_in_child
-from ..loop import run_agent
 from ..scenarios import SCENARIOS, Sandbox, finished_turns
 from ..tools import Toolbox
 
@@ -45,18 +46,12 @@ def exercise_sandbox(name: str, root: str | Path, *, ledger: bool = False) -> tu
     """
     task, plan = _plan(name.upper())
     box = Sandbox.create(root, ledger=ledger)
-    box_run = lambda: run_agent(  # noqa: E731
-        task,
-        checkpoint_path=box.checkpoint_path,
-        toolbox=box.toolbox,
-        crash=plan,
-        run_id=f"run_exercise_{name.lower()}",
-    )
-    if run_in_child(box_run) != "killed":
+    # seeded, so the tool ids, and with them the committed fixtures, are reproducible
+    client = make_client(live=False, scripted=ScriptedClaude(seed=f"exercise_{name.lower()}"))
+    run_id = f"run_exercise_{name.lower()}"
+    if run_in_child(lambda: box.run(task, client=client, crash=plan, run_id=run_id)) != "killed":
         raise RuntimeError(f"checkpoint {name}: the run ended before its crash point")
-    cp = load_checkpoint(box.checkpoint_path)
-    assert cp is not None
-    return cp, box.toolbox
+    return _load(box.checkpoint_path), box.toolbox
 
 
 def write_exercise_checkpoints(out: str | Path | None = None) -> list[Path]:
@@ -77,6 +72,11 @@ def load_exercise_checkpoint(name: str) -> Checkpoint:
     """Exercise checkpoint ``"A"``, ``"B"`` or ``"C"``, validated like any checkpoint."""
     if name.upper() not in NAMES:
         raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
-    cp = load_checkpoint(FIXTURE_DIR / f"checkpoint_{name.lower()}.json")
-    assert cp is not None
+    return _load(FIXTURE_DIR / f"checkpoint_{name.lower()}.json")
+
+
+def _load(path: Path) -> Checkpoint:
+    cp = load_checkpoint(path)
+    if cp is None:
+        raise FileNotFoundError(f"no checkpoint at {path}; regenerate them with `python -m resumable_core fixtures`")
     return cp

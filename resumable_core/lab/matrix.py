@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import tempfile
@@ -14,10 +15,12 @@ from ..checkpoint import Checkpoint, load_checkpoint
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
-from ..scenarios import SCENARIOS, Sandbox, scenario
-from ..strategies import STRATEGIES, Reconcile
+from ..scenarios import SCENARIOS, Sandbox, Scenario
+from ..scenarios import scenario as scenario_for
+from ..strategies import Reconcile, matrix_strategies, strategy_named
 
-MATRIX_STRATEGIES = ("delete", "rerun", "by_effect", "by_effect_ledger")
+RANDOM_INSTANT = "random"
+"""The ``crash_point`` of a cell killed at a random instant (:func:`kill_at_random_instant`)."""
 
 
 @dataclass
@@ -26,6 +29,7 @@ class MatrixRow:
 
     crash_point: str
     tool: str
+    """The tool whose call was crashed: the scenario's key in :data:`~resumable_core.scenarios.SCENARIOS`."""
     strategy: str
     effects: int
     """How many times the tool's effect happened for the crashed call (emails sent, files read)."""
@@ -56,9 +60,11 @@ class Cell:
         """The cell told in plain lines."""
         r = self.row
         cp = self.checkpoint_at_crash
-        lines = [
-            f"Crash {CRASH_POINT_HELP[r.crash_point]} on the turn that calls {r.tool}; resume with {r.strategy!r}."
-        ]
+        if r.crash_point == RANDOM_INSTANT:
+            where = f"Crash at a random instant of the run that calls {r.tool}"
+        else:
+            where = f"Crash {CRASH_POINT_HELP[r.crash_point]} on the turn that calls {r.tool}"
+        lines = [f"{where}; resume with {r.strategy!r}."]
         lines.append(
             "1. The run was killed with SIGKILL." if self.killed else "1. The run ended before the crash point."
         )
@@ -98,18 +104,20 @@ def resume(box: Sandbox, task: str, strategy: Reconcile) -> tuple[RunResult | No
         return None, (body.get("error") or {}).get("message") or str(e)
 
 
-def _resume_and_record(box: Sandbox, tool: str, crash_point: str, name: str, fn: Reconcile, *, killed: bool) -> Cell:
+def _resume_and_record(
+    box: Sandbox, scenario: Scenario, crash_point: str, name: str, fn: Reconcile, *, killed: bool
+) -> Cell:
     """After the crash: snapshot the disk and outbox, resume with ``fn``, and tabulate the outcome."""
     at_crash = _raw_checkpoint(box.checkpoint_path)
     outbox_at_crash = box.world.sent_emails()
     load_checkpoint(box.checkpoint_path)  # must never raise: every save is atomic
-    result, error = resume(box, SCENARIOS[tool].task, fn)
+    result, error = resume(box, scenario.task, fn)
     cp: Checkpoint | None = result.checkpoint if result else _safe_load(box.checkpoint_path)
     row = MatrixRow(
         crash_point=crash_point,
-        tool=tool,
+        tool=scenario.tool,
         strategy=name,
-        effects=SCENARIOS[tool].count_effects(box.world),
+        effects=scenario.count_effects(box.world),
         api_error=error is not None,
         completed=bool(result and result.checkpoint.is_finished()),
         turns=cp.turns if cp else 0,
@@ -127,35 +135,38 @@ def _resume_and_record(box: Sandbox, tool: str, crash_point: str, name: str, fn:
     )
 
 
+def _resolve(strategy: str | Reconcile) -> tuple[str, Reconcile, bool]:
+    """(name, function, needs a ledger) of a registered strategy's name or of any reconcile function."""
+    if isinstance(strategy, str):
+        named = strategy_named(strategy)
+        return named.name, named.reconcile, named.needs_ledger
+    return getattr(strategy, "__name__", "my reconcile"), strategy, False
+
+
 def run_cell(
     crash_point: str,
-    tool: str,
+    scenario: str,
     strategy: str | Reconcile,
     *,
     root: str | Path | None = None,
     ledger: bool | None = None,
 ) -> Cell:
-    """Crash a run for real at ``crash_point`` on the turn that calls ``tool``, then resume it.
+    """Crash a run for real at ``crash_point`` on the turn that calls ``scenario``'s tool, then resume it.
 
-    ``ledger``: give the toolbox a side-effect ledger (default: only for ``by_effect_ledger``;
-    pass True for a learner's ledger-using function).
+    ``strategy``: a registered strategy's name, or any ``reconcile(cp, tools)`` function.
+    ``ledger``: give the toolbox a side-effect ledger (default: when the registered strategy
+    ``needs_ledger``; pass True for a learner's ledger-using function).
     """
-    sc = scenario(tool)
-    name = strategy if isinstance(strategy, str) else getattr(strategy, "__name__", "my reconcile")
-    fn = STRATEGIES[strategy] if isinstance(strategy, str) else strategy
-    own_tmp = None
-    if root is None:
-        own_tmp = tempfile.TemporaryDirectory(prefix="resumable-cell-")
-        root = own_tmp.name
-    try:
-        box = Sandbox.create(root, ledger=(name == "by_effect_ledger") if ledger is None else ledger)
-        task = sc.task
-        plan = CrashPlan(crash_point, tool=tool, turn=sc.reference_turn())
-        ended = run_in_child(lambda: box.run(task, crash=plan))
-        return _resume_and_record(box, tool, crash_point, name, fn, killed=ended == "killed")
-    finally:
-        if own_tmp is not None:
-            own_tmp.cleanup()
+    chosen = scenario_for(scenario)
+    name, fn, needs_ledger = _resolve(strategy)
+    plan = CrashPlan(crash_point, tool=chosen.tool, turn=chosen.reference_turn())
+    folder = (
+        contextlib.nullcontext(str(root)) if root is not None else tempfile.TemporaryDirectory(prefix="resumable-cell-")
+    )
+    with folder as where:
+        box = Sandbox.create(where, ledger=needs_ledger if ledger is None else ledger)
+        ended = run_in_child(lambda: box.run(chosen.task, crash=plan))
+        return _resume_and_record(box, chosen, crash_point, name, fn, killed=ended == "killed")
 
 
 def _safe_load(path: Path) -> Checkpoint | None:
@@ -166,17 +177,21 @@ def _safe_load(path: Path) -> Checkpoint | None:
 
 
 def run_matrix(
-    strategies: Iterable[str] = MATRIX_STRATEGIES,
-    tools: Iterable[str] = tuple(SCENARIOS),
+    strategies: Iterable[str | Reconcile] | None = None,
+    scenarios: Iterable[str] | None = None,
     crash_points: Iterable[str] = CRASH_POINTS,
     progress: Callable[[MatrixRow], None] | None = None,
 ) -> list[MatrixRow]:
-    """Every crash point x tool x strategy, one row each."""
+    """Every scenario x crash point x strategy, one row each.
+
+    Defaults, read when called: the registry's :func:`~resumable_core.strategies.matrix_strategies`
+    and every scenario.
+    """
     rows = []
-    for tool in tools:
+    for scenario in list(SCENARIOS) if scenarios is None else scenarios:
         for point in crash_points:
-            for strategy in strategies:
-                row = run_cell(point, tool, strategy).row
+            for strategy in matrix_strategies() if strategies is None else strategies:
+                row = run_cell(point, scenario, strategy).row
                 rows.append(row)
                 if progress:
                     progress(row)
@@ -188,8 +203,11 @@ def format_table(rows: list[MatrixRow]) -> str:
     header = ["crash_point", "tool", "strategy", "effects", "api_error", "completed", "turns", "tokens"]
     data = [[str(v) for v in asdict(r).values()] for r in rows]
     widths = [max(len(h), *(len(d[i]) for d in data)) if data else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, data)])
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths))
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, data)])
 
 
 def rows_json(rows: list[MatrixRow]) -> str:
@@ -197,12 +215,15 @@ def rows_json(rows: list[MatrixRow]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=2)
 
 
-def kill_at_random_instant(tool: str, strategy: str, root: str | Path, rng: random.Random, max_delay: float) -> Cell:
+def kill_at_random_instant(
+    scenario: str, strategy: str, root: str | Path, rng: random.Random, max_delay: float
+) -> Cell:
     """Kill a whole run at a random instant (not a named point), then resume it.
 
     If the instant falls after the run's end, the cell says ``killed=False`` (resume then finds it finished).
     """
-    box = Sandbox.create(root, ledger=(strategy == "by_effect_ledger"))
-    task = SCENARIOS[tool].task
-    ended = run_in_child(lambda: box.run(task), kill_after=rng.uniform(0, max_delay))
-    return _resume_and_record(box, tool, "random", strategy, STRATEGIES[strategy], killed=ended == "killed")
+    chosen = scenario_for(scenario)
+    name, fn, needs_ledger = _resolve(strategy)
+    box = Sandbox.create(root, ledger=needs_ledger)
+    ended = run_in_child(lambda: box.run(chosen.task), kill_after=rng.uniform(0, max_delay))
+    return _resume_and_record(box, chosen, RANDOM_INSTANT, name, fn, killed=ended == "killed")

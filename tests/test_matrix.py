@@ -1,4 +1,4 @@
-"""simulation.py: the crash matrix is real, and the ledger strategy survives every crash."""
+"""lab/matrix.py: the crash matrix is real, and the ledger strategy survives every crash."""
 
 from __future__ import annotations
 
@@ -10,26 +10,30 @@ import pytest
 import resumable_core as rc
 from resumable_core import lab
 from resumable_core.crash import CRASH_POINTS
-from resumable_core.lab import matrix as simulation
+from resumable_core.lab.matrix import RANDOM_INSTANT, format_table, kill_at_random_instant, rows_json
+from resumable_core.strategies import matrix_strategies
 
 
 @pytest.fixture(scope="module")
 def matrix():
-    """The whole matrix with the four strategies, computed once."""
+    """The whole matrix with its default strategies, computed once."""
     return {(r.crash_point, r.tool, r.strategy): r for r in lab.run_matrix()}
 
 
+@pytest.mark.slow
 def test_matrix_has_every_point_tool_and_strategy(matrix):
     """7 crash points x 2 tools x 4 strategies, one row each."""
     assert len(matrix) == len(CRASH_POINTS) * 2 * 4
 
 
+@pytest.mark.slow
 def test_rerun_sends_two_emails_after_the_tool(matrix):
     """The postmortem: crashing after send_email and re-running gives two emails."""
     assert matrix[("after_tool", "send_email", "rerun")].effects == 2
     assert matrix[("during_save_b", "send_email", "rerun")].effects == 2
 
 
+@pytest.mark.slow
 def test_ledger_never_duplicates_and_never_hits_the_api_error(matrix):
     """by_effect_ledger: one email at every crash point, no 400, always completed."""
     rows = [r for k, r in matrix.items() if k[2] == "by_effect_ledger"]
@@ -37,6 +41,7 @@ def test_ledger_never_duplicates_and_never_hits_the_api_error(matrix):
     assert all(r.effects == 1 for r in rows if r.tool == "send_email")
 
 
+@pytest.mark.slow
 def test_by_effect_pays_an_extra_turn_to_check_the_outbox(matrix):
     """by_effect avoids the duplicate but spends a turn on list_sent_emails; the ledger does not."""
     by_effect = matrix[("after_tool", "send_email", "by_effect")]
@@ -44,22 +49,24 @@ def test_by_effect_pays_an_extra_turn_to_check_the_outbox(matrix):
     assert by_effect.effects == 1 and by_effect.turns == ledger.turns + 1
 
 
+@pytest.mark.slow
 def test_delete_duplicates_a_send_that_happened(matrix):
     """delete hides that the email went out, so the model sends it again."""
     assert matrix[("after_tool", "send_email", "delete")].effects == 2
 
 
+@pytest.mark.slow
 def test_crashes_before_save_a_leave_nothing_to_reconcile(matrix):
     """Before save point A no call is recorded: every strategy behaves alike."""
     for point in ("before_model_call", "after_response", "during_save_a"):
-        rows = {matrix[(point, "send_email", s)].effects for s in simulation.MATRIX_STRATEGIES}
+        rows = {matrix[(point, "send_email", s)].effects for s in matrix_strategies()}
         assert rows == {1}
 
 
 def test_naive_resume_hits_the_real_400():
     """Resuming with the call still dangling is refused by the API with its real message."""
     cell = lab.run_cell("after_save_a", "send_email", "none")
-    assert cell.killed and cell.row.api_error and not cell.row.completed
+    assert cell.killed and cell.row.api_error and not cell.row.completed and cell.error is not None
     assert "`tool_use` ids were found without `tool_result` blocks immediately after" in cell.error
 
 
@@ -67,18 +74,19 @@ def test_a_learners_function_plugs_in(tmp_path):
     """Any reconcile(cp, tools) runs in a cell, named by its function name."""
 
     def my_reconcile(cp, tools):
-        return rc.STRATEGIES["by_effect"](cp, tools)
+        return rc.STRATEGIES["by_effect"].reconcile(cp, tools)
 
     cell = lab.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
     assert cell.row.strategy == "my_reconcile" and cell.row.effects == 1
+    assert cell.checkpoint_at_crash is not None
     assert cell.checkpoint_at_crash["pending_tool_use"]["name"] == "send_email"
     assert "Crash after the tool ran" in cell.story()
 
 
 def test_table_and_json_show_the_same_rows():
     """The JSON rows carry the matrix's columns; the table has a header and one line per row."""
-    rows = lab.run_matrix(strategies=["rerun"], tools=["send_email"], crash_points=["after_tool"])
-    data = json.loads(simulation.rows_json(rows))
+    rows = lab.run_matrix(strategies=["rerun"], scenarios=["send_email"], crash_points=["after_tool"])
+    data = json.loads(rows_json(rows))
     assert data == [
         {
             "crash_point": "after_tool",
@@ -91,7 +99,7 @@ def test_table_and_json_show_the_same_rows():
             "tokens": data[0]["tokens"],
         }
     ]
-    assert simulation.format_table(rows).splitlines()[0].split() == list(data[0])
+    assert format_table(rows).splitlines()[0].split() == list(data[0])
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +114,13 @@ def run_span(tmp_path_factory):
     return (time.perf_counter() - t0) * 1.3
 
 
+@pytest.mark.slow
 def test_ledger_survives_200_kills_at_random_instants(tmp_path, run_span):
     """Killed at 200 random instants: the checkpoint always loads, one email, never a 400."""
     rng = random.Random(20261129)
     span, killed, attempts = run_span, 0, 0
     while killed < 200 and attempts < 600:
-        cell = simulation.kill_at_random_instant("send_email", "by_effect_ledger", tmp_path / str(attempts), rng, span)
+        cell = kill_at_random_instant("send_email", "by_effect_ledger", tmp_path / str(attempts), rng, span)
         attempts += 1
         assert (cell.row.effects, cell.row.api_error, cell.row.completed) == (1, False, True), cell.story()
         if cell.killed:
@@ -121,12 +130,13 @@ def test_ledger_survives_200_kills_at_random_instants(tmp_path, run_span):
     assert killed == 200
 
 
+@pytest.mark.slow
 def test_rerun_duplicates_under_random_kills(tmp_path, run_span):
     """Killed at random instants, blind re-run does send duplicates: the simulation is real."""
     rng = random.Random(7)
     duplicates = 0
     for i in range(800):  # the window between the send and save point B is a few percent of a run
-        cell = simulation.kill_at_random_instant("send_email", "rerun", tmp_path / str(i), rng, run_span)
+        cell = kill_at_random_instant("send_email", "rerun", tmp_path / str(i), rng, run_span)
         assert not cell.row.api_error and cell.row.completed
         duplicates += cell.row.effects > 1
         if duplicates >= 2:
@@ -140,7 +150,33 @@ def test_a_learners_ledger_function_can_ask_for_a_ledger(tmp_path):
 
     def my_ledger_reconcile(cp, tools):
         seen.append(tools.ledger is not None)
-        return rc.STRATEGIES["by_effect_ledger"](cp, tools)
+        return rc.STRATEGIES["by_effect_ledger"].reconcile(cp, tools)
 
     cell = lab.run_cell("after_tool", "send_email", my_ledger_reconcile, root=tmp_path, ledger=True)
     assert seen == [True] and cell.row.effects == 1 and cell.row.turns == 3
+
+
+def test_the_story_of_a_random_instant_kill(tmp_path):
+    """A cell killed at a random instant tells its story (it raised KeyError('random') before)."""
+    cell = kill_at_random_instant("send_email", "by_effect_ledger", tmp_path, random.Random(3), 0.05)
+    assert cell.row.crash_point == RANDOM_INSTANT
+    story = cell.story()
+    assert story.startswith(
+        "Crash at a random instant of the run that calls send_email; resume with 'by_effect_ledger'."
+    )
+    assert "emails in the outbox now: 1" in story
+
+
+def test_an_unknown_strategy_name_is_one_line_naming_the_choices():
+    """run_cell with a misspelt strategy raises a one-line ValueError that lists every registered name."""
+    with pytest.raises(ValueError) as raised:
+        lab.run_cell("after_tool", "send_email", "by-effect")
+    message = str(raised.value)
+    assert "\n" not in message and "'by-effect'" in message
+    assert all(name in message for name in rc.STRATEGIES)
+
+
+def test_an_unknown_scenario_is_refused_before_any_run():
+    """run_cell with a tool no scenario exercises raises a ValueError naming the scenarios."""
+    with pytest.raises(ValueError, match="read_file, send_email"):
+        lab.run_cell("after_tool", "wire_money", "rerun")

@@ -1,4 +1,4 @@
-"""The crash simulator's widgets, driven from pytest as a learner would: set values, click."""
+"""lab/widgets.py and lab/render.py: the simulator's widgets, driven as a learner would (set values, click)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,9 @@ import pytest
 
 import resumable_core as rc
 from resumable_core import lab
-from resumable_core.lab.matrix import MatrixRow
-from resumable_core.lab.widgets import (
-    CATEGORIES,
-    MY_RECONCILE,
-    CrashSimulator,
-    MatrixHeatmap,
-    cell_category,
-    checkpoint_html,
-)
+from resumable_core.lab.matrix import Cell, MatrixRow
+from resumable_core.lab.render import CATEGORIES, cell_category, checkpoint_html, describe_checkpoint
+from resumable_core.lab.widgets import MY_RECONCILE, CrashSimulator, MatrixHeatmap
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "simulator" / "simulator.ipynb"
 
@@ -38,7 +32,15 @@ def text(widget) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", widget.value))
 
 
+def click_run(sim: CrashSimulator) -> Cell:
+    """Press Run as a learner would; the cell it shows."""
+    sim.run_button.click()
+    assert sim.cell is not None, text(sim.status)
+    return sim.cell
+
+
 def choose(sim: CrashSimulator, scenario: str, point: str, strategy: str) -> None:
+    """Set the three menus."""
     sim.scenario.value = scenario
     sim.crash_point.value = point
     sim.strategy.value = strategy
@@ -48,13 +50,14 @@ def test_rerun_after_tool_shows_two_emails_matching_the_outbox(capfd):
     """send_email + after_tool + rerun, clicked: the badge shows 2, equal to len(cell.outbox), duplicate marked."""
     sim = CrashSimulator()
     choose(sim, "send_email", "after_tool", "rerun")
-    sim.run_button.click()
-    cell = sim.cell
-    assert cell is not None and cell.killed
+    cell = click_run(sim)
+    assert cell.killed
     assert shown_count(sim) == len(cell.outbox) == 2
     assert "rs-dup" in sim.email_count.value
     assert text(sim.outbox).count("(duplicate)") == 1
-    assert f"Effects of the crashed call (emails sent with this subject): {cell.row.effects}" in text(sim.summary)
+    assert f"Effects of the crashed call (times the crashed send_email took effect): {cell.row.effects}" in text(
+        sim.summary
+    )
     assert "No API error" in text(sim.error)
     assert capfd.readouterr().err == ""
 
@@ -63,8 +66,7 @@ def test_ledger_strategy_shows_one_email_with_its_idempotency_key():
     """by_effect_ledger at the same crash: the badge shows 1 and the email carries the run's idempotency key."""
     sim = CrashSimulator()
     choose(sim, "send_email", "after_tool", "by_effect_ledger")
-    sim.run_button.click()
-    cell = sim.cell
+    cell = click_run(sim)
     assert shown_count(sim) == len(cell.outbox) == 1
     key = cell.outbox[0]["idempotency_key"]
     assert key and key in text(sim.outbox)
@@ -87,6 +89,7 @@ def test_checkpoint_view_marks_the_pending_send_email():
     """After a crash at after_tool, the checkpoint view highlights the pending send_email by its tool_use id."""
     sim = CrashSimulator()
     cell = sim.run()  # defaults: send_email, after_tool, rerun
+    assert cell.checkpoint_at_crash is not None
     pending = cell.checkpoint_at_crash["pending_tool_use"]
     assert pending["name"] == "send_email"
     marks = re.findall(
@@ -122,11 +125,11 @@ def test_my_reconcile_is_offered_and_used():
     sim = CrashSimulator(reconcile=answer_with_a_note)
     assert MY_RECONCILE in sim.strategy.options and sim.strategy.value == MY_RECONCILE
     assert MY_RECONCILE not in CrashSimulator().strategy.options
-    sim.run_button.click()
+    cell = click_run(sim)
     assert calls == [("Checkpoint", "Toolbox", "send_email")]
-    assert sim.cell.row.strategy == "answer_with_a_note"
+    assert cell.row.strategy == "answer_with_a_note"
     assert "learner says:" in text(sim.conversation)
-    assert shown_count(sim) == len(sim.cell.outbox) == 1  # the model checked the outbox and did not resend
+    assert shown_count(sim) == len(cell.outbox) == 1  # the model checked the outbox and did not resend
 
 
 def test_a_failing_reconcile_is_shown_in_the_widget_not_on_stderr(capfd):
@@ -151,9 +154,9 @@ def test_read_file_scenario_shows_no_emails_and_the_reread():
     """read_file + after_tool + rerun: no emails, and the summary shows the file was read twice (row.effects)."""
     sim = CrashSimulator()
     choose(sim, "read_file", "after_tool", "rerun")
-    sim.run_button.click()
-    assert shown_count(sim) == len(sim.cell.outbox) == 0
-    assert sim.cell.row.effects == 2
+    cell = click_run(sim)
+    assert shown_count(sim) == len(cell.outbox) == 0
+    assert cell.row.effects == 2
     assert "times the crashed read_file ran): 2" in text(sim.summary)
 
 
@@ -167,6 +170,7 @@ def test_changing_a_setting_updates_help_and_marks_results_stale():
     assert "the lesson's rule" in text(sim.help)
 
 
+@pytest.mark.slow
 def test_heatmap_compute_draws_the_matrix_quietly(capfd):
     """Clicking compute runs all 70 cells, fills the progress bar, draws a PNG, reports the library's counts, no stderr."""
     heat = MatrixHeatmap()
@@ -177,7 +181,9 @@ def test_heatmap_compute_draws_the_matrix_quietly(capfd):
     assert bytes(heat.image.value).startswith(b"\x89PNG")
     dup = sum(1 for r in rows if r.tool == "send_email" and r.effects > 1)
     err = sum(1 for r in rows if r.api_error)
-    assert f"{len(rows)} cells: {dup} sent a duplicate email, {err} were refused" in text(heat.status)
+    assert f"{len(rows)} cells: {dup} repeated a side effect (a duplicate email), {err} were refused" in text(
+        heat.status
+    )
     by = {(r.tool, r.crash_point, r.strategy): r for r in rows}
     assert by[("send_email", "after_tool", "rerun")].effects == 2
     assert by[("send_email", "after_tool", "by_effect_ledger")].effects == 1
@@ -188,7 +194,7 @@ def test_heatmap_compute_draws_the_matrix_quietly(capfd):
 def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
     """compute() returns the rows; a learner's function appears as a "my reconcile" column."""
     heat = MatrixHeatmap(
-        strategies=("rerun",), tools=("send_email",), crash_points=("after_tool",), reconcile=rc.reconcile
+        strategies=("rerun",), scenarios=("send_email",), crash_points=("after_tool",), reconcile=rc.reconcile
     )
     rows = heat.compute()
     assert [(r.strategy, r.effects) for r in rows] == [("rerun", 2), (MY_RECONCILE, 1)]
@@ -196,7 +202,10 @@ def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
 
 def test_cell_category_tells_duplicates_from_rereads_and_errors():
     """The heatmap colours: a duplicate email, a harmless re-read, a 400 and exactly-once are four different colours."""
-    row = lambda tool, effects, err=False, done=True: MatrixRow("after_tool", tool, "s", effects, err, done, 3, 1)  # noqa: E731
+
+    def row(tool, effects, err=False, done=True):
+        return MatrixRow("after_tool", tool, "s", effects, err, done, 3, 1)
+
     names = [
         CATEGORIES[cell_category(r)][0]
         for r in (
@@ -224,6 +233,36 @@ def test_import_resumable_core_does_not_load_the_simulator():
     assert out.stderr == ""
 
 
+def test_only_the_widgets_import_ipywidgets():
+    """The lab's rendering, matrix and CLI load without ipywidgets (or matplotlib, until a heatmap is drawn)."""
+    code = (
+        "import sys, resumable_core.lab, resumable_core.lab.render, resumable_core.lab.cli; "
+        "print('ipywidgets' in sys.modules, 'matplotlib' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"] and out.stderr == ""
+
+
+def test_describe_checkpoint_names_the_last_blocks_and_the_pending_call():
+    """describe_checkpoint summarises counters, the last message's blocks and the pending call in four lines."""
+    lines = describe_checkpoint(lab.load_exercise_checkpoint("B")).splitlines()
+    assert len(lines) == 4 and lines[0].startswith("task: Summarize")
+    assert "tool_use read_file" in lines[2]
+    assert lines[3].startswith('pending_tool_use: read_file({"path": "meeting-08-25.md"}) id=toolu_')
+    assert describe_checkpoint(lab.load_exercise_checkpoint("A")).endswith("pending_tool_use: None")
+
+
+def test_the_simulator_menus_and_help_read_the_registries():
+    """Every scenario and strategy is offered, it opens on the side-effecting scenario, and help comes from the registry."""
+    sim = CrashSimulator()
+    assert list(sim.scenario.options) == list(rc.SCENARIOS) and list(sim.strategy.options) == list(rc.STRATEGIES)
+    assert sim.scenario.value == "send_email"
+    sim.strategy.value = "delete"
+    assert rc.STRATEGIES["delete"].help in text(sim.help)
+    assert rc.SCENARIOS["send_email"].help in text(sim.help)
+
+
+@pytest.mark.slow
 def test_voila_notebook_runs_clean_and_shows_both_views():
     """The standalone page has no committed outputs and, run fresh, shows the two widget views with no stderr."""
     from nbclient import NotebookClient

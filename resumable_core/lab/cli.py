@@ -1,0 +1,145 @@
+"""The lab wing's commands: ``matrix``, ``simulate`` and ``fixtures``.
+
+:func:`add_parsers` adds them to ``python -m resumable_core``. Every choice and its help is read
+from the registries (scenarios, crash points, strategies) when the parser is built, so a strategy
+registered at runtime is a valid ``--strategy`` at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS
+from ..loop import MAX_TURNS
+from ..scenarios import SCENARIOS
+from ..strategies import STRATEGIES, matrix_strategies
+from .exercise_checkpoints import FIXTURE_DIR, write_exercise_checkpoints
+from .matrix import format_table, rows_json, run_cell, run_matrix
+from .resumers import crash_loop, race_resumers
+
+
+def _choices(title: str, helps: dict[str, str]) -> str:
+    """An epilog section: each choice and its one-line help."""
+    width = max(map(len, helps))
+    return "\n".join([f"{title}:", *(f"  {name.ljust(width)}  {text}" for name, text in helps.items())])
+
+
+def _epilog(*, crash_points: bool = False) -> str:
+    sections = [_choices("scenarios (by the tool whose call is crashed)", {k: s.help for k, s in SCENARIOS.items()})]
+    if crash_points:
+        sections.append(_choices("crash points (where the run dies)", CRASH_POINT_HELP))
+    sections.append(_choices("strategies", {k: s.help for k, s in STRATEGIES.items()}))
+    return "\n\n".join(sections)
+
+
+def _command(sub: Any, name: str, help: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help=help, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    return parser
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    rows = run_matrix(strategies=args.strategy, scenarios=args.scenario)
+    print(rows_json(rows) if args.format == "json" else format_table(rows))
+    return 0
+
+
+def _add_matrix(sub: Any) -> None:
+    p = _command(
+        sub,
+        "matrix",
+        "crash every crash point x scenario x strategy for real and tabulate",
+        "Crash a real run at every crash point of every scenario, resume it with each\n"
+        "strategy, and print one row per cell.",
+        _epilog(),
+    )
+    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument(
+        "--strategy",
+        action="append",
+        choices=list(STRATEGIES),
+        metavar="STRATEGY",
+        help=f"a strategy below to resume with; repeatable (default: {', '.join(matrix_strategies())})",
+    )
+    p.add_argument(
+        "--scenario",
+        "--tool",
+        dest="scenario",
+        action="append",
+        choices=list(SCENARIOS),
+        metavar="SCENARIO",
+        help=f"a scenario below to crash; repeatable (default: {', '.join(SCENARIOS)})",
+    )
+    p.set_defaults(func=_matrix)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    out: Any
+    if args.crashes:  # the crash loop: the run restarted and killed at the same point again and again
+        out = crash_loop(args.crash_at, args.scenario or "read_file", crashes=args.crashes, max_turns=args.max_turns)
+    elif args.scenario is None or args.strategy is None:
+        args.error("--tool and --strategy are required (except with --crashes)")
+    elif args.resumers == 1 and args.format == "text":
+        out = run_cell(args.crash_at, args.scenario, args.strategy)
+    else:  # several resumers of the crashed run at once, or one, as JSON
+        out = race_resumers(args.crash_at, args.scenario, args.strategy, args.resumers)
+    print(out.to_json() if args.format == "json" else out.story())
+    return 0
+
+
+def _add_simulate(sub: Any) -> None:
+    p = _command(
+        sub,
+        "simulate",
+        "crash one run and tell what the resume did",
+        "Crash one real run at a crash point, resume it with a strategy, and tell what\nhappened.",
+        _epilog(crash_points=True),
+    )
+    p.add_argument(
+        "--crash-at", required=True, choices=CRASH_POINTS, metavar="POINT", help="the crash point below (required)"
+    )
+    p.add_argument(
+        "--scenario",
+        "--tool",
+        dest="scenario",
+        choices=list(SCENARIOS),
+        metavar="SCENARIO",
+        help="the scenario below to crash (required but with --crashes)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=list(STRATEGIES),
+        metavar="STRATEGY",
+        help="the strategy below (required but with --crashes)",
+    )
+    p.add_argument("--resumers", type=int, default=1, help="resumers of the crashed run started at once (default: 1)")
+    p.add_argument("--crashes", type=int, default=0, help="restart the run this many times, each killed at POINT")
+    p.add_argument("--max-turns", type=int, default=MAX_TURNS, help=f"the turn cap (default: {MAX_TURNS})")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.set_defaults(func=_simulate, error=p.error)
+
+
+def _fixtures(args: argparse.Namespace) -> int:
+    for path in write_exercise_checkpoints(args.out):
+        print(path)
+    return 0
+
+
+def _add_fixtures(sub: Any) -> None:
+    p = _command(
+        sub,
+        "fixtures",
+        "regenerate the exercise checkpoints A, B and C",
+        "Crash the scenarios for real and write the exercise checkpoints\ncheckpoint_a.json, checkpoint_b.json and checkpoint_c.json.",
+    )
+    p.add_argument("--out", default=None, help=f"folder to write them to (default: {FIXTURE_DIR})")
+    p.set_defaults(func=_fixtures)
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``matrix``, ``simulate`` and ``fixtures`` to the subcommands ``sub`` (``add_subparsers()``)."""
+    _add_matrix(sub)
+    _add_simulate(sub)
+    _add_fixtures(sub)

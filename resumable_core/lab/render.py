@@ -1,0 +1,412 @@
+"""HTML and PNG views of the lab's data: checkpoints, outboxes, conversations, the crash matrix.
+
+Plain functions of the library's data (a checkpoint's JSON, a :class:`~resumable_core.lab.matrix.Cell`,
+matrix rows), so tests check them directly and the widgets only place them on screen. Nothing
+here imports ipywidgets; matplotlib is imported only when a heatmap is drawn.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ..checkpoint import Checkpoint
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS
+from ..scenarios import SCENARIOS
+from ..tools import DEFAULT_TOOLS, Effect
+from .matrix import Cell, MatrixRow
+
+__all__ = [
+    "CATEGORIES",
+    "CSS",
+    "cell_category",
+    "cell_summary_html",
+    "checkpoint_html",
+    "conversation_html",
+    "describe_checkpoint",
+    "email_count_html",
+    "error_html",
+    "esc",
+    "has_side_effect",
+    "heatmap_png",
+    "outbox_html",
+    "settings_help_html",
+]
+
+CSS = """
+<style>
+.rs-sim { font-family: -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif; }
+.rs-help { color: #444; font-size: 13px; line-height: 1.45; }
+.rs-help code { background: #f2f2f2; padding: 0 3px; border-radius: 3px; }
+.rs-box { border: 1px solid #ddd; border-radius: 6px; padding: 8px 10px; background: #fff; }
+.rs-h { font-weight: 600; font-size: 14px; margin: 0 0 6px 0; color: #222; }
+/* !important: JupyterLab's and the widgets' own rules for <pre> win otherwise */
+.rs-sim pre.rs-json { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace !important;
+           font-size: 12px !important; line-height: 1.35 !important; white-space: pre-wrap;
+           word-break: break-word; max-height: 760px; overflow: auto; margin: 0; padding: 6px;
+           color: #222; background: #fafafa; border: 1px solid #e5e5e5; border-radius: 4px; }
+.rs-json .rs-key { color: #7a3e9d; }
+.rs-json .rs-str { color: #1a6b2f; }
+.rs-json .rs-num { color: #1750a3; }
+.rs-sim details.rs-fold { display: inline-block; vertical-align: top; margin: 0; }
+.rs-sim details.rs-fold > summary { display: inline; cursor: pointer; color: #666; list-style: none; }
+.rs-sim details.rs-fold > summary::-webkit-details-marker { display: none; }
+.rs-fold-hint { color: #999; font-size: 11px; }
+.rs-pending-mark { background: #ffe680; border-radius: 2px; display: inline;
+                   -webkit-box-decoration-break: clone; box-decoration-break: clone; }
+.rs-pending-tag { background: #e0a800; color: #fff; font-weight: 700; font-size: 11px;
+                  padding: 1px 5px; border-radius: 3px; margin-left: 6px;
+                  font-family: -apple-system, "Segoe UI", Roboto, sans-serif; }
+.rs-count { font-size: 30px; font-weight: 800; padding: 8px 14px; border-radius: 8px;
+            display: inline-block; border: 2px solid #999; background: #f6f6f6; color: #222; }
+.rs-count.rs-dup { background: #fde2e1; border-color: #c62828; color: #8e0000; }
+.rs-count.rs-one { background: #e3f5e5; border-color: #2e7d32; color: #1b5e20; }
+.rs-sub { font-size: 12px; color: #555; margin-top: 4px; }
+.rs-error { border: 2px solid #c62828; background: #fdecea; color: #7f0000; border-radius: 6px;
+            padding: 8px 10px; font-family: "DejaVu Sans Mono", Menlo, monospace; font-size: 12px;
+            white-space: pre-wrap; word-break: break-word; }
+.rs-ok { border: 1px solid #2e7d32; background: #edf7ee; color: #1b5e20; border-radius: 6px;
+         padding: 6px 10px; font-size: 13px; }
+.rs-mail { border-left: 4px solid #1565c0; background: #f3f7fd; padding: 4px 8px; margin: 4px 0;
+           font-size: 12px; }
+.rs-mail.rs-mail-dup { border-left-color: #c62828; background: #fdf1f0; }
+.rs-msg { border-radius: 6px; padding: 5px 8px; margin: 4px 0; font-size: 12px; line-height: 1.4; }
+.rs-msg.rs-user { background: #f1f3f5; }
+.rs-msg.rs-assistant { background: #eef4ff; }
+.rs-role { font-weight: 700; font-size: 11px; text-transform: uppercase; color: #555; }
+.rs-block { font-family: "DejaVu Sans Mono", Menlo, monospace; font-size: 11.5px;
+            white-space: pre-wrap; word-break: break-word; }
+.rs-block.rs-iserr { color: #8e0000; }
+.rs-sim pre.rs-story { font-family: inherit !important; font-size: 13px !important;
+           line-height: 1.5 !important; white-space: pre-wrap; margin: 0; }
+</style>
+"""
+"""The stylesheet the ``rs-*`` classes of every view here assume (shown once per widget)."""
+
+
+def esc(value: Any) -> str:
+    """``value`` as text safe inside HTML."""
+    return html.escape(str(value), quote=False)
+
+
+def has_side_effect(tool_name: str) -> bool:
+    """The kit's tool ``tool_name`` changes the world (so a second run is a duplicate, not a re-read)."""
+    return any(t.name == tool_name and t.effect is Effect.SIDE_EFFECT for t in DEFAULT_TOOLS)
+
+
+def describe_checkpoint(cp: Checkpoint) -> str:
+    """A checkpoint's state in a few lines: counters, the last message, the pending call."""
+    last = cp.messages[-1]
+    content = last["content"]
+    if isinstance(content, str):
+        kinds = "text"
+    else:
+        kinds = ", ".join(
+            b.get("type", "?") + (f" {b['name']}" if b.get("type") == "tool_use" else "") for b in content
+        )
+    p = cp.pending_tool_use
+    pending = f"{p.name}({json.dumps(p.input)}) id={p.id}" if p else "None"
+    return "\n".join(
+        [
+            f"task: {cp.task}",
+            f"turns: {cp.turns}, tokens_used: {cp.tokens_used}, messages: {len(cp.messages)}",
+            f"last message: role={last['role']}, blocks: {kinds}",
+            f"pending_tool_use: {pending}",
+        ]
+    )
+
+
+# -- the checkpoint file as highlighted JSON ---------------------------------------------------
+
+FOLD_KEEP = 2
+"""The checkpoint view shows the last FOLD_KEEP messages in full; earlier ones fold to one line."""
+
+IsPending = Callable[[Any], bool]
+
+
+def _folded(message: Any, index: int, is_pending: IsPending) -> str:
+    role = message.get("role", "?") if isinstance(message, dict) else "?"
+    summary = f'{{"role": "{esc(role)}", …}}  <span class="rs-fold-hint">messages[{index}] ▸ click to show</span>'
+    return f'<details class="rs-fold"><summary>{summary}</summary>{_json_html(message, 0, is_pending)}</details>'
+
+
+def _messages_html(messages: list[Any], indent: int, is_pending: IsPending) -> str:
+    """The top-level ``messages`` list: all but the last ``FOLD_KEEP`` fold into one line each."""
+    inner = "  " * (indent + 1)
+    keep = len(messages) - FOLD_KEEP
+    rows = [inner + "  " + _folded(m, i, is_pending) for i, m in enumerate(messages[:keep])]
+    rows += [inner + "  " + _json_html(m, indent + 2, is_pending) for m in messages[keep:]]
+    return "[\n" + ",\n".join(rows) + "\n" + inner + "]"
+
+
+def _dict_html(value: dict[str, Any], indent: int, is_pending: IsPending) -> str:
+    if not value:
+        return "{}"
+    inner = "  " * (indent + 1)
+    items = []
+    for k, v in value.items():
+        if indent == 0 and k == "messages" and isinstance(v, list) and len(v) > FOLD_KEEP:
+            rendered = _messages_html(v, indent, is_pending)
+        else:
+            rendered = _json_html(v, indent + 1, is_pending)
+        items.append(f'{inner}<span class="rs-key">{esc(json.dumps(k))}</span>: {rendered}')
+    return "{\n" + ",\n".join(items) + "\n" + "  " * indent + "}"
+
+
+def _json_html(value: Any, indent: int, is_pending: IsPending) -> str:
+    """Pretty JSON (as ``json.dumps(indent=2)``) as HTML, pending blocks wrapped in a mark."""
+    if isinstance(value, dict):
+        out = _dict_html(value, indent, is_pending)
+        if is_pending(value):
+            out = f'<span class="rs-pending-mark">{out}</span><span class="rs-pending-tag">PENDING</span>'
+        return out
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        items = ["  " * (indent + 1) + _json_html(v, indent + 1, is_pending) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + "  " * indent + "]"
+    if isinstance(value, str):
+        return f'<span class="rs-str">{esc(json.dumps(value, ensure_ascii=False))}</span>'
+    return f'<span class="rs-num">{esc(json.dumps(value))}</span>'
+
+
+def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
+    """The checkpoint JSON on disk as HTML, with the pending tool_use (and its record) highlighted."""
+    if checkpoint is None:
+        return (
+            '<div class="rs-help">No checkpoint file was on disk at the crash: the run died before its '
+            "first save, so the resume starts the task afresh.</div>"
+        )
+    pending = checkpoint.get("pending_tool_use")
+    pending_id = pending.get("id") if isinstance(pending, dict) else None
+
+    def is_pending(d: Any) -> bool:
+        if pending_id is None or not isinstance(d, dict):
+            return False
+        return (d.get("type") == "tool_use" and d.get("id") == pending_id) or d is pending
+
+    if isinstance(pending, dict) and pending_id:
+        note = (
+            f'<div class="rs-help">Pending call: <code>{esc(pending.get("name"))}</code> '
+            f"(<code>{esc(pending_id)}</code>), asked for by the last assistant message and never "
+            "answered with a tool_result. This is the dangling call reconcile must settle.</div>"
+        )
+    else:
+        note = '<div class="rs-help">Nothing pending: every tool_use in this checkpoint has its tool_result.</div>'
+    body = _json_html(checkpoint, 0, is_pending)
+    return f'{note}<pre class="rs-json rs-checkpoint">{body}</pre>'
+
+
+# -- the outbox, the API's answer, the conversation --------------------------------------------
+
+
+def email_count_html(outbox: list[dict[str, Any]] | None, outbox_at_crash: list[dict[str, Any]] | None = None) -> str:
+    """The big "Emails sent: N" badge (N = emails in the outbox after the resume)."""
+    if outbox is None:
+        return '<div class="rs-count">Emails sent: –</div><div class="rs-sub">Press Run.</div>'
+    n = len(outbox)
+    subjects = [e.get("subject") for e in outbox]
+    dup = len(subjects) != len(set(subjects))
+    cls = "rs-count rs-dup" if dup else ("rs-count rs-one" if n else "rs-count")
+    sub = ""
+    if outbox_at_crash is not None:
+        sub = f"{len(outbox_at_crash)} in the outbox at the crash, {n} after the resume"
+        if dup:
+            sub += " — the team got the same email twice"
+    return f'<div class="{cls}">Emails sent: {n}</div><div class="rs-sub">{esc(sub)}</div>'
+
+
+def outbox_html(outbox: list[dict[str, Any]]) -> str:
+    """The outbox table: one entry per email actually sent, duplicates marked."""
+    if not outbox:
+        return '<div class="rs-help">The outbox is empty.</div>'
+    seen: set[str] = set()
+    parts = []
+    for e in outbox:
+        dup = e.get("subject") in seen
+        seen.add(e.get("subject", ""))
+        key = e.get("idempotency_key")
+        parts.append(
+            f'<div class="rs-mail{" rs-mail-dup" if dup else ""}">'
+            f"<b>#{esc(e.get('id'))}</b> to {esc(e.get('to'))} — “{esc(e.get('subject'))}”"
+            + (" <b>(duplicate)</b>" if dup else "")
+            + (f'<br><span class="rs-sub">idempotency key: <code>{esc(key)}</code></span>' if key else "")
+            + "</div>"
+        )
+    return "".join(parts)
+
+
+def error_html(error: str | None) -> str:
+    """The API's 400 text in a red box, or a green note that the API accepted the resume."""
+    if error is None:
+        return '<div class="rs-ok">No API error: the Messages API accepted the resumed conversation.</div>'
+    return (
+        '<div class="rs-error"><b>400 invalid_request_error</b> — the Messages API refused the resume:\n'
+        f"{esc(error)}</div>"
+    )
+
+
+def _short(value: Any, limit: int = 220) -> str:
+    s = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _block_html(block: dict[str, Any]) -> str:
+    """One content block of a message, on one line."""
+    kind = block.get("type")
+    if kind == "text":
+        return f'<div class="rs-block">{esc(_short(block.get("text", "")))}</div>'
+    if kind == "tool_use":
+        return (
+            f'<div class="rs-block">→ tool_use <b>{esc(block.get("name"))}</b>'
+            f'({esc(_short(block.get("input", {}), 160))}) <span class="rs-sub">{esc(block.get("id"))}</span></div>'
+        )
+    if kind == "tool_result":
+        err = bool(block.get("is_error"))
+        return (
+            f'<div class="rs-block{" rs-iserr" if err else ""}">← tool_result'
+            f'{" (is_error)" if err else ""} for <span class="rs-sub">{esc(block.get("tool_use_id"))}</span>: '
+            f"{esc(_short(block.get('content', '')))}</div>"
+        )
+    return f'<div class="rs-block">{esc(_short(block))}</div>'
+
+
+def conversation_html(messages: list[dict[str, Any]], last: int = 4) -> str:
+    """The last ``last`` messages of the conversation, block by block."""
+    if not messages:
+        return '<div class="rs-help">No conversation.</div>'
+    skipped = max(0, len(messages) - last)
+    parts = [f'<div class="rs-sub">… {skipped} earlier message(s) not shown</div>'] if skipped else []
+    for i, m in enumerate(messages[-last:], start=skipped):
+        role = m.get("role", "?")
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else (content or [])
+        parts.append(
+            f'<div class="rs-msg rs-{esc(role)}"><span class="rs-role">messages[{i}] · {esc(role)}</span>'
+            + "".join(_block_html(b) for b in blocks)
+            + "</div>"
+        )
+    return "".join(parts)
+
+
+def cell_summary_html(cell: Cell) -> str:
+    """What the resume did: the crashed call's effects, whether the run completed, its totals."""
+    r = cell.row
+    what = f"times the crashed {r.tool} took effect" if has_side_effect(r.tool) else f"times the crashed {r.tool} ran"
+    return (
+        '<div class="rs-help">'
+        f'Effects of the crashed call ({esc(what)}): <b class="rs-effects">{r.effects}</b><br>'
+        f"Run completed: <b>{'yes' if r.completed else 'no'}</b> · turns {r.turns} · tokens {r.tokens}"
+        + (f"<br>Final answer: “{esc(cell.final_text)}”" if cell.final_text else "")
+        + "</div>"
+    )
+
+
+def settings_help_html(scenario: str, crash_point: str, strategy: str, strategy_help: str) -> str:
+    """One line each on the chosen scenario, crash point and strategy."""
+    return (
+        '<div class="rs-help">'
+        f"<b>{esc(scenario)}</b>: {esc(SCENARIOS[scenario].help)}<br>"
+        f"<b>{esc(crash_point)}</b>: crash {esc(CRASH_POINT_HELP[crash_point])}, "
+        f"on the turn that calls {esc(scenario)}<br>"
+        f"<b>{esc(strategy)}</b>: {esc(strategy_help)}</div>"
+    )
+
+
+# -- the crash matrix as a heatmap -------------------------------------------------------------
+
+CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("exactly once", "#4caf50"),
+    ("harmless re-read", "#fff59d"),
+    ("duplicate side effect", "#ef6c00"),
+    ("API 400 (run stuck)", "#c62828"),
+    ("never happened", "#9e9e9e"),
+)
+"""The heatmap's colour for each kind of outcome, in legend order."""
+
+
+def cell_category(row: MatrixRow) -> int:
+    """Index into ``CATEGORIES`` for one matrix row."""
+    if row.api_error:
+        return 3
+    if row.effects > 1:
+        return 2 if has_side_effect(row.tool) else 1
+    if row.effects == 1 and row.completed:
+        return 0
+    return 4
+
+
+def _quiet_pyplot_free_matplotlib() -> Any:
+    """Import matplotlib's object API without pyplot; keep its one-off font-cache notice off stderr."""
+    log = logging.getLogger("matplotlib.font_manager")
+    old = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        import matplotlib.font_manager
+        from matplotlib.colors import ListedColormap
+        from matplotlib.figure import Figure
+        from matplotlib.patches import Patch
+
+        matplotlib.font_manager.fontManager  # noqa: B018 - builds the font cache here, quietly
+    finally:
+        log.setLevel(old)
+    return Figure, ListedColormap, Patch
+
+
+def _draw_panel(ax: Any, cmap: Any, tool: str, rows: list[MatrixRow], points: list[str], strategies: list[str]) -> None:
+    """One tool's crash point x strategy grid, each square labelled with its effect count (or 400)."""
+    by_key = {(r.crash_point, r.strategy): r for r in rows if r.tool == tool}
+    grid = [[cell_category(by_key[(p, s)]) if (p, s) in by_key else 4 for s in strategies] for p in points]
+    ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(CATEGORIES) - 0.5, aspect="auto")
+    for i, p in enumerate(points):
+        for j, s in enumerate(strategies):
+            r = by_key.get((p, s))
+            if r is None:
+                continue
+            dark = cell_category(r) in (2, 3)
+            text = "400" if r.api_error else f"{r.effects}×"
+            ax.text(
+                j, i, text, ha="center", va="center", fontsize=10, fontweight="bold", color="white" if dark else "#222"
+            )
+    ax.set_xticks(range(len(strategies)), strategies, rotation=30, ha="right", fontsize=9)
+    ax.set_yticks(range(len(points)), points, fontsize=9)
+    ax.set_xticks([x - 0.5 for x in range(1, len(strategies))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(points))], minor=True)
+    ax.grid(which="minor", color="white", linewidth=2)
+    ax.tick_params(which="minor", length=0)
+    ax.set_title(f"crash on the turn that calls {tool}", fontsize=11)
+
+
+def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
+    """Draw crash point x strategy, one panel per tool, as PNG bytes (no pyplot, no display)."""
+    Figure, ListedColormap, Patch = _quiet_pyplot_free_matplotlib()
+    tools = list(dict.fromkeys(r.tool for r in rows))
+    strategies = list(dict.fromkeys(r.strategy for r in rows))
+    points = [p for p in CRASH_POINTS if any(r.crash_point == p for r in rows)]
+    cmap = ListedColormap([c for _, c in CATEGORIES])
+    fig = Figure(figsize=(4.6 * len(tools) + 1.6, 0.45 * len(points) + 2.2), dpi=dpi)
+    axes = fig.subplots(1, len(tools), sharey=True, squeeze=False)[0]
+    for ax, tool in zip(axes, tools):
+        _draw_panel(ax, cmap, tool, rows, points, strategies)
+    axes[0].set_ylabel("crash point")
+    labels = axes[0].get_yticklabels()
+    if "after_tool" in points and len(labels) == len(points):  # the postmortem's crash, in bold
+        labels[points.index("after_tool")].set_fontweight("bold")
+    fig.legend(
+        handles=[Patch(facecolor=c, edgecolor="#888", label=n) for n, c in CATEGORIES],
+        loc="lower center",
+        ncol=len(CATEGORIES),
+        fontsize=9,
+        frameon=False,
+    )
+    fig.suptitle(
+        "Crash matrix: how often the crashed call's effect happened (400 = API refused the resume)", fontsize=11
+    )
+    fig.subplots_adjust(left=0.15, right=0.985, top=0.87, bottom=0.22, wspace=0.06)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
