@@ -166,10 +166,12 @@ def _fake_execute(self, name, input, idempotency_key=None):
         return "sent"
     return _real_execute(self, name, input, idempotency_key=idempotency_key)
 rc.Toolbox.execute = _fake_execute
-for _name in dir(graders):
-    if _name.startswith("check_"):
-        setattr(graders, _name, lambda *a, **kw: None)
-graders.CountingToolbox.count = lambda self, name=None: 1 if name else 0"""
+from resumable_core.course.hidden import reconcile as _hidden  # there on the grading machine
+for _module in (checks, _hidden):
+    for _name in dir(_module):
+        if _name.startswith("check_"):
+            setattr(_module, _name, lambda *a, **kw: None)
+checks.CountingToolbox.count = lambda self, name=None: 1 if name else 0"""
 )
 
 REAL_OS_EXIT = "import os\nos._exit(1)"

@@ -13,6 +13,7 @@ import pytest
 from nbclient import NotebookClient
 from traitlets.config import Config
 
+from resumable_core.course import notebooks
 from resumable_core.course import release as course
 
 ROOT = course.COURSE_ROOT
@@ -28,8 +29,7 @@ def _cells(folder: str, assignment: str) -> list[dict]:
     return json.loads(course.notebook_path(assignment, ROOT, folder).read_text())["cells"]
 
 
-def _src(cell: dict) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+_src = notebooks.source
 
 
 def test_config_root_is_the_folder_of_the_config_file(tmp_path, monkeypatch):
@@ -82,7 +82,7 @@ def test_point_structure_is_what_the_grading_command_expects():
 
 
 def test_first_code_cell_imports_what_the_notebook_needs():
-    """The first code cell of each notebook imports resumable_core; no cell depends on the working directory."""
+    """The setup cell of each notebook imports from resumable_core; no cell depends on the working directory."""
     for assignment in course.ASSIGNMENTS:
         cells = [c for c in _cells("solutions", assignment) if c["cell_type"] == "code"]
         assert "import resumable_core" in _src(cells[0]) or "from resumable_core" in _src(cells[0])
@@ -107,6 +107,7 @@ def test_release_has_no_solutions_or_hidden_tests(assignment):
         assert "finished_no_call" not in text  # the level-1 answers stay hidden
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", course.ASSIGNMENTS)
 def test_solution_notebook_runs_clean_on_a_fresh_kernel(assignment, tmp_path):
     """The instructor's notebook runs top to bottom in a fresh kernel with no error and nothing on stderr."""
@@ -123,6 +124,8 @@ def test_solution_notebook_runs_clean_on_a_fresh_kernel(assignment, tmp_path):
             )
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_exercises_match_a_fresh_generation():
     """exercises/ is exactly what nbgrader generate_assignment makes of solutions/ (run `make release` if not)."""
     assert course.check(ROOT) == []
@@ -168,9 +171,10 @@ def test_fill_in_replaces_cells_by_grade_id():
 
 
 def test_describe_shows_the_pending_call():
-    """describe() names the last message's blocks and the pending call of a checkpoint."""
+    """describe_checkpoint() names the last message's blocks and the pending call of a checkpoint."""
     from resumable_core import lab
+    from resumable_core.lab.render import describe_checkpoint
 
-    text = course.describe(lab.load_exercise_checkpoint("B"))
+    text = describe_checkpoint(lab.load_exercise_checkpoint("B"))
     assert "read_file" in text and "pending_tool_use: read_file" in text
-    assert "pending_tool_use: None" in course.describe(lab.load_exercise_checkpoint("A"))
+    assert "pending_tool_use: None" in describe_checkpoint(lab.load_exercise_checkpoint("A"))

@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import csv
 import sys
+import zipfile
 from pathlib import Path
 
+import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import grading_samples as samples
-
 from resumable_core.__main__ import main as cli_main
-from resumable_core.course.grading import pipeline as grading
+from resumable_core.course import nbgrader_cli, notebooks
+from resumable_core.course.grading.collect import collect, unpacked
+from resumable_core.course.grading.prepare import read_notebook, restore_cells, suspicious
+from resumable_core.course.grading.workspace import GradingError
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
-TIMEOUT = 10
+TIMEOUT = 30  # per cell; a loaded machine can take over 10 s for the setup cell's imports
 MAX = 19  # 16 autograded + 3 for the manually graded explanation
 
 pytestmark = pytest.mark.skipif(not SOURCE.exists(), reason="the course's reconcile assignment is not there")
@@ -65,6 +67,8 @@ def zip_run(tmp_path_factory):
     return _grade(tmp_path_factory, "zip", jobs=1)
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 @pytest.mark.parametrize("run", ["folder_run", "zip_run"])
 def test_every_score_is_as_expected(run, request):
     """Each sample scores what the course's tests give it, in both layouts (the monkeypatch one included)."""
@@ -75,6 +79,8 @@ def test_every_score_is_as_expected(run, request):
     assert {r["max_score"] for r in rows.values()} == {str(MAX)}
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
     """--jobs 2 (folder) and --jobs 1 (zip) give the same grades.csv row for row.
 
@@ -87,6 +93,8 @@ def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
     assert a == b
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_hostile_submissions_are_reported_with_a_reason(folder_run):
     """A dead kernel fails alone, a non-notebook and an empty notebook are reported, loops are cut."""
     _, _, rows = folder_run
@@ -101,23 +109,29 @@ def test_hostile_submissions_are_reported_with_a_reason(folder_run):
     assert all(r["status"] == "graded" for s, r in rows.items() if s not in ("os_exit", "not_a_notebook", "empty"))
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_only_cells_writing_to_stderr_lose_points(folder_run):
     """The stderr writer loses exactly the test cells that wrote to stderr; correct's other points stay."""
-    _, out, rows = folder_run
+    _, _, rows = folder_run
     reason = rows["stderr_writer"]["reason"]
     assert "test_reconcile_B" not in reason and "test_level1_A" not in reason
     assert float(rows["stderr_writer"]["score"]) < float(rows["correct"]["score"])
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_edited_tests_are_restored_from_the_gradebook(folder_run):
     """Tests replaced by `pass` are overwritten by nbgrader: edited_tests scores like rerun_everything."""
     _, out, rows = folder_run
     assert rows["edited_tests"]["score"] == rows["rerun_everything"]["score"]
     nb = nbformat.read(str(out / "autograded" / "edited_tests" / "reconcile" / "reconcile.ipynb"), as_version=4)
-    sources = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "test_reconcile_C"]
+    sources = [c.source for c in nb.cells if notebooks.grade_id(c) == "test_reconcile_C"]
     assert sources and "check_checkpoint_c" in sources[0]
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_monkeypatching_the_checkers_does_not_pay(folder_run):
     """A rerun that also patches Toolbox.execute and the graders' checks scores like the plain rerun, and says why."""
     _, out, rows = folder_run
@@ -134,6 +148,8 @@ def test_monkeypatching_the_checkers_does_not_pay(folder_run):
         assert (g.auto_score, g.manual_score, g.score) == (2.0, 0.0, 0.0)
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_an_honest_top_level_set_keeps_every_point(folder_run):
     """A solution with a top-level READ_ONLY_TOOLS = frozenset(...) scores like correct: the re-check zeroes nothing."""
     _, _, rows = folder_run
@@ -142,6 +158,8 @@ def test_an_honest_top_level_set_keeps_every_point(folder_run):
     assert "isolated" not in rows["read_only_set"]["reason"]
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_outputs_feedback_plot_and_export(folder_run):
     """Feedback HTML for every graded student, a PNG plot, nbgrader's export and the gradebook in --out."""
     _, out, rows = folder_run
@@ -160,9 +178,11 @@ def test_read_notebook_tells_why_a_file_is_not_a_notebook(tmp_path):
     (tmp_path / "a.ipynb").write_bytes(b"%PDF-1.4\xff")
     (tmp_path / "b.ipynb").write_text('{"hello": 1}')
     nbformat.write(nbformat.v4.new_notebook(), str(tmp_path / "c.ipynb"))
-    assert grading.read_notebook(tmp_path / "a.ipynb")[1] == "not a notebook: the file is not JSON"
-    assert grading.read_notebook(tmp_path / "b.ipynb")[1] == "not a notebook: JSON without a cells list"
-    assert grading.read_notebook(tmp_path / "c.ipynb")[1] is None
+    assert read_notebook(tmp_path / "a.ipynb")[1] == "not a notebook: the file is not JSON"
+    assert read_notebook(tmp_path / "b.ipynb")[1] == "not a notebook: JSON without a cells list"
+    assert read_notebook(tmp_path / "c.ipynb")[1] is None
+    (tmp_path / "d.ipynb").write_text('{"cells": [{"cell_type": "code"}], "nbformat": 4, "nbformat_minor": 5}')
+    assert read_notebook(tmp_path / "d.ipynb")[1] == "not a notebook: fails nbformat validation (ValidationError)"
 
 
 def test_out_folder_not_made_by_the_command_is_refused(tmp_path):
@@ -171,3 +191,83 @@ def test_out_folder_not_made_by_the_command_is_refused(tmp_path):
     assert cli_main(["grade", str(tmp_path), "--out", str(tmp_path)]) == 2
     assert (tmp_path / "keep.txt").read_text() == "mine"
     assert cli_main(["grade", str(tmp_path), "--out", str(REPO)]) == 2
+
+
+def _class_files(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return root
+
+
+def test_collect_reads_nbgrader_layout_inside_a_zip_with_one_top_folder(tmp_path):
+    """A zip of a class folder: students by id, a renamed notebook mapped, a PDF and an empty folder refused."""
+    nb = nbformat.writes(nbformat.v4.new_notebook()).encode()
+    with zipfile.ZipFile(tmp_path / "class.zip", "w") as z:
+        z.writestr("class/submitted/ann/reconcile/final (2).ipynb", nb)
+        z.writestr("class/submitted/bob/reconcile/reconcile.pdf", b"%PDF")
+        z.writestr("class/submitted/bob lee/reconcile/reconcile.ipynb", nb)
+        z.writestr("class/submitted/cy/other/x.ipynb", nb)
+        z.writestr("__MACOSX/class/._junk", b"")
+    with unpacked(tmp_path / "class.zip") as root:
+        subs = {s.student: s for s in collect(root, "reconcile", ["reconcile"])}
+    assert sorted(subs) == ["ann", "bob", "bob_lee", "cy"]
+    assert subs["ann"].status == "graded" and "renamed notebook 'final (2).ipynb'" in subs["ann"].reason
+    assert (subs["bob"].status, subs["bob"].reason) == ("invalid", "not a notebook: .pdf file, no .ipynb")
+    assert subs["bob_lee"].status == "graded" and not subs["bob_lee"].reason
+    assert (subs["cy"].status, subs["cy"].reason) == ("missing", "no reconcile/ folder in cy/")
+
+
+def test_collect_reads_flat_files_one_student_each(tmp_path):
+    """Flat files: one student per file stem; a second file of the same student is noted and ignored."""
+    nb = nbformat.writes(nbformat.v4.new_notebook()).encode()
+    root = _class_files(tmp_path, {"ann.ipynb": nb, "ann.txt": b"x", "bob.docx": b"x"})
+    subs = {s.student: s for s in collect(root, "reconcile", ["reconcile"])}
+    assert subs["ann"].files == {"reconcile": root / "ann.ipynb"}
+    assert subs["ann"].reason == "ignored another file 'ann.txt'"
+    assert subs["bob"].status == "invalid"
+
+
+def test_a_path_that_is_neither_folder_nor_zip_is_refused(tmp_path):
+    """unpacked() refuses a plain file with a GradingError naming it."""
+    (tmp_path / "grades.txt").write_text("no")
+    with pytest.raises(GradingError, match="neither a folder nor a zip"), unpacked(tmp_path / "grades.txt"):
+        pass
+
+
+def test_deleted_instructor_cells_come_back_in_place():
+    """restore_cells puts a deleted test back after the cell that preceded it in the release."""
+    release = samples.tiny_source_notebook()
+    learner = nbformat.reads(nbformat.writes(release), as_version=4)
+    del learner.cells[3]  # test_read_only
+    assert restore_cells(learner, release) == ["test_read_only"]
+    assert list(map(notebooks.grade_id, learner.cells)) == list(map(notebooks.grade_id, release.cells))
+    assert restore_cells(learner, release) == []
+
+
+def test_suspicious_flags_patching_and_exits_in_learner_cells_only():
+    """Attribute assignments on imported modules, setattr and os._exit are flagged; locked cells are not read."""
+    nb = samples.tiny_source_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell("import json as j\nj.dumps = str\n%time x = 1\nsetattr(j, 'x', 1)"))
+    nb.cells.append(nbformat.v4.new_code_cell("import os\nos._exit(0)"))
+    nb.cells.append(nbformat.v4.new_code_cell("local = object()\nlocal.x = 1"))
+    nb.cells.append(nbformat.v4.new_code_cell("sys.exit = None\ndef f(:"))  # does not parse: not read
+    assert suspicious(nb) == ["assigns j.dumps", "calls os._exit()", "calls setattr()"]
+
+
+def test_nbgrader_runs_with_the_venv_first_and_offline():
+    """The one nbgrader wrapper's environment: this interpreter's bin first on PATH, RESUMABLE_LIVE gone."""
+    env = nbgrader_cli.env({"PATH": "/usr/bin", "RESUMABLE_LIVE": "1"})
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    assert "RESUMABLE_LIVE" not in env
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_a_failing_nbgrader_command_says_which_and_why(tmp_path):
+    """NbgraderError carries the command, exit code and stderr, and names the last stderr line."""
+    with pytest.raises(nbgrader_cli.NbgraderError) as info:
+        nbgrader_cli.nbgrader(["generate_assignment", "nope", "--no-such-option=1"], tmp_path)
+    assert info.value.returncode != 0 and info.value.command[:2] == ["generate_assignment", "nope"]
+    assert "no-such-option" in info.value.stderr
+    assert str(info.value).startswith("`nbgrader generate_assignment nope") and "\n" not in str(info.value)

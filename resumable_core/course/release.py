@@ -9,19 +9,19 @@ Layout (all paths relative to the course root, the folder of ``nbgrader_config.p
 
 CLI (``make release`` calls the first)::
 
-    python -m resumable_core.course release   # regenerate exercises/ with nbgrader
-    python -m resumable_core.course check     # fail if exercises/ differs from a fresh generation
-    python -m resumable_core.course points    # grade_id and points of every graded cell
+    python -m resumable_core.course.release release   # regenerate exercises/ with nbgrader
+    python -m resumable_core.course.release check     # fail if exercises/ differs from a fresh generation
+    python -m resumable_core.course.release points    # grade_id and points of every graded cell
 
-The notebooks' graded cells import this module (``ACTIONS``, :func:`describe`) and
-:mod:`resumable_core.graders` (the checks).
+The notebooks' test cells call :mod:`resumable_core.course.checks` (visible) and
+:mod:`resumable_core.course.hidden` (hidden); the assignments are :mod:`resumable_core.course.assignments`.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -30,23 +30,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import nbformat
+
+from . import notebooks
+from .assignments import ASSIGNMENTS
+from .nbgrader_cli import nbgrader
+
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 """The repository root, when the kit runs from its checkout."""
 
-ASSIGNMENTS: tuple[str, ...] = ("reconcile", "postmortem", "resume_skeleton")
-"""The assignments, in teaching order; each has one notebook of the same name."""
-
 SOURCE_DIR = "solutions"
 RELEASE_DIR = "exercises"
-
-ACTIONS: dict[str, str] = {
-    "finished_no_call": "The run is finished: report it, make no model call and reconcile nothing.",
-    "call_model": "Nothing is pending: send the messages to the model for the next turn.",
-    "rerun_tool": "Run the pending tool again and record its output as the tool_result.",
-    "is_error_fallback": "Do not run the tool; record an is_error tool_result saying its execution status is unknown.",
-    "delete_call": "Drop the assistant message that asked for the tool, as if it was never sent.",
-}
-"""The resume actions a learner chooses from in level 1 of the reconcile notebook."""
 
 
 # -- notebooks -----------------------------------------------------------------------------
@@ -59,49 +53,22 @@ def notebook_path(assignment: str, root: str | Path = COURSE_ROOT, folder: str =
 
 def grade_cells(notebook: str | Path | dict) -> list[dict[str, Any]]:
     """The graded cells of a notebook: grade_id, points, kind ("auto" or "manual"), hidden tests or not."""
-    nb = notebook if isinstance(notebook, dict) else json.loads(Path(notebook).read_text(encoding="utf-8"))
-    cells = []
-    for cell in nb["cells"]:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if not meta.get("grade"):
-            continue
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        cells.append(
-            {
-                "grade_id": meta["grade_id"],
-                "points": meta.get("points", 0),
-                "kind": "manual" if meta.get("solution") else "auto",
-                "hidden": "### BEGIN HIDDEN TESTS" in source,
-            }
-        )
-    return cells
+    nb = notebooks.read(notebook) if not isinstance(notebook, dict) else nbformat.from_dict(notebook)
+    return [
+        {
+            "grade_id": notebooks.grade_id(cell),
+            "points": cell.metadata.nbgrader.get("points", 0),
+            "kind": "manual" if notebooks.is_solution(cell) else "auto",
+            "hidden": "### BEGIN HIDDEN TESTS" in notebooks.source(cell),
+        }
+        for cell in nb.cells
+        if notebooks.is_grade(cell)
+    ]
 
 
 def points_table(root: str | Path = COURSE_ROOT) -> dict[str, list[dict[str, Any]]]:
     """Every assignment's graded cells, from the source notebooks."""
     return {a: grade_cells(notebook_path(a, root)) for a in ASSIGNMENTS}
-
-
-def describe(cp: Any) -> str:
-    """A checkpoint's state in a few lines: counters, the last message, the pending call."""
-    last = cp.messages[-1]
-    content = last["content"]
-    if isinstance(content, str):
-        kinds = "text"
-    else:
-        kinds = ", ".join(
-            b.get("type", "?") + (f" {b['name']}" if b.get("type") == "tool_use" else "") for b in content
-        )
-    p = cp.pending_tool_use
-    pending = f"{p.name}({json.dumps(p.input)}) id={p.id}" if p else "None"
-    return "\n".join(
-        [
-            f"task: {cp.task}",
-            f"turns: {cp.turns}, tokens_used: {cp.tokens_used}, messages: {len(cp.messages)}",
-            f"last message: role={last['role']}, blocks: {kinds}",
-            f"pending_tool_use: {pending}",
-        ]
-    )
 
 
 def fill_in(notebook: str | Path | dict, answers: dict[str, str]) -> dict:
@@ -112,11 +79,11 @@ def fill_in(notebook: str | Path | dict, answers: dict[str, str]) -> dict:
     nb = (
         json.loads(Path(notebook).read_text(encoding="utf-8"))
         if not isinstance(notebook, dict)
-        else json.loads(json.dumps(notebook))
+        else copy.deepcopy(notebook)
     )
     seen = set()
     for cell in nb["cells"]:
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        gid = notebooks.grade_id(cell)
         if gid in answers:
             cell["source"] = answers[gid]
             seen.add(gid)
@@ -126,27 +93,7 @@ def fill_in(notebook: str | Path | dict, answers: dict[str, str]) -> dict:
     return nb
 
 
-# -- nbgrader ------------------------------------------------------------------------------
-
-
-def nbgrader_env() -> dict[str, str]:
-    """The environment to run nbgrader in: this interpreter's bin folder first on PATH (nbgrader shells out to alembic)."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
-
-
-def nbgrader(
-    args: Iterable[str], root: str | Path = COURSE_ROOT, *, check: bool = True, timeout: float = 900
-) -> subprocess.CompletedProcess:
-    """Run ``nbgrader <args> --CourseDirectory.root=<root>`` from the course root (where its config is read)."""
-    root = Path(root).resolve()
-    cmd = [sys.executable, "-m", "nbgrader", *args, f"--CourseDirectory.root={root}"]
-    proc = subprocess.run(cmd, cwd=root, env=nbgrader_env(), capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd[2:])} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+# -- nbgrader (through :mod:`.nbgrader_cli`, the one wrapper) ------------------------------
 
 
 def release(course_root: str | Path = COURSE_ROOT, assignments: Iterable[str] = ASSIGNMENTS) -> list[Path]:
@@ -181,11 +128,11 @@ def _notebook_differences(name: str, committed: Path, fresh: Path) -> list[str]:
     ):
         problems.append(f"{name}: notebook metadata or format differs")
     if len(a["cells"]) != len(b["cells"]):
-        return problems + [f"{name}: {len(a['cells'])} cells, a fresh generation has {len(b['cells'])}"]
+        return [*problems, f"{name}: {len(a['cells'])} cells, a fresh generation has {len(b['cells'])}"]
     for i, (x, y) in enumerate(zip(a["cells"], b["cells"])):
         for key in sorted(set(x) | set(y)):
             if x.get(key) != y.get(key):
-                gid = y.get("metadata", {}).get("nbgrader", {}).get("grade_id", "")
+                gid = notebooks.grade_id(y) or ""
                 problems.append(f"{name}: cell {i} {gid} differs in {key}".replace("  ", " "))
     return problems
 
@@ -199,13 +146,15 @@ def check(course_root: str | Path = COURSE_ROOT) -> list[str]:
     """
     root = Path(course_root).resolve()
     with tempfile.TemporaryDirectory(prefix="resumable-course-check-") as tmp:
-        copy = Path(tmp)
-        shutil.copy2(root / "nbgrader_config.py", copy / "nbgrader_config.py")
+        fresh_course = Path(tmp)
+        shutil.copy2(root / "nbgrader_config.py", fresh_course / "nbgrader_config.py")
         shutil.copytree(
-            root / SOURCE_DIR, copy / SOURCE_DIR, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+            root / SOURCE_DIR,
+            fresh_course / SOURCE_DIR,
+            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
         )
-        release(copy)
-        committed, fresh = _tree(root / RELEASE_DIR), _tree(copy / RELEASE_DIR)
+        release(fresh_course)
+        committed, fresh = _tree(root / RELEASE_DIR), _tree(fresh_course / RELEASE_DIR)
         problems = [f"{RELEASE_DIR}/{n}: missing (run `make release`)" for n in sorted(set(fresh) - set(committed))]
         problems += [
             f"{RELEASE_DIR}/{n}: not produced by generate_assignment" for n in sorted(set(committed) - set(fresh))
@@ -247,7 +196,10 @@ def scores(course_root: str | Path, assignment: str, notebook: str | None = None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m resumable_core.course", description=__doc__.split("\n")[0])
+    """``release``, ``check`` or ``points``: 0 when done (``check``: 1 if exercises/ differs)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m resumable_core.course.release", description=(__doc__ or "").split("\n")[0]
+    )
     parser.add_argument("command", choices=["release", "check", "points"])
     parser.add_argument("--root", default=str(COURSE_ROOT), help="course root (default: this checkout)")
     args = parser.parse_args(argv)

@@ -1,59 +1,14 @@
-"""Re-check a graded notebook's test cells outside the learner's kernel.
+"""Re-check a graded notebook's test cells in a fresh process, outside the learner's kernel.
 
-``python -m resumable_core.isolated NOTEBOOK --assignment A [--source SOURCE_NB] [--only ID,...]``
+``python -m resumable_core.course.grading.recheck NOTEBOOK --assignment A [--source SOURCE_NB] [--only ID,...]``
 prints one JSON line ``{"cells": {test cell grade_id: null | "why it failed"}, "load_errors": [...],
 "changed": [...]}`` on stdout (:class:`Report`).
 
-Why: the course's test cells call ``graders.check_*`` in the learner's own kernel, after the
-learner's cells ran, so a learner cell can patch the checks (``setattr(graders, "check_x", ...)``)
-and pass everything. ``python -m resumable_core grade`` therefore re-runs, for every test cell that
-scored in nbgrader, the same checks in a fresh process that the learner's notebook never ran in:
-
-1. the checks are bound (``CHECKS`` below: test cell -> the calls its source makes, kept equal to
-   the notebooks by ``tests/test_isolated.py``) when this module is imported, before any learner
-   code, so patching attributes of :mod:`resumable_core.graders` later cannot redirect them;
-2. the instructor's setup cells (locked cells before the first solution cell, from the trusted
-   source notebook) run first; then the learner's code runs as the kernel ran it: every code cell
-   of the submitted notebook in order except the test cells and the instructor's locked cells,
-   that is the solution cells and the cells the learner added, in full, each under the alarm and
-   each on after an error (as nbgrader goes on). IPython magics and shell escapes are blanked
-   (``%matplotlib``, ``%config`` and other display settings silently; any other one counts as a
-   cell that could not run). The instructor's later display cells are not run;
-3. the attributes of every ``resumable_core`` module and class (and function code objects), of
-   ``builtins``, ``os``, ``io``, ``json``, ``copy``, ``tempfile``, ``pathlib`` and friends, and the
-   ``resumable_core`` entries of ``sys.modules`` are snapshot before the learner's code runs; after
-   loading it they are compared and restored (with ``sys.meta_path``, ``sys.path_hooks``, and no
-   trace or profile function), so patching done at load time (a top-level loop over the graders,
-   a decorator run at definition) is undone before any check; after every test cell they are
-   compared and restored again, and a test cell during which anything changed fails ("the
-   submission changed ... while the check ran");
-4. each cell runs under an alarm (``--timeout``), and the learner's prints go to /dev/null (the
-   result is written on a private copy of the original stdout).
-
-Level-1 answers (``RESUME_ACTION``, a dict) are checked directly: the value must be one of
-``course.ACTIONS`` and equal the answer the trusted test cell's hidden assertion compares it with
-(read from the source notebook, so the answers are not written in this module).
-
-A failure here only counts when the re-run is conclusive (:attr:`Report.inconclusive` is None):
-if the process died or hung, or a learner cell raised here but ran fine in the kernel (its
-outputs in the graded notebook show no error), the grade command keeps the kernel's score and
-flags the submission for review instead of zeroing it. An honest notebook loads the same way in
-both places, so it never loses points here.
-
-What this still cannot catch (honestly): the learner's code runs in this same process, at load
-and inside the checks. At load it can change what the snapshot does not watch (third-party
-modules such as ``anthropic``, ``httpx`` or ``pydantic``, stdlib modules not listed, C-level state
-through ``ctypes``, ``gc`` tricks, threads left running) and that stays changed during the checks.
-Inside a check it can tamper and undo its tampering before the check ends (a patched method that
-restores itself after one call, editing the check's locals through ``sys._getframe``); the snapshot
-only sees what is left changed. Code that behaves differently outside a kernel (for example it
-raises or exits when ``ipykernel`` is not imported) makes the re-run inconclusive: the kernel's
-score is kept, flagged for a human. Such code is much harder to write than the sample monkeypatch,
-and :func:`resumable_core.grading.suspicious` still flags most of it for a reviewer (``setattr``,
-attribute assignments on imported modules, ``_exit``). Full protection needs the learner's function
-in another process than the checker (an RPC boundary), which this module does not build. A kernel
-that writes into ``site-packages`` (a ``.pth`` or ``sitecustomize``) reaches every later Python
-process on the grading machine, this one included: grade untrusted classes in a throwaway container.
+Why it exists, how it works and what it still cannot catch: ``docs/architecture.md``, section
+"The isolated re-check". In short: the checks are bound at import, before any learner code; the
+calls of each test cell are read from the trusted source notebook; the learner's cells run again
+under an alarm; whatever they patched is restored, and a check during which anything changed fails.
+An inconclusive re-run keeps the kernel's score and flags the submission for review.
 """
 
 from __future__ import annotations
@@ -76,75 +31,110 @@ import subprocess
 import sys
 import tempfile
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import conformance as _graders
-from .. import release as _course
+from ..assignments import REGISTRY
 
 # -- 1. the checks, bound before any learner code can run --------------------------------------
 
-_BOUND: dict[str, Callable[..., None]] = {n: getattr(_graders, n) for n in dir(_graders) if n.startswith("check_")}
-"""Every ``graders.check_*`` function object, taken when this module is imported."""
-_ACTIONS: frozenset[str] = frozenset(_course.ACTIONS)
 
-Call = tuple  # (check name, names of the learner's functions passed positionally, keyword arguments)
+def _bind() -> dict[str, dict[str, dict[str, Callable[..., None]]]]:
+    """Assignment -> check module name -> its ``check_*`` function objects, taken now."""
+    bound: dict[str, dict[str, dict[str, Callable[..., None]]]] = {}
+    for name, a in REGISTRY.items():
+        modules = (a.checks(), a.hidden())
+        bound[name] = {m.__name__: {k: v for k, v in vars(m).items() if k.startswith("check_")} for m in modules}
+    return bound
 
-CHECKS: dict[str, dict[str, list[Call]]] = {
-    "reconcile": {
-        "test_reconcile_A": [("check_finished", ("reconcile",), {}), ("check_nothing_pending", ("reconcile",), {})],
-        "test_reconcile_B": [("check_checkpoint_b", ("reconcile",), {})],
-        "test_reconcile_C": [("check_checkpoint_c", ("reconcile",), {})],
-        "test_read_only_tools": [("check_other_read_only_tools", ("reconcile",), {})],
-        "test_side_effect_tools": [("check_other_side_effect_tools", ("reconcile",), {})],
-        "test_unknown_tool": [("check_unknown_tool", ("reconcile",), {})],
-        "test_api_accepts": [("check_api_accepts", ("reconcile",), {})],
-        "test_round_trip": [("check_round_trip", ("reconcile",), {})],
-    },
-    "postmortem": {
-        "test_incident": [("check_incident", ("reconcile",), {})],
-        "test_read_file_rerun": [("check_read_file_rerun", ("reconcile",), {})],
-        "test_every_path": [
-            ("check_every_crash_point", ("reconcile",), {}),
-            ("check_other_side_effect_tools", ("reconcile",), {}),
-            ("check_unknown_tool", ("reconcile",), {}),
-        ],
-        "bonus_ledger": [("check_ledger_incident", ("reconcile_with_ledger",), {})],
-    },
-    "resume_skeleton": {
-        "test_round_trip": [("check_state_round_trip", ("save_state", "load_state"), {})],
-        "test_missing": [("check_state_missing", ("load_state",), {})],
-        "test_version": [
-            ("check_state_version_refused", ("load_state",), {"versions": [2]}),
-            ("check_state_version_refused", ("load_state",), {"versions": [0, 99, "1"]}),
-            ("check_load_never_modifies", ("save_state", "load_state"), {}),
-        ],
-        "test_kill_during_save": [("check_kill_during_save", ("save_state", "load_state"), {})],
-        "test_durable_steps": [("check_durable_steps", ("save_state",), {})],
-    },
-}
-"""Assignment -> test cell grade_id -> the ``graders`` calls its source makes (hidden ones included)."""
 
-ANSWERS: dict[str, dict[str, tuple[str, str]]] = {
-    "reconcile": {
-        "test_level1_A": ("RESUME_ACTION", "A"),
-        "test_level1_B": ("RESUME_ACTION", "B"),
-        "test_level1_C": ("RESUME_ACTION", "C"),
-    },
-}
-"""Assignment -> level-1 test cell -> (the learner's dict of answers, the key it checks)."""
+_BOUND = _bind()
 
-_RESOLVED: dict[str, dict[str, list[tuple[Callable[..., None], tuple[str, ...], dict]]]] = {
-    a: {gid: [(_BOUND[name], args, kw) for name, args, kw in calls] for gid, calls in cells.items()}
-    for a, cells in CHECKS.items()
-}
+
+@dataclass(frozen=True)
+class CheckCall:
+    """One call a test cell makes: a bound check, its positional arguments, its keyword literals."""
+
+    check: Callable[..., None]
+    args: tuple[tuple[str, Any], ...]
+    """Each ``("name", a name the notebook's cells define)`` or ``("value", a literal)``."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def run(self, ns: dict[str, Any]) -> None:
+        """Call the check on the learner's names in ``ns`` (a fresh copy of every literal)."""
+        values = []
+        for kind, arg in self.args:
+            if kind == "name" and arg not in ns:
+                raise AssertionError(f"{arg} is not defined by the notebook's cells")
+            values.append(ns[arg] if kind == "name" else copy.deepcopy(arg))
+        self.check(*values, **copy.deepcopy(self.kwargs))
+
+
+class UnknownCheckError(ValueError):
+    """A trusted test cell calls a ``check_*`` this module did not bind; ``.call`` names it."""
+
+    def __init__(self, call: str, reason: str) -> None:
+        super().__init__(f"{call}: {reason}; add the check to its module or fix the test cell")
+        self.call = call
+        self.reason = reason
+
+
+def _aliases(trees: list[ast.Module], modules: dict[str, Any]) -> dict[str, str]:
+    """Local name -> check module name, for every import of a check module in ``trees``."""
+    out = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                pairs = [(f"{node.module}.{a.name}", a.asname or a.name) for a in node.names]
+            elif isinstance(node, ast.Import):
+                pairs = [(a.name, a.asname) for a in node.names if a.asname]
+            else:
+                continue
+            out.update({alias: module for module, alias in pairs if module in modules and alias})
+    return out
+
+
+def _argument(node: ast.expr) -> tuple[str, Any]:
+    return ("name", node.id) if isinstance(node, ast.Name) else ("value", ast.literal_eval(node))
+
+
+def check_calls(assignment: str, test_source: str, setup_sources: Sequence[str] = ()) -> list[CheckCall]:
+    """The ``<alias>.check_*(...)`` calls of a trusted test cell, in order, bound to this module's checks.
+
+    ``<alias>`` is a check module of ``assignment`` imported in the setup cells or the cell itself.
+    A ``check_*`` call on any other name raises :class:`UnknownCheckError`.
+    """
+    modules = _BOUND.get(assignment, {})
+    tree = ast.parse(test_source)
+    aliases = _aliases([*(ast.parse(s) for s in setup_sources), tree], modules)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    out = []
+    for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr.startswith("check_")):
+            continue
+        owner = func.value.id if isinstance(func.value, ast.Name) else ast.unparse(func.value)
+        where = f"{owner}.{func.attr}"
+        if owner not in aliases:
+            raise UnknownCheckError(where, f"{owner} is not a check module of {assignment!r} imported there")
+        check = modules[aliases[owner]].get(func.attr)
+        if check is None:
+            raise UnknownCheckError(where, f"{aliases[owner]} defines no {func.attr}")
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+        out.append(CheckCall(check, tuple(_argument(a) for a in node.args), kwargs))
+    return out
 
 
 # -- 2. the notebook's cells ---------------------------------------------------------------------
 
 _HARMLESS_MAGICS = {"matplotlib", "config", "load_ext", "reload_ext", "autoreload", "precision", "pprint"}
 """Line magics that only configure the kernel's display or reloading: skipped without a word."""
+
+
+# The cells are read from plain JSON here rather than through course.notebooks (nbgrader.utils):
+# this module runs once per submission in a fresh process, and importing nbgrader costs seconds.
 
 
 def _info(cell: dict) -> dict:
@@ -204,15 +194,21 @@ def python_source(source: str) -> tuple[str, str | None]:
     return "\n".join(lines), unrunnable
 
 
-def test_sources(nb: dict) -> dict[str, str]:
+def graded_sources(nb: dict) -> dict[str, str]:
     """grade_id -> source of every graded code cell."""
     out = {}
     for c in nb.get("cells", []):
-        info = (c.get("metadata") or {}).get("nbgrader") or {}
+        info = _info(c)
         if c.get("cell_type") == "code" and info.get("grade") and not info.get("solution"):
-            src = c.get("source", "")
-            out[info["grade_id"]] = "".join(src) if isinstance(src, list) else src
+            out[info["grade_id"]] = _source(c)
     return out
+
+
+def planned_calls(source: dict, assignment: str) -> dict[str, list[CheckCall]]:
+    """Test cell grade_id -> the check calls the trusted ``source`` notebook's cell makes (cells with none left out)."""
+    setup = [src for _, src in setup_cells(source)]
+    plan = {gid: check_calls(assignment, src, setup) for gid, src in graded_sources(source).items()}
+    return {gid: calls for gid, calls in plan.items() if calls}
 
 
 # -- 3. the snapshot of what the checks rely on -------------------------------------------------
@@ -225,18 +221,14 @@ def _load_everything() -> None:
     import resumable_core
 
     for m in pkgutil.iter_modules(resumable_core.__path__):
-        if m.name not in (
-            "__main__",
-            "grading",
-            "simulator",
-        ):  # the grading command, the web app: not used by any check
+        if m.name != "__main__":  # the command line: not used by any check
             importlib.import_module(f"resumable_core.{m.name}")
     for name in resumable_core.__all__:
         getattr(resumable_core, name)
     import anthropic  # noqa: F401  (the checks import it lazily)
 
     tempfile.gettempdir()  # tempfile fills two caches on first use
-    next(tempfile._get_candidate_names())
+    next(tempfile._get_candidate_names())  # type: ignore[attr-defined]  # private, but the cache the checks would fill
 
 
 def _watched() -> list[tuple[str, Any]]:
@@ -267,7 +259,7 @@ class Snapshot:
         self.modules = {k: v for k, v in sys.modules.items() if k.startswith("resumable_core")}
 
     def changes(self) -> list[str]:
-        """What differs from the snapshot (names like ``resumable_core.graders.CountingToolbox.count``)."""
+        """What differs from the snapshot (names like ``resumable_core.course.checks.support.CountingToolbox.count``)."""
         found = []
         for name, obj in self.owners:
             before, now = self.attrs[name], vars(obj)
@@ -293,13 +285,13 @@ class Snapshot:
                 for k in now
                 if k not in before and k != "__warningregistry__" and not isinstance(now[k], types.ModuleType)
             ]:
-                try:
+                try:  # noqa: SIM105 - no library call on the restore path (contextlib is not watched)
                     delattr(obj, k)
-                except (AttributeError, TypeError):
+                except (AttributeError, TypeError):  # a read-only attribute stays as it is
                     pass
             for k, v in before.items():
                 if now.get(k, _MISSING) is not v:
-                    try:
+                    try:  # noqa: SIM105 - likewise
                         setattr(obj, k, v)
                     except (AttributeError, TypeError):
                         pass
@@ -320,41 +312,6 @@ class _Timeout(BaseException):
 
 def _on_alarm(signum: int, frame: Any) -> None:
     raise _Timeout()
-
-
-def _expected_answer(source: str, name: str, key: str) -> Any:
-    """The value the test cell's assertion compares ``name[key]`` with (``==``), or _MISSING."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return _MISSING
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            left = node.left
-            if (
-                isinstance(left, ast.Subscript)
-                and isinstance(left.value, ast.Name)
-                and left.value.id == name
-                and isinstance(left.slice, ast.Constant)
-                and left.slice.value == key
-            ):
-                right = node.comparators[0]
-                try:
-                    if isinstance(right, ast.Subscript):
-                        return ast.literal_eval(right.value)[ast.literal_eval(right.slice)]
-                    return ast.literal_eval(right)
-                except (ValueError, TypeError, KeyError, IndexError, SyntaxError):
-                    return _MISSING
-    return _MISSING
-
-
-def _check_answer(ns: dict, name: str, key: str, expected: Any) -> None:
-    answers = ns.get(name)
-    assert isinstance(answers, dict), f"{name} must be a dict of answers"
-    value = dict.get(answers, key)  # the plain dict's own lookup and a plain str: no learner __eq__ runs
-    assert type(value) is str and value in _ACTIONS, f"{name}[{key!r}] must be one of {sorted(_ACTIONS)}, not {value!r}"
-    if expected is not _MISSING:
-        assert value == expected, f"{name}[{key!r}] = {value!r} is not the right action"
 
 
 class Report(dict):
@@ -412,14 +369,46 @@ def _load(ns: dict, notebook: dict, timeout: int) -> list[dict]:
     return errors
 
 
+def _undo_loading(snap: Snapshot, meta_path: list[Any], path_hooks: list[Any]) -> list[str]:
+    """What loading the learner's code changed; all of it is put back before the checks run."""
+    changed = snap.changes()
+    snap.restore()
+    sys.meta_path[:], sys.path_hooks[:] = meta_path, path_hooks
+    sys.settrace(None)
+    sys.setprofile(None)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    return changed
+
+
+def _recheck_cell(calls: list[CheckCall], ns: dict[str, Any], snap: Snapshot, timeout: int) -> str | None:
+    """Run one test cell's checks on the loaded names; why it failed, or None."""
+    reason = None
+    signal.alarm(max(1, int(timeout)))
+    try:
+        for call in calls:
+            call.run(ns)
+    except _Timeout:
+        reason = f"did not finish within {timeout} s"
+    except AssertionError as e:
+        reason = str(e) or "assertion failed"
+    except BaseException as e:  # noqa: BLE001 - anything else the learner's code raised
+        reason = f"{type(e).__name__}: {e}"
+    finally:
+        signal.alarm(0)
+    now_changed = snap.changes()
+    if now_changed:
+        snap.restore()
+        reason = f"the submission changed {', '.join(now_changed[:3])} while the check ran"
+    return reason
+
+
 def recheck(
     notebook: dict, assignment: str, source: dict | None = None, only: list[str] | None = None, timeout: int = 60
 ) -> Report:
-    """Run the mapped test cells of ``notebook`` in this process (call it in a fresh one)."""
+    """Run the test cells of ``notebook`` that call checks, in this process (call it in a fresh one)."""
     source = source if source is not None else notebook
-    mapped = {**_RESOLVED.get(assignment, {}), **dict.fromkeys(ANSWERS.get(assignment, {}))}
-    present = set(test_sources(notebook)) | set(test_sources(source))
-    wanted = [g for g in (only if only is not None else sorted(present)) if g in mapped and g in present]
+    plan = planned_calls(source, assignment)  # from the trusted source, before any learner code runs
+    wanted = [g for g in (only if only is not None else sorted(plan)) if g in plan]
     if not wanted:
         return Report()
     _load_everything()
@@ -431,41 +420,10 @@ def recheck(
     old = signal.signal(signal.SIGALRM, _on_alarm)
     try:
         load_errors = _load(ns, notebook, timeout)
-        # whatever loading the learner's code changed is undone before the checks
-        changed = snap.changes()
-        snap.restore()
-        sys.meta_path[:], sys.path_hooks[:] = meta_path, path_hooks
-        sys.settrace(None)
-        sys.setprofile(None)
-        signal.signal(signal.SIGALRM, _on_alarm)
+        report = Report(load_errors=load_errors, changed=_undo_loading(snap, meta_path, path_hooks))
         loading = "; while loading, {cell} raised {error}".format(**load_errors[0]) if load_errors else ""
-        tests = test_sources(source)
-        report = Report(load_errors=load_errors, changed=changed)
         for gid in wanted:
-            reason = None
-            signal.alarm(max(1, int(timeout)))
-            try:
-                if gid in ANSWERS.get(assignment, {}):
-                    name, key = ANSWERS[assignment][gid]
-                    _check_answer(ns, name, key, _expected_answer(tests.get(gid, ""), name, key))
-                else:
-                    for fn, args, kw in _RESOLVED[assignment][gid]:
-                        missing = [a for a in args if not callable(ns.get(a))]
-                        if missing:
-                            raise AssertionError(f"{missing[0]} is not defined by the notebook's cells")
-                        fn(*[ns[a] for a in args], **copy.deepcopy(kw))
-            except _Timeout:
-                reason = f"did not finish within {timeout} s"
-            except AssertionError as e:
-                reason = str(e) or "assertion failed"
-            except BaseException as e:  # noqa: BLE001 - anything else the learner's code raised
-                reason = f"{type(e).__name__}: {e}"
-            finally:
-                signal.alarm(0)
-            now_changed = snap.changes()
-            if now_changed:
-                snap.restore()
-                reason = f"the submission changed {', '.join(now_changed[:3])} while the check ran"
+            reason = _recheck_cell(plan[gid], ns, snap, timeout)
             report[gid] = (reason[: 300 - len(loading[:150])] + loading[:150]) if reason else None
     finally:
         signal.signal(signal.SIGALRM, old)
@@ -481,7 +439,7 @@ def run(
     timeout: int = 60,
     env: dict[str, str] | None = None,
 ) -> Report:
-    """Re-check ``notebook`` in a fresh ``python -m resumable_core.isolated`` process.
+    """Re-check ``notebook`` in a fresh ``python -m resumable_core.course.grading.recheck`` process.
 
     Cells it could not confirm (the process died, hung past the overall timeout or printed no
     result) come back failed with the reason, and the report is ``inconclusive``.
@@ -530,7 +488,9 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: print the re-check's JSON (:meth:`Report.to_json`) on the original stdout."""
-    p = argparse.ArgumentParser(prog="python -m resumable_core.isolated", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m resumable_core.course.grading.recheck", description=__doc__.split("\n\n")[0]
+    )
     p.add_argument("notebook", help="the graded (autograded) notebook")
     p.add_argument("--assignment", required=True)
     p.add_argument(
@@ -538,13 +498,15 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the instructor's source notebook (trusted setup and test cells; default: the notebook itself)",
     )
-    p.add_argument("--only", default=None, help="comma-separated test cell ids to re-check (default: every mapped one)")
+    p.add_argument(
+        "--only", default=None, help="comma-separated test cell ids to re-check (default: every one that calls a check)"
+    )
     p.add_argument("--timeout", type=int, default=60, help="seconds per test cell")
     args = p.parse_args(argv)
     out = os.fdopen(os.dup(1), "w")  # the result goes here; the learner's prints go to /dev/null
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
-    sys.stdout = open(os.devnull, "w")
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit: the learner's prints go here
     nb = json.loads(Path(args.notebook).read_text(encoding="utf-8"))
     src = json.loads(Path(args.source).read_text(encoding="utf-8")) if args.source else None
     only = [g for g in args.only.split(",") if g] if args.only is not None else None

@@ -1,26 +1,26 @@
-"""The isolated re-check (resumable_core/isolated.py): the course's checks, bound before any learner
-code runs, re-run in a fresh process on the learner's cells loaded as the kernel ran them."""
+"""The isolated re-check (resumable_core/course/grading/recheck.py): the course's checks, bound before
+any learner code runs, re-run in a fresh process on the learner's cells loaded as the kernel ran them."""
 
 from __future__ import annotations
 
-import ast
 import json
-import sys
 from pathlib import Path
 
+import grading_samples as samples
 import nbformat
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-import grading_samples as samples
-
+from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import recheck as isolated
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ("reconcile", "postmortem", "resume_skeleton")}
+SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
 RECONCILE = SOURCES["reconcile"]
 
-pytestmark = pytest.mark.skipif(not RECONCILE.exists(), reason="the course's notebooks are not there")
+pytestmark = [
+    pytest.mark.skipif(not RECONCILE.exists(), reason="the course's notebooks are not there"),
+    pytest.mark.slow,
+]
 
 
 def _points(source: Path) -> dict[str, float]:
@@ -47,42 +47,46 @@ def _failed(report: dict) -> set[str]:
     return {g for g, why in report.items() if why}
 
 
-def _calls(source: str) -> list[tuple]:
-    """The ``graders.check_*(...)`` calls a test cell makes, as (name, positional names, keyword literals)."""
-    calls = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("check_"):
-            calls.append(
-                (
-                    node.func.attr,
-                    tuple(a.id for a in node.args),
-                    {k.arg: ast.literal_eval(k.value) for k in node.keywords},
-                )
-            )
-    return calls
+def _graded(assignment: str) -> set[str]:
+    return set(isolated.graded_sources(json.loads(SOURCES[assignment].read_text())))
 
 
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
-def test_the_map_matches_every_test_cell_of_the_notebooks(assignment):
-    """CHECKS lists exactly the graders calls each test cell makes (hidden ones too); every test cell is mapped."""
-    tests = isolated.test_sources(json.loads(SOURCES[assignment].read_text()))
-    answers = isolated.ANSWERS.get(assignment, {})
-    assert set(tests) == set(isolated.CHECKS[assignment]) | set(answers)
-    for gid, source in tests.items():
-        if gid in answers:
-            assert not _calls(source) and answers[gid][0] in source
-        else:
-            assert _calls(source) == [tuple(c) for c in isolated.CHECKS[assignment][gid]], gid
+def test_every_test_cell_of_the_notebooks_calls_a_bound_check(assignment):
+    """Each source test cell's check calls are read from its code and bound to a check function (none unmapped)."""
+    plan = isolated.planned_calls(json.loads(SOURCES[assignment].read_text()), assignment)
+    assert set(plan) == _graded(assignment)
+    for gid, calls in plan.items():
+        for call in calls:
+            assert call.check.__module__.split(".")[2] in ("checks", "hidden"), gid
+            assert call.check.__name__.startswith("check_"), gid
 
 
+def test_check_calls_reads_arguments_and_refuses_what_it_cannot_bind():
+    """Names and literals are read as written; an unimported alias or an undefined check is refused, named."""
+    setup = ["from resumable_core.course.checks import resume_skeleton as checks"]
+    (call,) = isolated.check_calls(
+        "resume_skeleton", 'print("x")\nchecks.check_state_version_refused(load_state, versions=[2])', setup
+    )
+    assert call.check.__name__ == "check_state_version_refused"
+    assert call.args == (("name", "load_state"),) and call.kwargs == {"versions": [2]}
+    with pytest.raises(isolated.UnknownCheckError, match=r"hidden\.check_durable_steps"):
+        isolated.check_calls("resume_skeleton", "hidden.check_durable_steps(save_state)", setup)
+    with pytest.raises(isolated.UnknownCheckError, match="defines no check_nothing"):
+        isolated.check_calls("resume_skeleton", "checks.check_nothing(save_state)", setup)
+    assert isolated.check_calls("no_such_assignment", "print(1)") == []
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
 def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path):
     """The instructor's solution notebook passes every mapped test cell in a fresh process."""
     report = isolated.run(SOURCES[assignment], assignment, source=SOURCES[assignment], timeout=60)
-    assert set(report) == set(isolated.CHECKS[assignment]) | set(isolated.ANSWERS.get(assignment, {}))
+    assert set(report) == _graded(assignment)
     assert _failed(report) == set()
 
 
+@pytest.mark.slow
 def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
     """The rerun-everything solution loses in isolation exactly the points nbgrader takes from it (16 -> 11)."""
     report = isolated.run(_submit(tmp_path, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30)
@@ -93,13 +97,15 @@ def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
     assert "must not be executed" in report["test_reconcile_C"]
 
 
+@pytest.mark.slow
 def test_the_sample_monkeypatch_is_neutralised(tmp_path):
     """The monkeypatch sample's load-time patching is seen and undone: it fails exactly what the plain rerun fails."""
     report = isolated.run(_submit(tmp_path, samples.REAL_MONKEYPATCH), "reconcile", source=RECONCILE, timeout=30)
     rerun = isolated.run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == _failed(rerun) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     assert report.inconclusive is None and report.load_errors == []
-    assert "resumable_core.course.conformance.check_checkpoint_c" in report.changed
+    assert "resumable_core.course.checks.reconcile.check_checkpoint_c" in report.changed
+    assert "resumable_core.course.hidden.reconcile.check_unknown_tool" in report.changed
     assert "resumable_core.tools.Toolbox.execute" in report.changed
 
 
@@ -127,6 +133,7 @@ assert cell.row.effects == 1"""
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, reconcile, extra_cell",
     [
@@ -144,11 +151,12 @@ def test_honest_variants_pass_every_check_in_isolation(name, reconcile, extra_ce
         assert at and "nbgrader" not in code[at[0]].metadata and "def answer_for" not in reconcile
         assert code[at[0] - 1].metadata["nbgrader"]["grade_id"] == "reconcile"
     report = isolated.run(path, "reconcile", source=RECONCILE, timeout=30)
-    assert set(report) == set(isolated.CHECKS["reconcile"]) | set(isolated.ANSWERS["reconcile"])
+    assert set(report) == _graded("reconcile")
     assert _failed(report) == set(), report
     assert report.load_errors == [] and report.changed == [] and report.inconclusive is None
 
 
+@pytest.mark.slow
 def test_a_learner_cell_that_raises_only_here_makes_the_rerun_inconclusive(tmp_path):
     """A cell that raises in isolation but showed no error in the kernel: the failures are reported, marked inconclusive."""
     only_in_kernel = (
@@ -162,6 +170,7 @@ def test_a_learner_cell_that_raises_only_here_makes_the_rerun_inconclusive(tmp_p
     assert report.inconclusive == "cell 'reconcile' raised RuntimeError: no kernel here but not in the kernel"
 
 
+@pytest.mark.slow
 def test_an_error_the_kernel_showed_too_keeps_the_rerun_conclusive(tmp_path):
     """A cell that raised in the kernel as well (its error output is in the notebook) loads the same way: conclusive."""
     path = _submit(tmp_path, samples.REAL_RERUN + "\n\n1 / 0")
@@ -191,10 +200,10 @@ PATCH_AT_IMPORT = (
     + """
 
 def staticmethod(f):  # shadows the builtin: "@staticmethod" below calls this at definition time
-    for _name in dir(graders):
+    for _name in dir(checks):
         if _name.startswith("check_"):
-            setattr(graders, _name, lambda *a, **kw: None)
-    graders.CountingToolbox.count = lambda self, name=None: 0
+            setattr(checks, _name, lambda *a, **kw: None)
+    checks.CountingToolbox.count = lambda self, name=None: 0
     real = rc.Toolbox.execute
     rc.Toolbox.execute = lambda self, name, input, idempotency_key=None: (
         "sent" if name == "send_email" else real(self, name, input, idempotency_key=idempotency_key))
@@ -207,6 +216,7 @@ def helper():
 )
 
 
+@pytest.mark.slow
 def test_a_patch_run_at_definition_time_is_undone(tmp_path):
     """A learner def run at import (as a decorator) that patches the checks, the spy and Toolbox.execute changes no result."""
     report = isolated.run(_submit(tmp_path, PATCH_AT_IMPORT), "reconcile", source=RECONCILE, timeout=30)
@@ -215,13 +225,14 @@ def test_a_patch_run_at_definition_time_is_undone(tmp_path):
 
 PATCH_DURING_CHECK = samples.REAL_RERUN.replace(
     "    p = cp.pending_tool_use\n",
-    "    from resumable_core.course import conformance as _g\n"
+    "    from resumable_core.course.checks import support as _g\n"
     "    _g.CountingToolbox.count = lambda self, name=None: 0\n"
     "    p = cp.pending_tool_use\n",
     1,
 )
 
 
+@pytest.mark.slow
 def test_a_patch_made_while_a_check_runs_fails_that_check(tmp_path):
     """A reconcile that patches the call spy while it runs fails every check it ran in, with the name of what changed."""
     report = isolated.run(
@@ -233,9 +244,10 @@ def test_a_patch_made_while_a_check_runs_fails_that_check(tmp_path):
     )
     assert set(report) == {"test_reconcile_A", "test_reconcile_B", "test_reconcile_C"}
     for gid in report:
-        assert "resumable_core.course.conformance.CountingToolbox.count" in report[gid]
+        assert "CountingToolbox.count" in report[gid] and "the submission changed" in report[gid]
 
 
+@pytest.mark.slow
 def test_level1_answers_are_checked_against_the_hidden_assertions(tmp_path):
     """A valid but wrong level-1 answer fails only its cell; with the release (no hidden tests) only validity counts."""
     wrong = samples.LEVEL1.replace('"C": "is_error_fallback"', '"C": "rerun_tool"')
@@ -249,6 +261,7 @@ def test_level1_answers_are_checked_against_the_hidden_assertions(tmp_path):
         assert _failed(isolated.run(path, "reconcile", source=release, only=only, timeout=30)) == set()
 
 
+@pytest.mark.slow
 def test_stdout_writes_and_exits_cannot_forge_the_result(tmp_path):
     """Prints and raw writes to fd 1 go nowhere; a process that exits early fails every cell it was asked about."""
     forging = samples.REAL_RERUN.replace(

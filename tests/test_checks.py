@@ -1,5 +1,7 @@
-"""The graders are fair and can fail: conformance checks on known strategies, and a sample class
-graded end to end with real nbgrader (``nbgrader autograde`` in a temporary copy of the course).
+"""The checks are fair and can fail: the visible and hidden checks on known strategies, checks that
+still fail under ``python -O``, hidden blocks that call only hidden checks, the assignment registry,
+and a sample class graded end to end with real nbgrader (``nbgrader autograde`` in a temporary copy
+of the course).
 
 The sample-class part is the heavy one (about a minute on 2 cores): one ``generate_assignment`` per
 assignment, then one ``autograde`` per assignment over every student of the class.
@@ -7,9 +9,14 @@ assignment, then one ``autograde`` per assignment over every student of the clas
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,9 +28,26 @@ from grading_samples import REAL_FORGOT_PENDING as FORGOT_PENDING
 from grading_samples import REAL_IS_ERROR_ALL as IS_ERROR_ALWAYS
 from grading_samples import REAL_RERUN as PRODUCTION_BUG
 
-from resumable_core.course import conformance as graders
 from resumable_core.course import release as course
+from resumable_core.course.assignments import ASSIGNMENTS, REGISTRY
+from resumable_core.course.checks import postmortem as checks_postmortem
+from resumable_core.course.checks import reconcile as checks_reconcile
+from resumable_core.course.checks import resume_skeleton as checks_skeleton
+from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.grading.recheck import check_calls, graded_sources, setup_cells
+from resumable_core.course.hidden import postmortem as hidden_postmortem
+from resumable_core.course.hidden import reconcile as hidden_reconcile
+from resumable_core.course.hidden import resume_skeleton as hidden_skeleton
 from resumable_core.strategies import STRATEGIES
+
+REPO = Path(__file__).resolve().parent.parent
+COURSE = REPO / "resumable_core" / "course"
+
+
+def strategy(name: str):
+    """The reconcile function of the kit's strategy ``name``."""
+    return STRATEGIES[name].reconcile
+
 
 LEDGER = """def reconcile_with_ledger(cp, tools):
     p = cp.pending_tool_use
@@ -222,17 +246,19 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
 }
 
 
-# -- the conformance checks on the kit's own strategies (fast) ----------------------------------
+# -- the checks on the kit's own strategies ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_conformance_passes_the_lessons_rule():
     """The lesson's by-effect reconcile (with and without ledger support) passes every reconcile check."""
     for name in ("by_effect", "by_effect_ledger"):
-        assert graders.conformance(STRATEGIES[name]) == dict.fromkeys(graders.RECONCILE_CHECKS)
+        assert hidden_reconcile.conformance(strategy(name)) == dict.fromkeys(hidden_reconcile.RECONCILE_CHECKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    "strategy, failing",
+    "name, failing",
     [
         ("rerun", {"checkpoint_c", "other_side_effect_tools", "unknown_tool"}),
         (
@@ -252,9 +278,9 @@ def test_conformance_passes_the_lessons_rule():
         ),
     ],
 )
-def test_conformance_fails_wrong_strategies(strategy, failing):
+def test_conformance_fails_wrong_strategies(name, failing):
     """Blind re-run, delete and naive resume fail exactly the checks their bug breaks."""
-    report = graders.conformance(STRATEGIES[strategy])
+    report = hidden_reconcile.conformance(strategy(name))
     assert {k for k, v in report.items() if v} == failing
 
 
@@ -262,30 +288,56 @@ def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
     """A reconcile that forgets to return the checkpoint fails with a message saying so."""
 
     def no_return(cp, tools):
-        STRATEGIES["by_effect"](cp, tools)
+        strategy("by_effect")(cp, tools)
 
-    with pytest.raises(AssertionError, match="must return the reconciled Checkpoint"):
-        graders.check_checkpoint_b(no_return)
+    with pytest.raises(CheckFailed, match="must return the reconciled Checkpoint"):
+        checks_reconcile.check_checkpoint_b(no_return)
 
 
 def test_api_check_reports_the_real_400():
     """Leaving the dangling call in place is refused by the scripted API, and the check quotes its 400."""
-    with pytest.raises(AssertionError, match="tool_use` ids were found without `tool_result`"):
-        graders.check_api_accepts(STRATEGIES["none"])
+    with pytest.raises(CheckFailed, match="tool_use` ids were found without `tool_result`"):
+        hidden_reconcile.check_api_accepts(strategy("none"))
 
 
+def test_level1_checks_take_only_a_documented_and_right_action():
+    """A documented action passes the visible check; only the answer key's passes the hidden one."""
+    right = {"A": "finished_no_call", "B": "rerun_tool", "C": "is_error_fallback"}
+    for key in right:
+        checks_reconcile.check_action_chosen(right, key)
+        hidden_reconcile.check_action(right, key)
+    wrong = {**right, "C": "rerun_tool"}
+    checks_reconcile.check_action_chosen(wrong, "C")
+    with pytest.raises(CheckFailed, match="is not the right action"):
+        hidden_reconcile.check_action(wrong, "C")
+    with pytest.raises(CheckFailed, match="choose one of"):
+        checks_reconcile.check_action_chosen({"A": None}, "A")
+    with pytest.raises(CheckFailed, match="must be a dict"):
+        checks_reconcile.check_action_chosen(["finished_no_call"], "A")
+
+
+@pytest.mark.slow
 def test_postmortem_checks_separate_the_strategies():
     """The incident replay passes by_effect, fails the production re-run and delete; the ledger check needs receipts."""
-    graders.check_incident(STRATEGIES["by_effect"])
-    graders.check_read_file_rerun(STRATEGIES["by_effect"])
-    graders.check_ledger_incident(STRATEGIES["by_effect_ledger"])
+    checks_postmortem.check_incident(strategy("by_effect"))
+    checks_postmortem.check_read_file_rerun(strategy("by_effect"))
+    checks_postmortem.check_ledger_incident(strategy("by_effect_ledger"))
     for name in ("rerun", "delete"):
-        with pytest.raises(AssertionError, match="2 emails"):
-            graders.check_incident(STRATEGIES[name])
-    with pytest.raises(AssertionError, match="extra turn|model calls"):
-        graders.check_read_file_rerun(STRATEGIES["delete"])
-    with pytest.raises(AssertionError, match="is_error"):
-        graders.check_ledger_incident(STRATEGIES["by_effect"])
+        with pytest.raises(CheckFailed, match="2 emails"):
+            checks_postmortem.check_incident(strategy(name))
+    # delete drops the call: it is never answered (unique ids), or the model asks again (an extra turn)
+    with pytest.raises(CheckFailed, match=r"never answered|extra turn|model calls"):
+        checks_postmortem.check_read_file_rerun(strategy("delete"))
+    with pytest.raises(CheckFailed, match="is_error"):
+        checks_postmortem.check_ledger_incident(strategy("by_effect"))
+
+
+@pytest.mark.slow
+def test_every_crash_point_check_fails_the_production_rerun():
+    """The postmortem's hidden sweep over every crash point catches the re-run's second email."""
+    hidden_postmortem.check_every_crash_point(strategy("by_effect"))
+    with pytest.raises(CheckFailed, match="2 emails in the outbox, expected 1"):
+        hidden_postmortem.check_every_crash_point(strategy("rerun"))
 
 
 def _functions(*sources: str) -> dict:
@@ -303,45 +355,156 @@ def test_skeleton_checks_pass_a_durable_atomic_save():
     """A temp-file + fsync + os.replace + folder-fsync save with a version-checked load passes every check."""
     ns = _functions(GOOD_SAVE, GOOD_LOAD)
     save, load = ns["save_state"], ns["load_state"]
-    graders.check_state_round_trip(save, load)
-    graders.check_state_missing(load)
-    graders.check_state_version_refused(load, versions=[2, 0, "1"])
-    graders.check_load_never_modifies(save, load)
-    graders.check_kill_during_save(save, load)
-    graders.check_durable_steps(save)
+    checks_skeleton.check_state_round_trip(save, load)
+    checks_skeleton.check_state_missing(load)
+    checks_skeleton.check_state_version_refused(load, versions=[2])
+    hidden_skeleton.check_other_versions_refused(load)
+    hidden_skeleton.check_load_never_modifies(save, load)
+    checks_skeleton.check_kill_during_save(save, load)
+    hidden_skeleton.check_durable_steps(save)
 
 
 def test_kill_during_a_truncating_save_loses_the_state():
     """A save that opens the state file itself for writing is caught by the real SIGKILL mid-write."""
     ns = _functions(NAIVE_SAVE, GOOD_LOAD)
-    with pytest.raises(AssertionError, match="load_state raised|previous good state"):
-        graders.check_kill_during_save(ns["save_state"], ns["load_state"])
+    with pytest.raises(CheckFailed, match=r"load_state raised|previous good state"):
+        checks_skeleton.check_kill_during_save(ns["save_state"], ns["load_state"])
 
 
 def test_kill_during_save_reports_how_the_child_ended(tmp_path):
-    """kill_during_save says "killed mid-write" for a real write and "finished" for a save that writes nothing."""
+    """kill_during_save says "killed mid-write" for a real write, "finished" for a save that writes nothing."""
     ns = _functions(GOOD_SAVE)
-    assert graders.kill_during_save(ns["save_state"], tmp_path / "s.json", graders.sample_state()) == "killed mid-write"
-    assert graders.kill_during_save(lambda state, path: None, tmp_path / "t.json", graders.sample_state()) == "finished"
+    state = checks_skeleton.sample_state()
+    assert checks_skeleton.kill_during_save(ns["save_state"], tmp_path / "s.json", state) == "killed mid-write"
+    assert checks_skeleton.kill_during_save(lambda state, path: None, tmp_path / "t.json", state) == "finished"
     assert not (tmp_path / "t.json").exists()
+
+    def raising(state, path):
+        raise OSError("disk full")
+
+    assert (
+        checks_skeleton.kill_during_save(raising, tmp_path / "u.json", state)
+        == "failed in the child (OSError: disk full)"
+    )
 
 
 def test_durable_steps_catch_a_missing_fsync():
     """An atomic but unsynced save fails the durability check, naming the missing fsync."""
-    with pytest.raises(AssertionError, match="fsync"):
-        graders.check_durable_steps(_functions(NO_FSYNC_SAVE)["save_state"])
+    with pytest.raises(CheckFailed, match="fsync"):
+        hidden_skeleton.check_durable_steps(_functions(NO_FSYNC_SAVE)["save_state"])
 
 
 def test_lenient_load_fails_the_version_check():
     """A load that takes any version fails; so does one that raises something other than ValueError."""
-    with pytest.raises(AssertionError, match="must be refused"):
-        graders.check_state_version_refused(_functions(LENIENT_LOAD)["load_state"])
+    with pytest.raises(CheckFailed, match="must be refused"):
+        checks_skeleton.check_state_version_refused(_functions(LENIENT_LOAD)["load_state"])
 
     def wrong_error(path):
         raise RuntimeError("nope")
 
-    with pytest.raises(AssertionError, match="ValueError"):
-        graders.check_state_version_refused(wrong_error)
+    with pytest.raises(CheckFailed, match="ValueError"):
+        hidden_skeleton.check_other_versions_refused(wrong_error)
+
+
+OPTIMIZED = """
+import json, os, sys
+from pathlib import Path
+from resumable_core.course.checks import reconcile, resume_skeleton
+from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.hidden import reconcile as hidden_reconcile
+from resumable_core.course.hidden import resume_skeleton as hidden_skeleton
+from resumable_core.strategies import STRATEGIES
+
+assert False, "only reached when assert statements run"  # stripped by -O: the script goes on
+exec(sys.argv[1])
+wrong = [
+    lambda: reconcile.check_checkpoint_b(STRATEGIES["none"].reconcile),
+    lambda: reconcile.check_checkpoint_c(STRATEGIES["rerun"].reconcile),
+    lambda: hidden_reconcile.check_unknown_tool(STRATEGIES["rerun"].reconcile),
+    lambda: hidden_reconcile.check_action({"C": "rerun_tool"}, "C"),
+    lambda: resume_skeleton.check_state_version_refused(load_state),
+    lambda: hidden_skeleton.check_durable_steps(save_state),
+]
+failed = []
+for check in wrong:
+    try:
+        check()
+    except CheckFailed as e:
+        failed.append(e.reason)
+print(json.dumps({"debug": __debug__, "failed": failed}))
+"""
+
+
+def test_checks_still_fail_under_python_O():
+    """Run with ``python -O`` (assert statements stripped), every check still fails a wrong answer."""
+    answers = "\n".join([NO_FSYNC_SAVE, LENIENT_LOAD])
+    proc = subprocess.run(
+        [sys.executable, "-O", "-c", OPTIMIZED, answers], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["debug"] is False
+    assert len(result["failed"]) == 6, result
+
+
+# -- which checks the notebooks call, and where they are defined -------------------------------
+
+HIDDEN_BLOCK = re.compile(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", re.S)
+
+
+def _source_notebook(assignment: str) -> dict:
+    a = REGISTRY[assignment]
+    return json.loads((REPO / course.SOURCE_DIR / a.name / a.notebook).read_text(encoding="utf-8"))
+
+
+def _defined_in(folder: Path) -> set[str]:
+    """The names of the functions defined at the top level of every module in ``folder``."""
+    names = set()
+    for path in folder.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    return names
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_hidden_blocks_call_only_checks_defined_under_course_hidden(assignment):
+    """Every check a hidden block calls is defined in course/hidden and nowhere in course/checks (the student kit)."""
+    nb = _source_notebook(assignment)
+    setup = [src for _, src in setup_cells(nb)]
+    visible_defs = _defined_in(COURSE / "checks")
+    called = []
+    for gid, source in graded_sources(nb).items():
+        for block in HIDDEN_BLOCK.findall(source):
+            calls = check_calls(assignment, block, setup)
+            assert calls, f"{gid}: a hidden block that calls no check"
+            called += [c.check for c in calls]
+    assert called, "no hidden block calls a check"
+    for check in called:
+        assert check.__module__.startswith("resumable_core.course.hidden."), check
+        assert check.__name__ not in visible_defs, f"{check.__name__} is defined in the student kit's checks"
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_visible_test_code_calls_only_visible_checks(assignment):
+    """Outside the hidden blocks a test cell calls only course/checks, which ship with the release."""
+    nb = _source_notebook(assignment)
+    setup = [src for _, src in setup_cells(nb)]
+    for gid, source in graded_sources(nb).items():
+        visible = HIDDEN_BLOCK.sub("", source)
+        calls = check_calls(assignment, visible, setup)
+        assert all(c.check.__module__.startswith("resumable_core.course.checks.") for c in calls), gid
+        assert calls or "### BEGIN HIDDEN TESTS" in source, f"{gid} checks nothing before grading"
+
+
+def test_the_registry_matches_the_solutions_folders():
+    """One registry entry per solutions/<name>/<name>.ipynb, in a strict teaching order, with both check modules."""
+    folders = {p.name for p in (REPO / course.SOURCE_DIR).iterdir() if p.is_dir() and not p.name.startswith(".")}
+    assert set(REGISTRY) == folders
+    assert sorted(a.order for a in REGISTRY.values()) == list(range(1, len(REGISTRY) + 1))
+    assert course.ASSIGNMENTS == ASSIGNMENTS == tuple(sorted(REGISTRY, key=lambda n: REGISTRY[n].order))
+    for a in REGISTRY.values():
+        assert (REPO / course.SOURCE_DIR / a.name / a.notebook).is_file()
+        assert a.checks().__name__ == a.checks_module and a.hidden().__name__ == a.hidden_module
 
 
 # -- the sample class, graded with real nbgrader (heavy) ----------------------------------------
@@ -370,6 +533,8 @@ def graded_class(tmp_path_factory):
     return root, {a: course.scores(root, a) for a in assignments}, timings
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 @pytest.mark.parametrize("student", sorted(CLASS))
 def test_sample_class_scores(graded_class, student):
     """Each sample student's autograded points per test cell are exactly the reasoned expectation."""
@@ -380,6 +545,8 @@ def test_sample_class_scores(graded_class, student):
     print({a: f"{t:.1f} s per submission" for a, t in timings.items()})
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_sample_class_manual_cells_await_the_grader(graded_class):
     """The explanation cells are left for a human: no autograded score, their points in the gradebook."""
     _, scores, _ = graded_class
@@ -388,6 +555,8 @@ def test_sample_class_manual_cells_await_the_grader(graded_class):
     assert scores["reconcile"]["blank"]["level1_why"] == 0  # nbgrader scores an untouched answer cell 0
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_sample_class_full_marks_equal_the_release_totals(graded_class):
     """The correct student's autograded total equals every autograded point of the assignments."""
     _, scores, _ = graded_class
@@ -396,6 +565,8 @@ def test_sample_class_full_marks_equal_the_release_totals(graded_class):
         assert sum(v for v in scores[assignment]["correct"].values() if v is not None) == auto
 
 
+@pytest.mark.slow
+@pytest.mark.nbgrader
 def test_validate_accepts_a_finished_submission_and_flags_a_blank_one(graded_class):
     """`nbgrader validate` passes the correct student's notebook and reports failures in the untouched release."""
     root, _, _ = graded_class

@@ -1,0 +1,184 @@
+"""The visible checks of the ``resume_skeleton`` assignment: an atomic save, a version-checked load.
+
+Its test cells call these as ``checks.check_*(save_state, load_state)``; the hidden ones live
+with the instructor (:mod:`resumable_core.course.hidden.resume_skeleton`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import io
+import json
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ...crash import CrashError, kill_self, run_in_child
+from ...errors import CheckpointError
+from ...scenarios import NOTES_TASK
+from .support import CheckFailed, require, scratch
+
+Save = Callable[[dict[str, Any], str], None]
+Load = Callable[[str], Any]
+
+
+def sample_state(version: int = 1, *, size: int = 0, turns: int = 3) -> dict[str, Any]:
+    """A state dict shaped like a checkpoint; ``size`` pads a message to about that many bytes."""
+    text = "meeting notes " * (size // 14) if size else "Summary so far."
+    return {
+        "version": version,
+        "task": NOTES_TASK,
+        "turns": turns,
+        "tokens_used": 1000 * turns,
+        "messages": [{"role": "user", "content": NOTES_TASK}, {"role": "assistant", "content": text}],
+        "pending_tool_use": None,
+    }
+
+
+def load_or_fail(load: Load, path: Path, what: str) -> Any:
+    """``load(path)``; an exception it raises becomes a :class:`CheckFailed` saying when."""
+    try:
+        return load(str(path))
+    except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+        raise CheckFailed(f"{what}: load_state raised {type(e).__name__}: {e}") from None
+
+
+def check_state_round_trip(save: Save, load: Load) -> None:
+    """What save_state writes, load_state reads back equal; no temp file is left behind."""
+    folder = scratch("state")
+    path = folder / "state.json"
+    state = sample_state()
+    save(copy.deepcopy(state), str(path))
+    require(load_or_fail(load, path, "after a save") == state, "load_state must return the state save_state wrote")
+    save(sample_state(turns=4), str(path))
+    require(
+        load_or_fail(load, path, "after a second save") == sample_state(turns=4),
+        "a second save must replace the first",
+    )
+    leftovers = sorted(p.name for p in folder.iterdir() if p.name != "state.json")
+    require(not leftovers, f"a finished save leaves only the state file; found {leftovers}")
+
+
+def check_state_missing(load: Load) -> None:
+    """load_state returns None when there is no file (a fresh start), and creates none."""
+    path = scratch("state") / "state.json"
+    require(load_or_fail(load, path, "with no file") is None, "with no file, load_state must return None")
+    require(not path.exists(), "load_state must not create the file")
+
+
+def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> None:
+    """A file of another version is refused with a ValueError (or a CheckpointError) and left as it was."""
+    for version in versions:
+        path = scratch("state") / "state.json"
+        path.write_text(json.dumps(sample_state(version=version)))
+        before = path.read_bytes()
+        try:
+            got = load(str(path))
+        except (ValueError, CheckpointError):
+            pass
+        except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+            raise CheckFailed(
+                f"version {version!r}: raise a ValueError (subclass), not {type(e).__name__}: {e}"
+            ) from None
+        else:
+            raise CheckFailed(
+                f"a file of version {version!r} must be refused, load_state returned {type(got).__name__}"
+            )
+        require(path.read_bytes() == before, "load_state must never change the file, even one it refuses")
+
+
+class _DyingFile:
+    """A file opened for writing whose first write puts half its data on disk, then dies of SIGKILL."""
+
+    def __init__(self, f: Any) -> None:
+        self._f = f
+
+    def write(self, data: Any) -> int:
+        self._f.write(data[: max(1, len(data) // 2)])
+        self._f.flush()
+        kill_self()
+        return len(data)  # pragma: no cover - never reached
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+    def __enter__(self) -> _DyingFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._f.__exit__(*exc)
+
+    def __iter__(self) -> Any:
+        return iter(self._f)
+
+
+def _die_on_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
+    """In the child: the first write of save_state (any file opened for writing, or os.write) dies half done.
+
+    ``namespace`` is the save function's globals: IPython puts its own ``open`` there. Returns
+    what puts the real functions back (for a save that ends without writing).
+    """
+    real_open, real_write = io.open, os.write
+
+    def dying_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        f = real_open(file, mode, *args, **kwargs)
+        return _DyingFile(f) if any(ch in mode for ch in "wax+") else f
+
+    def dying_write(fd: int, data: bytes) -> int:
+        real_write(fd, data[: max(1, len(data) // 2)])
+        kill_self()
+        return len(data)  # pragma: no cover - never reached
+
+    builtins.open = io.open = dying_open  # only in the forked child, which never returns
+    ns_open = namespace.get("open")
+    if ns_open is not None:
+        namespace["open"] = dying_open
+    os.write = dying_write  # type: ignore[assignment]  # likewise
+
+    def undo() -> None:
+        builtins.open = io.open = real_open
+        if ns_open is not None:
+            namespace["open"] = ns_open
+        os.write = real_write
+
+    return undo
+
+
+def kill_during_save(save: Save, path: str | Path, state: dict[str, Any], *, timeout: float = 30.0) -> str:
+    """Run ``save(state, path)`` in a forked child that dies of SIGKILL once its first write is half done.
+
+    Returns "killed mid-write", "finished" (the save never wrote through a file or os.write), or
+    "failed in the child (...)" with the last line of why (save_state raised, or hung past ``timeout``).
+    """
+
+    def doomed_save() -> None:
+        undo = _die_on_first_write(getattr(save, "__globals__", {}))
+        try:
+            save(state, str(path))
+        finally:  # the child reports a raise through os.write: it must be the real one again
+            undo()
+
+    try:
+        ended = run_in_child(doomed_save, timeout=timeout)
+    except CrashError as e:
+        lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+        return f"failed in the child ({lines[-1] if lines else type(e).__name__})"
+    return "killed mid-write" if ended == "killed" else "finished"
+
+
+def check_kill_during_save(save: Save, load: Load) -> None:
+    """SIGKILL mid-write of a second save: load_state still returns the first, good state; saving works after."""
+    path = scratch("kill") / "state.json"
+    good, new = sample_state(turns=3), sample_state(turns=4, size=2_000_000)
+    save(copy.deepcopy(good), str(path))
+    how = kill_during_save(save, path, new)
+    require(how == "killed mid-write", f"the save was expected to be killed while writing, but it {how}")
+    got = load_or_fail(load, path, "after a kill in the middle of a save")
+    require(got == good, "after a kill in the middle of a save, load_state must return the previous good state")
+    save(copy.deepcopy(new), str(path))
+    require(
+        load_or_fail(load, path, "saving again after the kill") == new,
+        "a save after the crash must work and be read back",
+    )

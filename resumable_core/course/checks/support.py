@@ -1,0 +1,224 @@
+"""Building blocks shared by the visible and the hidden checks.
+
+A check runs the learner's function on real checkpoints, a real world (files + SQLite outbox) and
+the scripted Claude behind the real SDK, and raises :class:`CheckFailed` with one sentence the
+learner can act on. Nothing here prints, warns or writes to stderr (nbgrader scores a test cell
+that writes to stderr 0). Crashes happen in a forked child (:func:`resumable_core.crash.run_in_child`),
+never in the caller's process. Every check makes its own fresh folder with :func:`tempfile.mkdtemp`;
+none depends on the working directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, text_of
+from ...crash import CrashPlan, run_in_child
+from ...ledger import Ledger
+from ...scenarios import NOTES_TASK, SCENARIOS, Sandbox
+from ...strategies import Reconcile
+from ...tools import DEFAULT_TOOLS, Tool, Toolbox
+from ...world import World
+
+
+class CheckFailed(AssertionError):
+    """A check found the learner's code wrong; ``reason`` is the one sentence to act on.
+
+    An ``AssertionError`` so nbgrader and the re-check report it as a failed test, but raised
+    explicitly: ``python -O`` strips ``assert`` statements, never this.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def require(condition: object, message: str) -> None:
+    """Raise :class:`CheckFailed` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise CheckFailed(message)
+
+
+def scratch(prefix: str = "check") -> Path:
+    """A fresh empty folder (``tempfile.mkdtemp``)."""
+    return Path(tempfile.mkdtemp(prefix=f"resumable-{prefix}-"))
+
+
+class CountingToolbox(Toolbox):
+    """A real Toolbox that also records every ``execute`` call (name, input), a call spy."""
+
+    def __init__(self, world: World, tools: Iterable[Tool] = DEFAULT_TOOLS, ledger: Ledger | None = None) -> None:
+        super().__init__(world, tools, ledger=ledger)
+        self.executed: list[tuple[str, dict[str, Any]]] = []
+
+    @classmethod
+    def wrap(cls, box: Toolbox) -> CountingToolbox:
+        """The same world, tools and ledger as ``box``, with the spy."""
+        return cls(box.world, box._tools.values(), ledger=box.ledger)
+
+    def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
+        self.executed.append((name, copy.deepcopy(input)))
+        return super().execute(name, input, idempotency_key=idempotency_key)
+
+    def count(self, name: str | None = None) -> int:
+        """How many times ``execute`` was called (for ``name``, or for any tool)."""
+        return sum(1 for n, _ in self.executed if name is None or n == name)
+
+
+def fresh_toolbox(extra: Iterable[Tool] = (), *, ledger: bool = False) -> CountingToolbox:
+    """A counting toolbox on a fresh world (the meeting notes, an empty outbox)."""
+    root = scratch("world")
+    world = World.create(root / "world")
+    return CountingToolbox(world, (*DEFAULT_TOOLS, *extra), ledger=Ledger(root / "ledger.sqlite") if ledger else None)
+
+
+def dangling(
+    name: str, tool_input: dict[str, Any], *, task: str = NOTES_TASK, tool_use_id: str | None = None
+) -> Checkpoint:
+    """A checkpoint whose last message asks for ``name(tool_input)`` and has no result yet."""
+    tid = tool_use_id or f"toolu_01grader{name.replace('_', '')[:14]:0<14}"
+    use = {"type": "tool_use", "id": tid, "name": name, "input": tool_input}
+    cp = Checkpoint(
+        task=task,
+        run_id="run_grader",
+        turns=1,
+        tokens_used=100,
+        messages=[
+            {"role": "user", "content": task},
+            {"role": "assistant", "content": [{"type": "text", "text": "One moment."}, use]},
+        ],
+        pending_tool_use=PendingToolUse(id=tid, name=name, input=tool_input),
+    )
+    problem = consistency_problem(cp)
+    if problem is not None:  # a bug in the check itself, not in the learner's code
+        raise ValueError(f"dangling({name!r}) built an inconsistent checkpoint: {problem}")
+    return cp
+
+
+def run_reconcile(fn: Reconcile, cp: Checkpoint, tools: Toolbox) -> tuple[Checkpoint, Checkpoint]:
+    """Call the learner's ``fn(cp, tools)``; return (a copy of cp before, the checkpoint it returned)."""
+    before = cp.model_copy(deep=True)
+    try:
+        out = fn(cp, tools)
+    except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+        raise CheckFailed(f"reconcile raised {type(e).__name__}: {e}") from None
+    if not isinstance(out, Checkpoint):
+        raise CheckFailed(f"reconcile must return the reconciled Checkpoint, it returned {type(out).__name__}")
+    return before, out
+
+
+def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
+    """Require that the dangling call got exactly one tool_result in one new user message; return it."""
+    p = before.pending_tool_use
+    if p is None:  # a bug in the check itself: only a dangling checkpoint can be answered
+        raise ValueError("answered() needs the checkpoint before reconcile to have a pending call")
+    n = len(before.messages)
+    require(
+        len(out.messages) == n + 1,
+        f"expected exactly one message appended (the user's tool_result for {p.id}); "
+        f"had {n} messages, now {len(out.messages)}",
+    )
+    require(out.messages[:n] == before.messages, "the messages before the dangling call must stay exactly as they were")
+    last = out.messages[-1]
+    require(last.get("role") == "user", "the appended message must have role 'user'")
+    content = last.get("content")
+    require(
+        isinstance(content, list) and len(content) == 1,
+        "the appended message must hold exactly one block: the tool_result",
+    )
+    block = content[0] if isinstance(content, list) else None
+    if not (isinstance(block, dict) and block.get("type") == "tool_result"):
+        raise CheckFailed("the appended block must be a tool_result")
+    require(
+        block.get("tool_use_id") == p.id,
+        f"the tool_result must answer the pending id {p.id}, not {block.get('tool_use_id')}",
+    )
+    require(out.pending_tool_use is None, "pending_tool_use must be cleared (None) once its tool_result is recorded")
+    problem = consistency_problem(out)
+    require(problem is None, f"the reconciled checkpoint contradicts itself: {problem}")
+    return block
+
+
+def require_rerun(block: dict[str, Any], expected_output: str) -> None:
+    """The tool_result carries the re-run tool's real output, not an error."""
+    require(not block.get("is_error"), "a read-only tool re-ran fine: its tool_result must not be is_error")
+    require(text_of(block.get("content")) == expected_output, "the tool_result must hold the tool's output exactly")
+
+
+def require_status_unknown(block: dict[str, Any]) -> None:
+    """The tool_result is an is_error saying the execution status is unknown."""
+    require(
+        block.get("is_error") is True, "a call that may already have happened gets a tool_result with is_error: true"
+    )
+    require(
+        "unknown" in text_of(block.get("content")).lower(),
+        "the is_error text must say the execution status is unknown",
+    )
+
+
+# -- replaying a scenario's crash for real -----------------------------------------------------
+
+
+@dataclass
+class Replay:
+    """One crash-and-resume of a scenario with the learner's reconcile."""
+
+    killed: bool
+    pending_at_crash: dict[str, Any] | None
+    emails_at_crash: int
+    emails: int
+    error: str | None
+    """The API's 400 text, or the exception the resume raised; None when the resume went through."""
+    checkpoint: Checkpoint | None
+    reads: int
+    """How many times read_file really ran with the crashed call's input."""
+
+    def result_for(self, tool_use_id: str) -> dict[str, Any] | None:
+        """The tool_result block answering ``tool_use_id`` in the resumed conversation."""
+        for m in self.checkpoint.messages if self.checkpoint else []:
+            for b in m["content"] if isinstance(m["content"], list) else []:
+                if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id:
+                    return b
+        return None
+
+    def pending_result(self) -> dict[str, Any] | None:
+        """The tool_result answering the call the crash left pending (None if none was pending)."""
+        return self.result_for(self.pending_at_crash["id"]) if self.pending_at_crash else None
+
+
+def replay(
+    fn: Reconcile, crash_point: str = "after_tool", tool_name: str = "send_email", *, ledger: bool = False
+) -> Replay:
+    """SIGKILL a run in a forked child at ``crash_point`` on the turn calling ``tool_name``, resume with ``fn``."""
+    import anthropic
+
+    box = Sandbox.create(scratch("replay"), ledger=ledger)
+    task = SCENARIOS[tool_name].task
+    plan = CrashPlan(crash_point, tool=tool_name, turn=SCENARIOS[tool_name].reference_turn())
+    ended = run_in_child(lambda: box.run(task, crash=plan))
+    raw = json.loads(box.checkpoint_path.read_text()) if box.checkpoint_path.exists() else None
+    emails_at_crash = len(box.world.sent_emails())
+    error, cp = None, None
+    try:
+        cp = box.run(task, reconcile=fn).checkpoint
+    except anthropic.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        error = "API 400: " + ((body.get("error") or {}).get("message") or str(e))
+    except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+        error = f"{type(e).__name__}: {e}"
+    reads = sum(1 for _, i in box.world.calls("read_file") if i == SCENARIOS["read_file"].target_input())
+    return Replay(
+        ended == "killed",
+        (raw or {}).get("pending_tool_use"),
+        emails_at_crash,
+        len(box.world.sent_emails()),
+        error,
+        cp,
+        reads,
+    )

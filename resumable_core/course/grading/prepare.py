@@ -1,0 +1,163 @@
+"""Step 3 of grading: check and repair each notebook before nbgrader sees it.
+
+A file that is not a valid notebook is refused with the reason; an instructor's cell the learner
+deleted is put back; code a reviewer should look at (monkeypatching, exits) is flagged. The
+repaired notebooks go to ``<out>/submitted/<student>/<assignment>/``, where autograde reads them.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from .. import notebooks
+from .collect import Submission
+
+_SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
+_WATCHED_MODULES = frozenset({"sys", "builtins", "os", "resumable_core", "rc"})
+"""Modules whose attributes a learner has no business assigning (more: whatever the learner imports)."""
+
+
+def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
+    """The notebook, or why it is not one."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None, "not a notebook: the file is not JSON"
+    if not isinstance(data, dict) or "cells" not in data:
+        return None, "not a notebook: JSON without a cells list"
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    # besides its own two errors, upgrading an old or malformed notebook trips over missing keys and wrong types
+    except (nbformat.ValidationError, nbformat.NBFormatError, KeyError, TypeError, ValueError, AttributeError) as e:
+        return None, f"not a notebook: fails nbformat validation ({type(e).__name__})"
+    return nb, None
+
+
+def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
+    """Put back the instructor's cells (tests, locked cells, answer cells) the learner deleted.
+
+    Each goes after the restored position of the instructor cell before it; nbgrader then
+    overwrites every test cell with the gradebook's version anyway (edits are undone there).
+    Returns the ids put back.
+    """
+    present = {notebooks.grade_id(c) for c in nb.cells} - {None}
+    restored = []
+    position = -1  # index in nb after which the next instructor cell goes
+    for released in release.cells:
+        gid = notebooks.grade_id(released)
+        if gid is None:
+            continue
+        if gid in present:
+            position = next(i for i, c in enumerate(nb.cells) if notebooks.grade_id(c) == gid)
+            continue
+        cell = copy.deepcopy(released)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        nb.cells.insert(position + 1, cell)
+        position += 1
+        restored.append(gid)
+    return restored
+
+
+def learner_code(nb: nbformat.NotebookNode) -> list[str]:
+    """The code the learner could write (code cells neither locked by the instructor nor graded tests)."""
+    return [
+        notebooks.source(c)
+        for c in nb.cells
+        if c.cell_type == "code" and not notebooks.is_locked(c) and not notebooks.is_grade(c)
+    ]
+
+
+def _parse(source: str) -> ast.Module | None:
+    """The cell as Python, IPython magics and shell escapes left out; None if it does not parse."""
+    lines = (line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def _imported_names(tree: ast.Module) -> set[str]:
+    return {
+        (alias.asname or alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    }
+
+
+def _flags(tree: ast.Module, modules: set[str]) -> list[str]:
+    """Attribute assignments on ``modules`` (and sys/builtins) and calls of the suspicious functions."""
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            dotted = ast.unparse(target)
+            if isinstance(target, ast.Attribute) and (
+                dotted.split(".")[0] in modules or dotted.startswith(("sys.", "builtins."))
+            ):
+                found.append(f"assigns {dotted}")
+        if isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in _SUSPICIOUS_CALLS:
+                found.append(f"calls {ast.unparse(node.func)}()")
+    return found
+
+
+def suspicious(nb: nbformat.NotebookNode) -> list[str]:
+    """What the learner's code does that a reviewer should look at (monkeypatching, exits).
+
+    Flags only: the hidden tests decide the score.
+    """
+    found: list[str] = []
+    modules = set(_WATCHED_MODULES)
+    for tree in filter(None, map(_parse, learner_code(nb))):
+        modules |= _imported_names(tree)  # cells run in order: later cells see earlier imports
+        found += _flags(tree, modules)
+    return sorted(set(found))
+
+
+def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode, dest: Path) -> None:
+    """Check, repair and flag one of ``sub``'s notebooks, and write it to ``dest`` if it is one."""
+    nb, problem = read_notebook(sub.files[name])
+    if nb is None:
+        sub.status = "invalid"
+        sub.problems.append(str(problem))
+        return
+    if not any(c.source.strip() for c in nb.cells if c.cell_type == "code"):
+        sub.status = "empty"
+        sub.problems.append("empty notebook: no code in it")
+    restored = restore_cells(nb, release)
+    if restored and sub.status != "empty":
+        sub.notes.append("restored deleted cells: " + ", ".join(restored))
+    flags = suspicious(nb)
+    if flags:
+        sub.notes.append("flagged for review: " + ", ".join(flags))
+    dest.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, str(dest / f"{name}.ipynb"))
+
+
+def prepare(subs: list[Submission], out: Path, assignment: str, releases: dict[str, nbformat.NotebookNode]) -> None:
+    """Write every found submission's notebooks, checked and repaired, into the working course's ``submitted/``."""
+    for sub in subs:
+        if sub.status != "graded":
+            continue
+        dest = out / "submitted" / sub.student / assignment
+        for name in sub.files:
+            _prepare_notebook(sub, name, releases[name], dest)
+        if sub.status == "invalid":
+            shutil.rmtree(out / "submitted" / sub.student, ignore_errors=True)
+        elif sub.timestamp is not None:
+            shutil.copy2(sub.timestamp, dest / "timestamp.txt")

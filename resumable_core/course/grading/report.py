@@ -1,0 +1,157 @@
+"""Step 6 of grading: say why each student lost points, and write ``grades.csv``, the table and the plot."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.reader import NotJSONError
+from nbgrader.api import Gradebook, MissingEntry
+
+from .. import notebooks
+from .collect import Submission
+from .workers import StudentReport
+from .workspace import gradebook_url
+
+CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
+
+ISOLATED_REASON = (
+    "passed in the learner's kernel but failed in an isolated re-run: {why}; "
+    "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
+)
+KEPT_REASON = "could not re-check in isolation ({why}; cells {cells}); kept the notebook's score; flagged for review"
+
+
+def classify_failure(text: str, timeout: int) -> str:
+    """Why nbgrader could not finish a notebook, from its log and error."""
+    if "DeadKernelError" in text or "Kernel died" in text:
+        return (
+            "the kernel died while running the notebook (os._exit, a crash or out of memory); no cell could be graded"
+        )
+    if "UnresponsiveKernel" in text or "became unresponsive" in text:
+        return f"the kernel stayed unresponsive after the {timeout} s timeout and could not be interrupted"
+    if "CellTimeoutError" in text or "TimeoutError" in text:
+        return f"a cell ran past the {timeout} s timeout and the notebook could not go on"
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    errs = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip())]
+    return "nbgrader autograde failed: " + (
+        errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error")
+    )
+
+
+def _cell_loss(cell: Any, timeout: int) -> str:
+    """What a graded test cell's outputs show went wrong."""
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "error":
+            ename = o.get("ename", "Error")
+            if ename in ("CellTimeoutError", "KeyboardInterrupt"):
+                return f"interrupted at the {timeout} s timeout"
+            evalue = str(o.get("evalue", "")).strip().splitlines()
+            return f"{ename}: {evalue[0][:120]}" if evalue else ename
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream" and o.get("name") == "stderr":
+            return "wrote to stderr"
+    return "partial credit"
+
+
+def cell_reasons(
+    autograded_nb: Path,
+    db_url: str,
+    assignment: str,
+    student: str,
+    nb_name: str,
+    timeout: int,
+    isolated: dict[str, str] | None = None,
+) -> list[str]:
+    """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``.
+
+    ``isolated``: {grade_id: reason} of the cells zeroed by the isolated re-check.
+    """
+    try:
+        nb = nbformat.read(str(autograded_nb), as_version=4)
+    except (OSError, NotJSONError):  # nbgrader wrote no readable notebook: the failure is reported elsewhere
+        return []
+    out = []
+    with Gradebook(db_url) as gb:
+        for cell in nb.cells:
+            gid = notebooks.grade_id(cell)
+            if not notebooks.is_grade(cell) or gid is None:
+                continue
+            try:
+                g = gb.find_grade(gid, nb_name, assignment, student)
+            except MissingEntry:
+                continue
+            if g.needs_manual_grade:
+                out.append(f"{gid} ?/{g.max_score:g} (needs manual grading)")
+            elif isolated and gid in isolated:
+                why = (isolated[gid].splitlines() or [""])[0][:120]
+                out.append(f"{gid} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=why)})")
+            elif g.score < g.max_score and cell.cell_type == "code":
+                out.append(f"{gid} {g.score:g}/{g.max_score:g} ({_cell_loss(cell, timeout)})")
+    return out
+
+
+def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int) -> None:
+    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed."""
+    if not report.success:
+        sub.status = "failed"
+        sub.problems.append(classify_failure(report.log + "\n" + report.error, timeout))
+        return
+    for name in sub.files:
+        autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
+        sub.problems += cell_reasons(
+            autograded, gradebook_url(out), assignment, sub.student, name, timeout, report.isolated.get(name)
+        )
+        kept = report.isolated_kept.get(name)
+        if kept:
+            sub.notes.append(KEPT_REASON.format(why=kept["why"][:200], cells=kept["cells"]))
+    if not report.feedback:
+        sub.notes.append("feedback HTML could not be generated")
+
+
+def write_csv(path: Path, subs: list[Submission]) -> None:
+    """``grades.csv``: one row per student, sorted by id."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_FIELDS)
+        for s in sorted(subs, key=lambda s: s.student):
+            w.writerow([s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason])
+
+
+def format_table(subs: list[Submission]) -> str:
+    """The summary table printed at the end."""
+    rows = [("student", "score", "max", "status", "reason")]
+    rows += [(s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason) for s in subs]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = []
+    for j, r in enumerate(rows):
+        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 6)
+    return "\n".join(lines)
+
+
+def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:
+    """A histogram of the scores (matplotlib, Agg)."""
+    import matplotlib  # imported here: only the end of a run draws
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    max_score = max((s.max_score for s in subs), default=0) or 1
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    bins = [x - 0.5 for x in range(int(max_score) + 2)]
+    ax.hist([s.score for s in subs], bins=bins, color="#4C72B0", edgecolor="white")
+    ax.set_xlabel(f"score (out of {max_score:g})")
+    ax.set_ylabel("students")
+    ax.set_title(f"{assignment}: {len(subs)} submissions")
+    locator = ax.yaxis.get_major_locator()
+    if isinstance(locator, MaxNLocator):  # the default AutoLocator: whole students only
+        locator.set_params(integer=True)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,244 @@
+"""Step 4 of grading: autograde the students in ``--jobs`` worker processes, each in a copy of the course.
+
+Each worker is ``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...`` in its
+own copy of the working course (the gradebook included). For one student at a time it runs
+nbgrader's autograde, re-checks outside the learner's kernel every test cell that scored
+(:mod:`.recheck`: a learner cell can monkeypatch the checks its kernel runs), zeroes the cells that
+fail there when that re-run is conclusive, makes the feedback, and prints one JSON line.
+
+The grades do not depend on ``--jobs``: every student is graded by the same nbgrader code against a
+copy of the same gradebook, alone in its own kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nbgrader.api import Gradebook, MissingEntry
+
+from .. import nbgrader_cli
+from . import recheck
+from .workspace import DEFAULT_TIMEOUT, gradebook_url, write_course
+
+WORKER_MODULE = "resumable_core.course.grading.workers"
+LOG_TAIL, ERROR_TAIL = 20000, 5000
+"""How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
+
+Cells = dict[str, dict[str, str]]
+"""{notebook name: {key: text}}: the zeroed cells' reasons, or why a re-check was inconclusive."""
+
+
+@dataclass
+class StudentReport:
+    """What a worker reports for one student (one JSON line on its stdout)."""
+
+    student: str
+    worker: str
+    """The worker's course folder (its gradebook, autograded/ and feedback/)."""
+    success: bool
+    log: str = ""
+    error: str = ""
+    feedback: bool = False
+    isolated: Cells = field(default_factory=dict)
+    """{notebook: {grade_id: why}} of the cells zeroed by the isolated re-check."""
+    isolated_kept: Cells = field(default_factory=dict)
+    """{notebook: {"why": ..., "cells": "grade_id, ..."}} where the re-check was inconclusive."""
+    seconds: float = 0.0
+
+
+# --- inside a worker process -------------------------------------------------------------------
+
+
+def timeout_of(config: Any) -> int:
+    """The course's per-cell timeout (``Execute.timeout``)."""
+    try:
+        return int(config.Execute.timeout)
+    except (AttributeError, TypeError, ValueError):
+        return DEFAULT_TIMEOUT
+
+
+def _passed_cells(db_url: str, name: str, assignment: str, student: str) -> list[str]:
+    """The autograded test cells of one notebook that scored in the learner's kernel."""
+    with Gradebook(db_url) as gb:
+        try:
+            grades = gb.find_submission_notebook(name, assignment, student).grades
+        except MissingEntry:
+            return []
+        return sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
+
+
+def _zero(db_url: str, cells: list[str], name: str, assignment: str, student: str) -> None:
+    """``Grade.manual_score = 0``: nbgrader's instructor override, ``auto_score`` keeps the kernel's."""
+    with Gradebook(db_url) as gb:
+        for gid in cells:
+            gb.find_grade(gid, name, assignment, student).manual_score = 0.0
+        gb.db.commit()
+
+
+def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) -> tuple[Cells, Cells]:
+    """Re-run, outside the learner's kernel, every test cell that scored; zero the ones that fail there.
+
+    A failing cell is zeroed only when the re-run is conclusive: if the isolated process died or
+    hung, or the learner's code raised while loading there but not in the kernel, nothing is
+    zeroed (an honest notebook must never lose points to this check) and the cells are reported
+    for review instead. Cells that failed in nbgrader are never re-checked and no score is raised.
+    Returns (the zeroed cells, the kept ones), as :class:`StudentReport` describes them.
+    """
+    db_url = gradebook_url(root)
+    zeroed: Cells = {}
+    kept: Cells = {}
+    for nb_path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
+        name = nb_path.stem
+        passed = _passed_cells(db_url, name, assignment, student)
+        if not passed:
+            continue
+        source = root / "source" / assignment / f"{name}.ipynb"
+        report = recheck.run(
+            nb_path,
+            assignment,
+            source=source if source.is_file() else None,
+            only=passed,
+            timeout=timeout,
+            env=nbgrader_cli.env(),
+        )
+        failed = {gid: why for gid, why in report.items() if gid in passed and why}
+        if not failed:
+            continue
+        if report.inconclusive:
+            kept[name] = {"why": report.inconclusive, "cells": ", ".join(sorted(failed))}
+            continue
+        _zero(db_url, sorted(failed), name, assignment, student)
+        zeroed[name] = failed
+    return zeroed, kept
+
+
+def autograde_student(api: Any, root: Path, assignment: str, student: str, timeout: int) -> StudentReport:
+    """Autograde, re-check and give feedback to one student with nbgrader's API."""
+    started = time.monotonic()
+    result = api.autograde(assignment, student, force=True, create=True)
+    report = StudentReport(
+        student,
+        str(root),
+        success=bool(result.get("success")),
+        log=(result.get("log") or "")[-LOG_TAIL:],
+        error=(result.get("error") or "")[-ERROR_TAIL:],
+    )
+    if report.success:
+        report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout)
+        report.feedback = bool(api.generate_feedback(assignment, student, force=True).get("success"))
+    report.seconds = round(time.monotonic() - started, 2)
+    return report
+
+
+def worker_main(argv: list[str]) -> int:
+    """``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...``: one JSON line per student."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+
+    root, assignment, students = Path(argv[0]), argv[1], argv[2:]
+    os.chdir(root)
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    for student in students:
+        report = autograde_student(api, root, assignment, student, timeout_of(config))
+        print(json.dumps(asdict(report)), flush=True)
+    return 0
+
+
+# --- in the grading process --------------------------------------------------------------------
+
+
+class Progress:
+    """Prints ``[ i/n] student: score in s`` as each student's grading ends (called from worker threads)."""
+
+    def __init__(self, total: int, assignment: str, echo: Callable[..., None]) -> None:
+        self.total, self.assignment, self.echo = total, assignment, echo
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def _score(self, report: StudentReport) -> str:
+        with Gradebook(gradebook_url(Path(report.worker))) as gb:
+            try:
+                sub = gb.find_submission(self.assignment, report.student)
+            except MissingEntry:
+                return "-"
+            return f"{sub.score:g}/{sub.max_score:g}"
+
+    def __call__(self, report: StudentReport) -> None:
+        outcome = f"{self._score(report)} in {report.seconds:.1f} s" if report.success else "FAILED"
+        with self._lock:
+            self.done += 1
+            self.echo(f"[{self.done:>{len(str(self.total))}}/{self.total}] {report.student}: {outcome}", flush=True)
+
+
+def _copy_course(main: Path, worker: Path, timeout: int, students: list[str]) -> None:
+    write_course(worker, timeout)
+    shutil.copytree(main / "source", worker / "source")
+    shutil.copytree(main / "release", worker / "release")
+    shutil.copy2(main / "gradebook.db", worker / "gradebook.db")
+    for s in students:
+        shutil.copytree(main / "submitted" / s, worker / "submitted" / s)
+
+
+def _run_worker(
+    main: Path, worker: Path, assignment: str, share: list[str], timeout: int, progress: Callable[[StudentReport], None]
+) -> dict[str, StudentReport]:
+    """Grade ``share`` in one worker process; a worker that died takes its remaining students with it: say so."""
+    _copy_course(main, worker, timeout, share)
+    results: dict[str, StudentReport] = {}
+    cmd = [sys.executable, "-m", WORKER_MODULE, str(worker), assignment, *share]
+    with subprocess.Popen(
+        cmd, cwd=worker, env=nbgrader_cli.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as proc:
+        for line in proc.stdout or ():
+            try:
+                report = StudentReport(**json.loads(line))
+            except (json.JSONDecodeError, TypeError):  # not a report line (a stray print of nbgrader's)
+                continue
+            results[report.student] = report
+            progress(report)
+    for s in share:
+        if s not in results:
+            error = f"grading worker exited with code {proc.returncode}"
+            results[s] = StudentReport(s, str(worker), success=False, error=error)
+            progress(results[s])
+    return results
+
+
+def run_workers(
+    main: Path,
+    assignment: str,
+    students: list[str],
+    jobs: int,
+    timeout: int,
+    progress: Callable[[StudentReport], None],
+) -> dict[str, StudentReport]:
+    """Grade ``students`` in ``jobs`` worker course copies; return each student's report."""
+    jobs = max(1, min(jobs, len(students) or 1))
+    shares = [(main / "workers" / f"w{i}", students[i::jobs]) for i in range(jobs)]
+    results: dict[str, StudentReport] = {}
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [
+            pool.submit(_run_worker, main, worker, assignment, share, timeout, progress)
+            for worker, share in shares
+            if share
+        ]
+        for future in futures:
+            results.update(future.result())
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main(sys.argv[1:]))

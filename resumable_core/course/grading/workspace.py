@@ -1,0 +1,94 @@
+"""Step 1 of grading: the working course folder, a throwaway nbgrader course with its own gradebook.
+
+The course's own gradebook is never touched: grading happens in ``./grading-<assignment>/`` (or
+``--out``), which this step refuses unless it is empty or was made by an earlier run (its marker).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from ..nbgrader_cli import nbgrader
+from ..release import COURSE_ROOT, SOURCE_DIR
+
+MARKER = ".resumable-grading"
+"""A file that marks a folder as made by this command (and safe to wipe on the next run)."""
+DEFAULT_TIMEOUT = 60
+"""Seconds a cell may run before it is interrupted (nbgrader's ``Execute.timeout``)."""
+
+CONFIG = """# Written by `python -m resumable_core grade`; a throwaway course for one grading run.
+c = get_config()  # noqa: F821
+c.CourseDirectory.root = {root!r}
+c.CourseDirectory.source_directory = "source"
+c.CourseDirectory.release_directory = "release"
+c.CourseDirectory.db_url = {db_url!r}
+c.CourseDirectory.course_id = "resumable-agents"
+c.Execute.timeout = {timeout}
+c.Execute.interrupt_on_timeout = True
+c.ExecutePreprocessor.timeout = {timeout}
+c.OverwriteCells.add_missing_cells = True
+c.Autograde.create_student = True
+"""
+
+
+class GradingError(Exception):
+    """The grading run itself cannot go on (not one student's problem); the message says what to fix."""
+
+
+def gradebook_url(root: Path) -> str:
+    """The SQLAlchemy URL of the gradebook of the course at ``root``."""
+    return f"sqlite:///{root / 'gradebook.db'}"
+
+
+def write_course(root: Path, timeout: int) -> None:
+    """Make ``root`` an nbgrader course with its own gradebook (and this command's marker)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MARKER).write_text("made by python -m resumable_core grade\n")
+    (root / "nbgrader_config.py").write_text(
+        CONFIG.format(root=str(root), db_url=gradebook_url(root), timeout=int(timeout))
+    )
+
+
+def find_source(assignment: str, source: str | Path | None, course: str | Path | None) -> Path:
+    """The folder with the assignment's source (instructor) notebooks."""
+    if source:
+        path = Path(source)
+    else:
+        root = Path(course) if course else COURSE_ROOT
+        candidates = [root / folder / assignment for folder in (SOURCE_DIR, "source")]
+        path = next((c for c in candidates if c.is_dir()), candidates[0])
+    if not path.is_dir() or not list(path.glob("*.ipynb")):
+        raise GradingError(f"no source notebooks for assignment {assignment!r} in {path}; pass --source or --course")
+    return path
+
+
+def prepare_out(out: Path, course_roots: list[Path]) -> Path:
+    """A fresh, empty working folder (resolved); refuses a course folder and a folder this command did not make."""
+    out = out.resolve()
+    for root in course_roots:
+        if out == root.resolve():
+            raise GradingError(f"--out {out} is the course folder itself: grading never writes into its gradebook")
+    if out.exists() and any(out.iterdir()):
+        if not (out / MARKER).exists():
+            raise GradingError(f"{out} exists and was not made by this command; pick another --out")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def release_assignment(out: Path, source: Path, assignment: str, timeout: int) -> dict[str, nbformat.NotebookNode]:
+    """Make ``out`` the working course and release the assignment there; {notebook name: released notebook}.
+
+    ``nbgrader generate_assignment`` also fills the working gradebook with the test cells, hidden
+    tests included: that is what autograde later restores edited tests from.
+    """
+    write_course(out, timeout)
+    shutil.copytree(
+        source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    )
+    nbgrader(["generate_assignment", assignment, "--force"], out)
+    released = sorted((out / "release" / assignment).glob("*.ipynb"))
+    return {path.stem: nbformat.read(str(path), as_version=4) for path in released}
