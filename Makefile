@@ -5,7 +5,7 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test lint matrix grade bench bench-grading release student-kit clean
+.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-grading release student-kit clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,29 @@ LAB_FLAGS := --notebook-dir=$(CURDIR) --LabApp.news_url=None \
 lab: setup  ## open JupyterLab on the lessons
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
 
-test: setup lint  ## lint, types, then every test
+test: setup lint  ## lint, types, then every test; then the core suite on 3.12 and 3.13
 	$(BIN)/python -m pytest
+	$(MAKE) test-core-pythons
+
+# The core wing's tests, which need only `pip install .` plus pytest and hypothesis.
+CORE_PYTHONS := 3.12 3.13
+CORE_TESTS := $(addprefix tests/test_,architecture.py checkpoint.py checkpoint_os.py claude.py crash.py \
+	lease.py ledger.py loop.py protocol.py strategies.py tools.py)
+
+test-core-pythons:  ## the core suite (-m "not slow") on each of CORE_PYTHONS, in .venv-3.x
+	@for v in $(CORE_PYTHONS); do \
+	  py=$$(python$$v -c 'import sys; print(sys.executable)' 2>/dev/null \
+	    || ls -d "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/$$v*/bin/python$$v 2>/dev/null | tail -n 1); \
+	  if [ -z "$$py" ]; then echo "test-core-pythons: no python$$v on this machine, skipped"; continue; fi; \
+	  if [ ! .venv-$$v/.installed-stamp -nt pyproject.toml ]; then \
+	    $$py -m venv .venv-$$v && .venv-$$v/bin/python -m pip install -q --upgrade pip \
+	    && .venv-$$v/bin/python -m pip install -q -e . 'pytest>=8,<10' 'hypothesis>=6.100,<7' \
+	      >.venv-$$v/install.log 2>&1 && touch .venv-$$v/.installed-stamp \
+	    || { cat .venv-$$v/install.log; exit 1; }; \
+	  fi; \
+	  echo "== core tests on $$(.venv-$$v/bin/python --version)"; \
+	  .venv-$$v/bin/python -m pytest -p no:cacheprovider -q -m "not slow" $(CORE_TESTS) || exit 1; \
+	done
 
 lint: setup  ## ruff (lint and format) and mypy, as CI runs them
 	$(BIN)/ruff check resumable_core tests bench
@@ -39,7 +60,10 @@ grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconci
 	$(BIN)/python -m resumable_core grade $(SUBMISSIONS) --assignment $(or $(ASSIGNMENT),reconcile) --jobs $(or $(JOBS),2)
 
 release: setup  ## regenerate exercises/ from solutions/ with nbgrader
-	$(BIN)/python -m resumable_core.course release
+	$(BIN)/python -m resumable_core.course.release release
+
+student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers
+	$(BIN)/python -m resumable_core.course.student_kit
 
 bench: setup  ## checkpoint save cost and crash-matrix benchmarks (~3 min)
 	$(BIN)/python bench/bench_checkpoint.py
@@ -49,4 +73,4 @@ bench-grading: setup  ## 60 submissions: sequential nbgrader autograde vs grade 
 	$(BIN)/python bench/bench_grading.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-3.* .pytest_cache

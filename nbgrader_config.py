@@ -1,7 +1,7 @@
 """nbgrader configuration of the Resumable Agents course.
 
 The repository root is the course: instructors write notebooks in ``solutions/`` (the
-nbgrader source folder) and ``python -m resumable_core.course release`` (``make release``)
+nbgrader source folder) and ``python -m resumable_core.course.release release`` (``make release``)
 runs ``nbgrader generate_assignment`` to produce ``exercises/<assignment>/<notebook>.ipynb``.
 Student work goes to ``submitted/<student>/<assignment>/`` and ``nbgrader autograde``
 fills ``autograded/``; those folders and ``gradebook.db`` are git-ignored.

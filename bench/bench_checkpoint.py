@@ -125,7 +125,7 @@ def open_langgraph(db: Path):
     return conn, saver
 
 
-def langgraph_checkpoints(cp, count: int) -> list[dict[str, Any]]:
+def langgraph_checkpoints(cp: Any, count: int) -> list[Any]:
     """``count`` successive LangGraph checkpoints whose channel values hold the same state."""
     from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 
@@ -172,7 +172,7 @@ def bench_size(turns: int, folder: Path, reps: int, warmup: int, budget: float, 
     lg_cps = langgraph_checkpoints(cp, warmup + reps)
     deadline = time.perf_counter() + budget
     thread = {"configurable": {"thread_id": f"bench-{turns}", "checkpoint_ns": ""}}
-    state = {"config": thread, "i": 0}
+    state: dict[str, Any] = {"config": thread, "i": 0}
 
     def lg_put() -> None:
         ck = lg_cps[state["i"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -53,9 +54,8 @@ class CrashPlan:
             return False
         if self.turn is not None and turn != self.turn:
             return False
-        if self.tool is not None and point != "before_model_call" and tool != self.tool:
-            return False
-        return True
+        # The model call comes before the turn's tool is known, so the tool cannot select it.
+        return self.tool is None or point == "before_model_call" or tool == self.tool
 
 
 def kill_self() -> None:
@@ -85,10 +85,9 @@ def _child(fn: Callable[[], object], write_end: int) -> None:
         fn()
     except BaseException:  # noqa: BLE001 - report anything to the parent, then leave
         code = 1
-        try:
+        # A traceback that cannot be sent is lost; the exit code still says the child failed.
+        with contextlib.suppress(BaseException):
             os.write(write_end, traceback.format_exc().encode("utf-8", "replace")[-_TRACEBACK_LIMIT:])
-        except BaseException:  # noqa: BLE001 - the exit code still says it failed
-            pass
     os._exit(code)
 
 
@@ -134,10 +133,8 @@ def run_in_child(fn: Callable[[], object], *, kill_after: float | None = None, t
 
 
 def _kill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):  # it already ended: nothing to kill
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _wait(pid: int, timeout: float) -> int | None:
