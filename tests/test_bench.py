@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
@@ -34,6 +36,7 @@ def _table_rows(out: str, header_start: str) -> list[list[str]]:
     return rows
 
 
+@pytest.mark.slow
 def test_bench_checkpoint_quick_prints_its_table(tmp_path):
     """bench_checkpoint --quick exits 0, writes only under --dir, and prints a row per size with ratios."""
     p = _run("bench_checkpoint.py", "--dir", str(tmp_path), cwd=tmp_path)
@@ -52,6 +55,7 @@ def test_bench_checkpoint_quick_prints_its_table(tmp_path):
     assert list(tmp_path.iterdir()) == []  # the temp folder was removed
 
 
+@pytest.mark.slow
 def test_bench_matrix_quick_prints_its_table(tmp_path):
     """bench_matrix --quick exits 0, finds equal rows both ways and prints the three ways with ratios."""
     p = _run("bench_matrix.py", cwd=tmp_path)

@@ -435,6 +435,7 @@ print(json.dumps({"debug": __debug__, "failed": failed}))
 """
 
 
+@pytest.mark.slow
 def test_checks_still_fail_under_python_O():
     """Run with ``python -O`` (assert statements stripped), every check still fails a wrong answer."""
     answers = "\n".join([NO_FSYNC_SAVE, LENIENT_LOAD])

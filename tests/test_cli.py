@@ -25,6 +25,7 @@ def _cli(*args: str) -> str:
     return out.stdout
 
 
+@pytest.mark.slow
 def test_matrix_json_has_the_documented_columns():
     """`matrix --format json` prints a JSON list of rows with the documented columns."""
     rows = json.loads(_cli("matrix", "--format", "json", "--tool", "send_email", "--strategy", "rerun"))
@@ -33,12 +34,14 @@ def test_matrix_json_has_the_documented_columns():
     assert {r["crash_point"]: r["effects"] for r in rows}["after_tool"] == 2
 
 
+@pytest.mark.slow
 def test_matrix_table_prints_a_header_and_rows():
     """The default table has a header, a rule and one line per cell; --scenario is --tool's name."""
     lines = _cli("matrix", "--scenario", "read_file", "--strategy", "by_effect").splitlines()
     assert lines[0].split()[:3] == ["crash_point", "tool", "strategy"] and len(lines) == 2 + len(CRASH_POINTS)
 
 
+@pytest.mark.slow
 def test_simulate_tells_the_postmortem():
     """`simulate` at after_tool with rerun tells of two emails."""
     out = _cli("simulate", "--crash-at", "after_tool", "--tool", "send_email", "--strategy", "rerun")

@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -19,6 +21,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_make_lab_serves_lesson_one():
     """`make lab` starts JupyterLab and serves lesson 1 (here without a browser, on a free port)."""
     port = _free_port()

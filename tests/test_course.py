@@ -146,6 +146,7 @@ def test_check_notices_a_hand_edit(tmp_path):
     assert course._notebook_differences("r", released, released) == []
 
 
+@pytest.mark.slow
 def test_course_cli_lists_points_and_rejects_unknown_commands():
     """`python -m resumable_core.course points` prints every grade_id; an unknown command is an error."""
     out = subprocess.run(

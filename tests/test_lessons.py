@@ -97,6 +97,7 @@ def test_lessons_exist() -> None:
     assert "04_production_resume.ipynb" in names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
 def test_lesson_runs_clean(executed: dict, name: str) -> None:
     """A lesson executes top to bottom on a fresh kernel with no error and nothing on stderr."""
@@ -107,6 +108,7 @@ def test_lesson_runs_clean(executed: dict, name: str) -> None:
     assert all(c.execution_count is not None for c in code), "some code cells did not run"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
 def test_checks_passed(executed: dict, name: str) -> None:
     """Every check cell ran its asserts and printed that it passed."""

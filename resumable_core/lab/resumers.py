@@ -58,7 +58,9 @@ class RaceOutcome:
     emails: int
     """Emails in the outbox at the end, whatever their subject."""
     completed: int
-    """Resumers that finished the run, or found it finished."""
+    """Resumers that finished the run themselves (the lease allows one)."""
+    found_finished: int
+    """Resumers that got the lease after the run was finished: they reported it, made no model call."""
     refused: int
     """Resumers the lease refused (held by another, or taken over): they did nothing."""
     api_error: int
@@ -78,7 +80,8 @@ class RaceOutcome:
             [
                 f"Crash {CRASH_POINT_HELP[self.crash_point]} on the turn that calls {self.tool}; "
                 f"{self.resumers} resumers start at once with {self.strategy!r}.",
-                f"Completed: {self.completed}; refused by the lease: {self.refused}; "
+                f"Completed: {self.completed}; found it finished: {self.found_finished}; "
+                f"refused by the lease: {self.refused}; "
                 f"refused by the API: {self.api_error}; other: {len(self.other)}.",
                 f"Effects of the crashed call: {self.effects}; emails in the outbox: {self.emails}.",
                 *self.other,
@@ -98,6 +101,8 @@ def _resume_once(box: Sandbox, task: str, fn: Reconcile, lease_wait: float) -> s
         return "api_error"
     except Exception as e:  # noqa: BLE001 - reported to the parent as a line, never as a traceback
         return f"{type(e).__name__}: {e}"
+    if result.status == "already_finished":
+        return "found_finished"
     return "completed" if result.checkpoint.is_finished() else f"stopped: {result.status}"
 
 
@@ -159,9 +164,10 @@ def race_resumers(
             effects=sc.count_effects(box.world),
             emails=len(box.world.sent_emails()),
             completed=endings.count("completed"),
+            found_finished=endings.count("found_finished"),
             refused=endings.count("refused"),
             api_error=endings.count("api_error"),
-            other=[e for e in endings if e not in ("completed", "refused", "api_error")],
+            other=[e for e in endings if e not in ("completed", "found_finished", "refused", "api_error")],
             killed=killed,
         )
 
