@@ -8,7 +8,6 @@ Run as a script to time each lesson or to strip outputs before committing:
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -19,6 +18,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
+# One notebook runner for the repository and the student kit (which ships it as its own tests).
+from resumable_core.course.kit.tests.run_notebook import CELL_TIMEOUT, kernel_env, problems, warm_matplotlib_cache
+
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
 NOTEBOOKS = sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
@@ -27,24 +29,6 @@ EXERCISES = {
     "02_dangling_calls.ipynb": "../exercises/reconcile/reconcile.ipynb",
     "03_send_email_postmortem.ipynb": "../exercises/postmortem/postmortem.ipynb",
 }
-CELL_TIMEOUT = 300  # seconds; a safety net against a hung kernel, not a speed requirement
-
-
-def kernel_env(home: Path) -> dict[str, str]:
-    """The environment a lesson kernel gets: offline, quiet, and independent of the caller's."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_"))}
-    env.update(
-        JUPYTER_PLATFORM_DIRS="1",  # jupyter_core's own deprecation warning otherwise
-        PYDEVD_DISABLE_FILE_VALIDATION="1",  # the debugger's "frozen modules" note otherwise
-        IPYTHONDIR=str(home / "ipython"),  # no user profile, no startup files
-    )
-    env.pop("MPLBACKEND", None)  # the kernel's inline backend, as in JupyterLab
-    return env
-
-
-def warm_matplotlib_cache() -> None:
-    """Build matplotlib's font cache here, so a lesson's first plot does not log about it."""
-    import matplotlib.font_manager  # noqa: F401  (importing it builds the cache)
 
 
 def execute(notebook: Path, workdir: Path) -> tuple[nbformat.NotebookNode, float]:
@@ -63,21 +47,6 @@ def execute(notebook: Path, workdir: Path) -> tuple[nbformat.NotebookNode, float
     start = time.perf_counter()
     client.execute(env=kernel_env(workdir), cwd=str(workdir))
     return nb, time.perf_counter() - start
-
-
-def problems(nb: nbformat.NotebookNode) -> list[str]:
-    """Every error output and every stderr stream in an executed notebook, with its cell's first line."""
-    found = []
-    for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code":
-            continue
-        head = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
-        for out in cell.get("outputs", []):
-            if out.output_type == "error":
-                found.append(f"cell {i} ({head!r}): {out.ename}: {out.evalue}")
-            elif out.output_type == "stream" and out.name == "stderr":
-                found.append(f"cell {i} ({head!r}) wrote to stderr: {out.text[:500]!r}")
-    return found
 
 
 @pytest.fixture(scope="module")
