@@ -38,6 +38,7 @@ from dataclasses import asdict
 import anthropic, resumable_core.claude, resumable_core._scripted  # what run_cell would import on first use
 from resumable_core.lab.matrix import run_cell
 from resumable_core.scenarios import SCENARIOS
+import resumable_core.course.hidden.strategies  # the instructor's answers: registers by_effect(_ledger)
 t1 = time.perf_counter()
 SCENARIOS[sys.argv[2]].reference_turn()  # run_cell's first step anyway (cached per process); split out to time it
 t2 = time.perf_counter()
@@ -64,7 +65,8 @@ def _run_py(args: list[str]) -> tuple[float, str]:
 
 
 def resolved(plan: dict[str, Any]) -> dict[str, Any]:
-    """The plan with run_matrix's defaults filled in from the registries."""
+    """The plan with run_matrix's defaults filled in from the registries (the answers registered too)."""
+    import resumable_core.course.hidden.strategies  # noqa: F401 - registers by_effect and by_effect_ledger
     from resumable_core.crash import CRASH_POINTS
     from resumable_core.scenarios import SCENARIOS
     from resumable_core.strategies import matrix_strategies

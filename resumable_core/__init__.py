@@ -44,6 +44,8 @@ __all__ = [
     "LeaseLostError",
     "Ledger",
     "PendingToolUse",
+    "ReconcileMissingError",
+    "ReconcileResultError",
     "ResumableError",
     "RunResult",
     "Sandbox",
@@ -52,15 +54,16 @@ __all__ = [
     "Tool",
     "ToolError",
     "Toolbox",
+    "UnknownStrategyError",
     "UnknownToolError",
     "World",
+    "answer_pending",
     "consistency_problem",
     "idempotency_key",
     "load_checkpoint",
     "make_client",
     "model_id",
     "new_checkpoint",
-    "reconcile",
     "run_agent",
     "save_checkpoint",
     "tool",
@@ -96,16 +99,19 @@ _HOMES = {
         "LeaseError",
         "LeaseHeldError",
         "LeaseLostError",
+        "ReconcileMissingError",
+        "ReconcileResultError",
         "ResumableError",
         "SecretInCheckpointError",
         "ToolError",
+        "UnknownStrategyError",
         "UnknownToolError",
     ),
     "lease": ("Lease",),
     "ledger": ("Ledger", "idempotency_key"),
     "loop": ("MAX_TURNS", "RunResult", "run_agent"),
     "scenarios": ("SCENARIOS", "Sandbox", "Scenario"),
-    "strategies": ("STATUS_UNKNOWN", "STRATEGIES", "reconcile", "tool_result"),
+    "strategies": ("STATUS_UNKNOWN", "STRATEGIES", "answer_pending", "tool_result"),
     "tools": ("DEFAULT_TOOLS", "Effect", "Tool", "Toolbox", "tool"),
     "world": ("World",),
 }
@@ -155,15 +161,18 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
         LeaseError,
         LeaseHeldError,
         LeaseLostError,
+        ReconcileMissingError,
+        ReconcileResultError,
         ResumableError,
         SecretInCheckpointError,
         ToolError,
+        UnknownStrategyError,
         UnknownToolError,
     )
     from .lease import Lease
     from .ledger import Ledger, idempotency_key
     from .loop import MAX_TURNS, RunResult, run_agent
     from .scenarios import SCENARIOS, Sandbox, Scenario
-    from .strategies import STATUS_UNKNOWN, STRATEGIES, reconcile, tool_result
+    from .strategies import STATUS_UNKNOWN, STRATEGIES, answer_pending, tool_result
     from .tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
     from .world import World

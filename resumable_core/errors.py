@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 
@@ -128,3 +129,47 @@ class IdempotencyConflictError(ToolError):
 
 class CrashError(ResumableError):
     """A crash simulation did not go as planned (the child was not killed, or failed)."""
+
+
+class UnknownStrategyError(ResumableError, ValueError):
+    """No strategy is registered under ``name``; ``choices`` are the names that are."""
+
+    def __init__(self, name: str, choices: list[str]) -> None:
+        self.name = name
+        self.choices = choices
+        close = difflib.get_close_matches(name, choices, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        super().__init__(
+            f"no strategy named {name!r}; {hint}choose one of {', '.join(choices)}, "
+            "or pass your own reconcile(cp, tools) function instead of a name"
+        )
+
+
+class ReconcileResultError(ResumableError, TypeError):
+    """A reconcile function returned something other than a Checkpoint (often None: a missing ``return cp``).
+
+    Carries the function's ``reconcile_name`` and what it ``returned``.
+    """
+
+    def __init__(self, reconcile_name: str, returned: object) -> None:
+        self.reconcile_name = reconcile_name
+        self.returned = returned
+        what = "None" if returned is None else f"a {type(returned).__name__}"
+        super().__init__(
+            f"{reconcile_name} returned {what}, not a Checkpoint: end it with `return cp`, the checkpoint it was given"
+        )
+
+
+class ReconcileMissingError(ResumableError):
+    """A resume found a dangling call and was given no reconcile to settle it.
+
+    Carries the pending call's ``tool_name`` and ``tool_use_id``.
+    """
+
+    def __init__(self, tool_name: str, tool_use_id: str) -> None:
+        self.tool_name = tool_name
+        self.tool_use_id = tool_use_id
+        super().__init__(
+            f"the checkpoint has a pending {tool_name} call ({tool_use_id}) and no reconcile was given: "
+            "pass reconcile= (a strategy's .reconcile or your own reconcile(cp, tools) function)"
+        )

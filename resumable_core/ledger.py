@@ -1,4 +1,4 @@
-"""The side-effect ledger: idempotency keys and receipts in SQLite (lesson 4's preview).
+"""The side-effect ledger: idempotency keys and receipts in SQLite.
 
 A side-effecting call is recorded under a key made from the run id and the tool_use id, as
 Stripe's idempotency keys are: the intent first (status ``unknown``), then how the call ended

@@ -17,10 +17,10 @@ from .checkpoint import (
 )
 from .claude import MAX_TOKENS, make_client, model_id
 from .crash import CrashPlan, kill_self
-from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ToolError
+from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ReconcileResultError, ToolError
 from .lease import Lease
 from .ledger import idempotency_key
-from .strategies import Reconcile, reconcile_by_effect, tool_result
+from .strategies import Reconcile, tool_result
 from .tools import Effect, Toolbox
 
 MAX_TURNS = 40
@@ -80,13 +80,21 @@ def _run_tool(toolbox: Toolbox, run_id: str, use: dict[str, Any]) -> dict[str, A
     return tool_result(use["id"], output, is_error=is_error)
 
 
+def _reconciled(reconcile: Reconcile, cp: Checkpoint, toolbox: Toolbox) -> Checkpoint:
+    """What ``reconcile`` made of ``cp``; anything but a Checkpoint is refused here, naming the fix."""
+    result: object = reconcile(cp, toolbox)
+    if not isinstance(result, Checkpoint):
+        raise ReconcileResultError(getattr(reconcile, "__name__", repr(reconcile)), result)
+    return result
+
+
 def run_agent(
     task: str,
     *,
     checkpoint_path: str | Path,
     toolbox: Toolbox,
     client: Any = None,
-    reconcile: Reconcile = reconcile_by_effect,
+    reconcile: Reconcile,
     max_turns: int = MAX_TURNS,
     crash: CrashPlan | None = None,
     run_id: str | None = None,
@@ -99,8 +107,9 @@ def run_agent(
     the lease and happens only while it is ours, and the tools' writes carry its fencing token.
 
     Resume: load (version and consistency checked), refuse another task's checkpoint, report a
-    finished run without calling the model, reconcile a dangling call and save the reconciled
-    state before the next model call. Each turn is charged on disk before its model call, and
+    finished run without calling the model, reconcile a dangling call with ``reconcile`` (required:
+    the caller decides what a dangling call means) and save the reconciled state before the next
+    model call. Each turn is charged on disk before its model call, and
     ``turns`` and ``tokens_used`` carry over, so ``max_turns`` bounds the task's model calls
     across any number of crashes.
 
@@ -131,7 +140,7 @@ def run_agent(
             return RunResult("already_finished", cp, resumed=True, model_calls=0)
         toolbox = toolbox.fenced(lease.fence(cp.run_id))  # its writes carry the lease's fencing token
         if cp.pending_tool_use is not None:
-            cp = reconcile(cp, toolbox)
+            cp = _reconciled(reconcile, cp, toolbox)
             if problem := consistency_problem(cp):
                 raise CheckpointInconsistentError(path, f"after reconcile: {problem}")
             save()  # persist the reconciled state before the next model call

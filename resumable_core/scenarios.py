@@ -14,8 +14,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from .checkpoint import Checkpoint
+from .errors import ReconcileMissingError
 from .ledger import Ledger
 from .loop import RunResult, run_agent
+from .strategies import Reconcile
 from .tools import Toolbox
 from .world import World
 
@@ -93,9 +96,21 @@ class Sandbox:
         box = Toolbox(world, ledger=Ledger(root / "ledger.sqlite") if ledger else None)
         return cls(root, world, box, root / "checkpoint.json")
 
-    def run(self, task: str, **kw: Any) -> RunResult:
-        """``run_agent`` on this sandbox. A new run gets its own run id (kept in its checkpoint)."""
-        return run_agent(task, checkpoint_path=self.checkpoint_path, toolbox=self.toolbox, **kw)
+    def run(self, task: str, *, reconcile: Reconcile | None = None, **kw: Any) -> RunResult:
+        """``run_agent`` on this sandbox. A new run gets its own run id (kept in its checkpoint).
+
+        ``reconcile``: what a resume does with a dangling call. A fresh run, or a resume with
+        nothing pending, needs none; without one a dangling call stops with ``ReconcileMissingError``.
+        """
+        chosen = _no_reconcile_given if reconcile is None else reconcile
+        return run_agent(task, checkpoint_path=self.checkpoint_path, toolbox=self.toolbox, reconcile=chosen, **kw)
+
+
+def _no_reconcile_given(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
+    """No reconcile was chosen: a checkpoint with nothing pending needs none; a dangling call stops here."""
+    if cp.pending_tool_use is not None:
+        raise ReconcileMissingError(cp.pending_tool_use.name, cp.pending_tool_use.id)
+    return cp
 
 
 @cache

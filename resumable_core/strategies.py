@@ -3,6 +3,10 @@
 A strategy is any ``reconcile(cp, tools) -> Checkpoint``; a learner's function plugs in the same way.
 The named ones live in one registry, :data:`STRATEGIES`: the CLI's choices, the simulator's menu
 and help, and the crash matrix all read it, so :func:`register` is the one place to add one.
+
+The core registers only the naive moves (``none``, ``delete``, ``rerun``): the right answers are
+the exercise, so they live on the instructor's side (``resumable_core.course.hidden.strategies``
+registers ``by_effect`` and ``by_effect_ledger`` when it is imported).
 """
 
 from __future__ import annotations
@@ -11,8 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .checkpoint import Checkpoint, PendingToolUse
-from .errors import ToolError
-from .ledger import idempotency_key
+from .errors import ToolError, UnknownStrategyError
 from .tools import Toolbox
 
 Reconcile = Callable[[Checkpoint, Toolbox], Checkpoint]
@@ -45,10 +48,10 @@ def _pending(cp: Checkpoint) -> PendingToolUse:
     return cp.pending_tool_use
 
 
-def _run(cp: Checkpoint, tools: Toolbox, key: str | None = None) -> Checkpoint:
+def _run(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
     p = _pending(cp)
     try:
-        return answer_pending(cp, tools.execute(p.name, p.input, idempotency_key=key))
+        return answer_pending(cp, tools.execute(p.name, p.input))
     except ToolError as e:  # an ordinary tool failure: the model is told, as in the loop
         return answer_pending(cp, str(e), is_error=True)
 
@@ -72,37 +75,6 @@ def reconcile_rerun(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
     if cp.pending_tool_use is None:
         return cp
     return _run(cp, tools)
-
-
-def reconcile_by_effect(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
-    """The lesson's rule: re-run read-only tools; for anything else, say the status is unknown."""
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        return _run(cp, tools)
-    return answer_pending(cp, STATUS_UNKNOWN, is_error=True)
-
-
-def reconcile_by_effect_ledger(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
-    """By effect, with receipts: a side-effecting call is finished under its idempotency key.
-
-    A receipt means it already happened (its result is reused); otherwise it runs under the
-    key, and the outbox dedupes on that key if the crash fell between effect and receipt.
-    Without a ledger it falls back to the lesson's rule.
-    """
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        return _run(cp, tools)
-    if tools.ledger is None or p.name not in tools:
-        return answer_pending(cp, STATUS_UNKNOWN, is_error=True)
-    return _run(cp, tools, idempotency_key(cp.run_id, p.id))
-
-
-reconcile = reconcile_by_effect
-"""The lesson's ``reconcile``: by tool effect, no ledger."""
 
 
 @dataclass(frozen=True)
@@ -132,11 +104,11 @@ def register(strategy: Strategy) -> Strategy:
 
 
 def strategy_named(name: str) -> Strategy:
-    """The registered strategy ``name``; a ValueError names the choices."""
+    """The registered strategy ``name``; an :class:`UnknownStrategyError` names the choices."""
     try:
         return STRATEGIES[name]
     except KeyError:
-        raise ValueError(f"no strategy named {name!r}; choose one of {', '.join(STRATEGIES)}") from None
+        raise UnknownStrategyError(name, list(STRATEGIES)) from None
 
 
 def matrix_strategies() -> list[str]:
@@ -158,16 +130,3 @@ register(
     )
 )
 register(Strategy("rerun", reconcile_rerun, "run the call again whatever it does (the postmortem's production code)"))
-register(
-    Strategy(
-        "by_effect", reconcile_by_effect, "the lesson's rule: re-run read-only tools; otherwise answer “status unknown”"
-    )
-)
-register(
-    Strategy(
-        "by_effect_ledger",
-        reconcile_by_effect_ledger,
-        "by effect, plus receipts and an idempotency key the outbox dedupes on",
-        needs_ledger=True,
-    )
-)

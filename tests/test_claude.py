@@ -13,6 +13,7 @@ import pytest
 import resumable_core as rc
 from resumable_core import claude, lab
 from resumable_core._scripted import EMAIL_TASK, NOTES_TASK, IdStream, ScriptedClaude
+from resumable_core.course.hidden import strategies as answers
 
 
 def _create(client, messages, tools=None):
@@ -162,7 +163,7 @@ def test_unseeded_ids_differ_in_forked_children():
 def test_status_unknown_send_makes_claude_check_the_outbox(client):
     """Given an is_error 'status unknown' result for send_email, the scripted Claude calls list_sent_emails."""
     cp = lab.load_exercise_checkpoint("C")
-    rc.reconcile(cp, rc.Toolbox(rc.World("/nonexistent")))
+    answers.reconcile(cp, rc.Toolbox(rc.World("/nonexistent")))
     r = _create(client, cp.messages)
     assert [b.name for b in r.content if b.type == "tool_use"] == ["list_sent_emails"]
 

@@ -11,6 +11,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core import lease as lease_module
+from resumable_core.course.hidden import strategies as answers
 from resumable_core.crash import CRASH_POINTS, kill_self, run_in_child
 from resumable_core.errors import CheckpointError, CheckpointFolderMissingError, LeaseHeldError, LeaseLostError
 from resumable_core.lab.resumers import race_resumers
@@ -112,8 +113,7 @@ def test_a_resumer_that_lost_its_lease_cannot_send(tmp_path, monkeypatch):
     box = rc.Sandbox.create(tmp_path, ledger=True)
     assert run_in_child(lambda: box.run(EMAIL_TASK, crash=rc.CrashPlan("after_save_a", tool="send_email"))) == "killed"
     monkeypatch.setattr(lease_module, "LEASE_TTL", 0.0)  # every lease of this test expires at once
-    by_effect_ledger = rc.STRATEGIES["by_effect_ledger"]
-    ledger_reconcile = by_effect_ledger.reconcile
+    ledger_reconcile = answers.reconcile_by_effect_ledger
     second = []
 
     def paused_then_wakes(cp, tools):
@@ -193,3 +193,9 @@ def test_simulate_crash_loop_reports_model_calls(capsys):
     argv = ["simulate", "--crash-at", "after_response", "--crashes", "10", "--max-turns", "3", "--format", "json"]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["model_calls"] == 3
+
+
+def test_resumers_can_race_with_a_learners_function():
+    """race_resumers takes any reconcile(cp, tools), named by its function, like run_cell."""
+    out = race_resumers("after_tool", "send_email", answers.reconcile_by_effect, 2)
+    assert out.strategy == "reconcile_by_effect" and out.effects == 1 and out.completed == 1

@@ -9,6 +9,7 @@ import sqlite3
 import pytest
 
 import resumable_core as rc
+from resumable_core.course.hidden import strategies as answers
 from resumable_core.crash import run_in_child
 from resumable_core.ledger import input_hash
 from resumable_core.scenarios import EMAIL_TASK
@@ -84,6 +85,5 @@ def test_a_resumed_run_keeps_its_run_id(tmp_path):
     box = rc.Sandbox.create(tmp_path, ledger=True)
     run_in_child(lambda: box.run(EMAIL_TASK, crash=rc.CrashPlan("after_tool", tool="send_email")))
     crashed = rc.load_checkpoint(box.checkpoint_path).run_id
-    ledger_strategy = rc.STRATEGIES["by_effect_ledger"]
-    assert box.run(EMAIL_TASK, reconcile=ledger_strategy.reconcile).checkpoint.run_id == crashed
+    assert box.run(EMAIL_TASK, reconcile=answers.reconcile_by_effect_ledger).checkpoint.run_id == crashed
     assert len(box.world.sent_emails()) == 1

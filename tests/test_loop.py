@@ -10,10 +10,12 @@ import pytest
 
 import resumable_core as rc
 from resumable_core._scripted import EMAIL_TASK, NOTES_TASK
+from resumable_core.course.hidden import strategies as answers
 from resumable_core.crash import run_in_child
 
 
 def _run(sandbox, task, client, **kw):
+    kw.setdefault("reconcile", answers.reconcile_by_effect)
     return rc.run_agent(task, checkpoint_path=sandbox.checkpoint_path, toolbox=sandbox.toolbox, client=client, **kw)
 
 
@@ -197,3 +199,51 @@ def test_a_second_resumer_of_a_running_run_is_refused(sandbox, client):
     with Lease.take(sandbox.checkpoint_path), pytest.raises(rc.CheckpointError, match="being resumed"):
         _run(sandbox, NOTES_TASK, client)
     assert not sandbox.checkpoint_path.exists()
+
+
+def test_run_agent_needs_a_reconcile():
+    """run_agent has no default reconcile: the caller decides what a dangling call means."""
+    with pytest.raises(TypeError, match="reconcile"):
+        rc.run_agent(NOTES_TASK, checkpoint_path="unused.json", toolbox=None)  # type: ignore[call-arg, arg-type]  # the missing argument is the test
+
+
+@pytest.mark.parametrize("returned", [None, "done"], ids=["None", "str"])
+def test_a_reconcile_that_returns_no_checkpoint_is_named(sandbox, client, returned):
+    """A reconcile returning None (a forgotten ``return cp``) or a non-Checkpoint raises one line naming the fix."""
+    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
+    before = sandbox.checkpoint_path.read_bytes()
+
+    def my_reconcile(cp, tools):
+        rc.answer_pending(cp, "re-read")
+        return returned
+
+    with pytest.raises(rc.ReconcileResultError) as info:
+        _run(sandbox, NOTES_TASK, client, reconcile=my_reconcile)
+    message = str(info.value)
+    assert message.startswith("my_reconcile returned ") and "return cp" in message and "\n" not in message
+    assert info.value.returned == returned and info.value.reconcile_name == "my_reconcile"
+    assert sandbox.checkpoint_path.read_bytes() == before
+
+
+def test_a_sandbox_run_with_a_dangling_call_and_no_reconcile_names_the_fix(sandbox, client):
+    """Sandbox.run with no reconcile stops at a dangling call, naming it and the fix; given one, it resumes."""
+    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
+    pending = rc.load_checkpoint(sandbox.checkpoint_path).pending_tool_use
+    with pytest.raises(rc.ReconcileMissingError, match="pass reconcile=") as info:
+        sandbox.run(NOTES_TASK, client=client)
+    assert (info.value.tool_name, info.value.tool_use_id) == ("read_file", pending.id)
+    assert sandbox.run(NOTES_TASK, client=client, reconcile=answers.reconcile_by_effect).status == "finished"
+
+
+def test_a_folder_as_the_checkpoint_path_is_one_line_naming_the_fix(sandbox, client):
+    """Pointing run_agent (or load_checkpoint) at a folder raises CheckpointNotAFileError, not IsADirectoryError."""
+    with pytest.raises(rc.CheckpointNotAFileError) as info:
+        rc.run_agent(
+            NOTES_TASK,
+            checkpoint_path=sandbox.root,
+            toolbox=sandbox.toolbox,
+            client=client,
+            reconcile=answers.reconcile,
+        )
+    assert info.value.path == sandbox.root and "\n" not in str(info.value)
+    assert info.value.reason == "a directory, not a regular file; point the path at a checkpoint file"

@@ -1,14 +1,17 @@
-"""lab/matrix.py: the crash matrix is real, and the ledger strategy survives every crash."""
+"""lab/matrix.py: the crash matrix is real, the ledger strategy survives every crash, and the recorded rows are current."""
 
 from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import pytest
 
 import resumable_core as rc
 from resumable_core import lab
+from resumable_core.course.hidden import strategies as answers
 from resumable_core.crash import CRASH_POINTS
 from resumable_core.lab.matrix import RANDOM_INSTANT, format_table, kill_at_random_instant, rows_json
 from resumable_core.strategies import matrix_strategies
@@ -74,7 +77,7 @@ def test_a_learners_function_plugs_in(tmp_path):
     """Any reconcile(cp, tools) runs in a cell, named by its function name."""
 
     def my_reconcile(cp, tools):
-        return rc.STRATEGIES["by_effect"].reconcile(cp, tools)
+        return answers.reconcile_by_effect(cp, tools)
 
     cell = lab.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
     assert cell.row.strategy == "my_reconcile" and cell.row.effects == 1
@@ -150,7 +153,7 @@ def test_a_learners_ledger_function_can_ask_for_a_ledger(tmp_path):
 
     def my_ledger_reconcile(cp, tools):
         seen.append(tools.ledger is not None)
-        return rc.STRATEGIES["by_effect_ledger"].reconcile(cp, tools)
+        return answers.reconcile_by_effect_ledger(cp, tools)
 
     cell = lab.run_cell("after_tool", "send_email", my_ledger_reconcile, root=tmp_path, ledger=True)
     assert seen == [True] and cell.row.effects == 1 and cell.row.turns == 3
@@ -168,15 +171,80 @@ def test_the_story_of_a_random_instant_kill(tmp_path):
 
 
 def test_an_unknown_strategy_name_is_one_line_naming_the_choices():
-    """run_cell with a misspelt strategy raises a one-line ValueError that lists every registered name."""
-    with pytest.raises(ValueError) as raised:
+    """run_cell with a misspelt strategy raises one line listing every registered name and the function route."""
+    with pytest.raises(rc.UnknownStrategyError) as raised:
         lab.run_cell("after_tool", "send_email", "by-effect")
     message = str(raised.value)
     assert "\n" not in message and "'by-effect'" in message
-    assert all(name in message for name in rc.STRATEGIES)
+    assert all(name in message for name in rc.STRATEGIES) and "your own reconcile(cp, tools) function" in message
+
+
+def test_a_reconcile_that_returns_none_is_named_in_a_cell(tmp_path):
+    """run_cell with a reconcile that forgets ``return cp`` raises ReconcileResultError naming the function."""
+
+    def my_reconcile(cp, tools):
+        rc.answer_pending(cp, "sent?")
+
+    with pytest.raises(rc.ReconcileResultError, match=r"^my_reconcile returned None, not a Checkpoint: .*return cp"):
+        lab.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
+
+
+def test_recorded_rows_cover_every_cell_of_the_answer_strategies():
+    """lab.recorded_matrix() holds one row per scenario x crash point for by_effect and by_effect_ledger."""
+    rows = lab.recorded_matrix()
+    cells = {(r.crash_point, r.tool, r.strategy) for r in rows}
+    expected = {(p, t, s.name) for p in CRASH_POINTS for t in rc.SCENARIOS for s in answers.ANSWERS}
+    assert cells == expected and len(rows) == len(expected)
+    assert all(isinstance(r, lab.MatrixRow) for r in rows)
+
+
+@pytest.mark.slow
+def test_recorded_rows_equal_a_fresh_run(matrix):
+    """The fixture the kit ships equals the answer strategies' rows crashed now (else: python -m resumable_core.course.recorded_matrix)."""
+    fresh = [matrix[(r.crash_point, r.tool, r.strategy)] for r in lab.recorded_matrix()]
+    assert lab.recorded_matrix() == fresh, "stale fixture: run python -m resumable_core.course.recorded_matrix"
 
 
 def test_an_unknown_scenario_is_refused_before_any_run():
     """run_cell with a tool no scenario exercises raises a ValueError naming the scenarios."""
     with pytest.raises(ValueError, match="read_file, send_email"):
         lab.run_cell("after_tool", "wire_money", "rerun")
+
+
+def test_the_lab_imports_nothing_from_the_course():
+    """No lab module imports the course wing: the student kit's lab runs without the answers."""
+    import ast
+    from pathlib import Path
+
+    offenders = []
+    for path in sorted(Path(lab.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module = ("." * node.level) + (node.module or "")
+                names = [module] + [f"{module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            offenders += [(path.name, n) for n in names if "course" in n.split(".")]
+    assert offenders == []
+
+
+def test_the_lab_defaults_work_with_only_the_kits_strategies():
+    """In a fresh process with no answers registered, the matrix, the simulator and the races use what is registered."""
+    code = (
+        "import json, sys, resumable_core as rc\n"
+        "from resumable_core import lab\n"
+        "from resumable_core.lab.widgets import CrashSimulator, MatrixHeatmap\n"
+        "rows = lab.run_matrix(scenarios=['send_email'], crash_points=['after_tool'])\n"
+        "sim, heat = CrashSimulator(), MatrixHeatmap(recorded=lab.recorded_matrix())\n"
+        "print(json.dumps({'rows': [[r.strategy, r.effects] for r in rows], 'menu': list(sim.strategy.options),\n"
+        "  'heat': heat.strategies, 'recorded': len(heat.recorded),\n"
+        "  'course': sorted(m for m in sys.modules if m.startswith('resumable_core.course'))}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    seen = json.loads(out.stdout)
+    assert seen["rows"] == [["delete", 2], ["rerun", 2]]
+    assert seen["menu"] == seen["heat"] == ["none", "delete", "rerun"]
+    assert seen["recorded"] == 2 * len(CRASH_POINTS) * 2 and seen["course"] == []
+    assert out.stderr == ""

@@ -1,14 +1,19 @@
-"""strategies.py: the moves on a dangling call, and the lesson's reconcile."""
+"""strategies.py: the moves on a dangling call; course/hidden/strategies.py: the answers, registered on import."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import subprocess
+import sys
 
 import pytest
 
 import resumable_core as rc
 from resumable_core import strategies
 from resumable_core.__main__ import build_parser
+from resumable_core.course.hidden import strategies as answers
 from resumable_core.lab.exercise_checkpoints import exercise_sandbox
 
 
@@ -25,7 +30,7 @@ def test_by_effect_reruns_a_read_only_call(tmp_path):
     """The lesson's reconcile re-runs read_file and records its real output as the result."""
     cp, box = exercise_sandbox("B", tmp_path)
     reads = len(box.world.calls("read_file"))
-    cp = rc.reconcile(cp, box)
+    cp = answers.reconcile(cp, box)
     assert cp.pending_tool_use is None and rc.consistency_problem(cp) is None
     assert "Retro, Aug 25" in cp.messages[-1]["content"][0]["content"]
     assert len(box.world.calls("read_file")) == reads + 1
@@ -36,7 +41,7 @@ def test_by_effect_does_not_rerun_a_side_effect(tmp_path):
     cp, box = exercise_sandbox("C", tmp_path)
     assert cp.pending_tool_use is not None
     pending = cp.pending_tool_use.id
-    cp = rc.reconcile(cp, box)
+    cp = answers.reconcile(cp, box)
     block = cp.messages[-1]["content"][0]
     assert block == {"type": "tool_result", "tool_use_id": pending, "content": rc.STATUS_UNKNOWN, "is_error": True}
     assert len(box.world.sent_emails()) == 1
@@ -84,7 +89,7 @@ def test_unknown_tool_is_not_executed(tmp_path):
     assert pending is not None
     cp.messages[-1]["content"][-1]["name"] = "wire_money"
     cp.pending_tool_use = rc.PendingToolUse(id=pending.id, name="wire_money", input=pending.input)
-    cp = rc.reconcile(cp, box)
+    cp = answers.reconcile(cp, box)
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
 
@@ -104,7 +109,7 @@ def test_only_the_ledger_strategy_needs_a_ledger():
 def test_a_name_is_registered_once():
     """Registering a second strategy under a taken name is refused, naming the clash."""
     with pytest.raises(ValueError, match="'rerun' is already registered"):
-        strategies.register(strategies.Strategy("rerun", rc.reconcile, "again"))
+        strategies.register(strategies.Strategy("rerun", answers.reconcile, "again"))
 
 
 @pytest.fixture
@@ -112,7 +117,7 @@ def ask_first():
     """A strategy registered at runtime, removed again afterwards."""
 
     def reconcile_ask_first(cp, tools):
-        return strategies.reconcile_by_effect(cp, tools)
+        return answers.reconcile_by_effect(cp, tools)
 
     yield strategies.register(strategies.Strategy("ask_first", reconcile_ask_first, "asks before acting"))
     del strategies.STRATEGIES["ask_first"]
@@ -143,3 +148,31 @@ def test_a_strategy_registered_at_runtime_shows_up_everywhere(ask_first):
     rows = lab.run_matrix(scenarios=["send_email"], crash_points=["after_tool"])
     assert [r.strategy for r in rows] == strategies.matrix_strategies() and rows[-1].strategy == "ask_first"
     assert rows[-1].effects == 1
+
+
+def test_the_core_registers_only_the_naive_strategies():
+    """A fresh ``import resumable_core`` offers none, delete and rerun: the answers are not in the core."""
+    code = "import json, resumable_core as rc; print(json.dumps(list(rc.STRATEGIES)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == ["none", "delete", "rerun"]
+    assert not hasattr(strategies, "reconcile_by_effect") and "reconcile" not in rc.__all__
+
+
+def test_importing_the_answers_registers_them_once():
+    """Importing course.hidden.strategies adds by_effect and by_effect_ledger; importing it again changes nothing."""
+    before = dict(rc.STRATEGIES)
+    importlib.reload(answers)
+    assert dict(rc.STRATEGIES) == before
+    assert list(rc.STRATEGIES)[-2:] == ["by_effect", "by_effect_ledger"]
+    assert rc.STRATEGIES["by_effect"].reconcile is before["by_effect"].reconcile
+
+
+def test_an_unknown_strategy_name_lists_the_choices_and_the_way_to_pass_a_function():
+    """A misspelt name raises one line naming the registered strategies, the close match and the function route."""
+    with pytest.raises(rc.UnknownStrategyError) as info:
+        strategies.strategy_named("by-effect")
+    message = str(info.value)
+    assert "\n" not in message and "did you mean 'by_effect'?" in message
+    assert all(name in message for name in rc.STRATEGIES) and "your own reconcile(cp, tools) function" in message
+    assert info.value.name == "by-effect" and info.value.choices == list(rc.STRATEGIES)
+    assert isinstance(info.value, ValueError)

@@ -13,6 +13,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core import lab
+from resumable_core.course.hidden import strategies as answers
 from resumable_core.lab.matrix import Cell, MatrixRow
 from resumable_core.lab.render import CATEGORIES, cell_category, checkpoint_html, describe_checkpoint
 from resumable_core.lab.widgets import MY_RECONCILE, CrashSimulator, MatrixHeatmap
@@ -194,10 +195,28 @@ def test_heatmap_compute_draws_the_matrix_quietly(capfd):
 def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
     """compute() returns the rows; a learner's function appears as a "my reconcile" column."""
     heat = MatrixHeatmap(
-        strategies=("rerun",), scenarios=("send_email",), crash_points=("after_tool",), reconcile=rc.reconcile
+        strategies=("rerun",), scenarios=("send_email",), crash_points=("after_tool",), reconcile=answers.reconcile
     )
     rows = heat.compute()
     assert [(r.strategy, r.effects) for r in rows] == [("rerun", 2), (MY_RECONCILE, 1)]
+
+
+def test_heatmap_draws_recorded_rows_of_strategies_it_does_not_run():
+    """recorded= rows of a strategy not run here join the heatmap, labelled "(recorded)"; a strategy run here wins."""
+    heat = MatrixHeatmap(
+        strategies=("rerun", "by_effect"),
+        scenarios=("send_email",),
+        crash_points=("after_tool",),
+        recorded=lab.recorded_matrix(),
+    )
+    rows = heat.compute()
+    assert [(r.strategy, r.effects) for r in rows] == [
+        ("rerun", 2),
+        ("by_effect", 1),
+        ("by_effect_ledger (recorded)", 1),
+    ]
+    assert bytes(heat.image.value).startswith(b"\x89PNG")
+    assert "3 cells (1 of them recorded, not run here)" in text(heat.status)
 
 
 def test_cell_category_tells_duplicates_from_rereads_and_errors():

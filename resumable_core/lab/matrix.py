@@ -19,6 +19,10 @@ from ..scenarios import SCENARIOS, Sandbox, Scenario
 from ..scenarios import scenario as scenario_for
 from ..strategies import Reconcile, matrix_strategies, strategy_named
 
+RECORDED_MATRIX = Path(__file__).resolve().parent / "fixtures" / "recorded_matrix.json"
+"""The answer strategies' crash matrix rows, recorded on the instructor's side
+(``python -m resumable_core.course.recorded_matrix`` writes it)."""
+
 RANDOM_INSTANT = "random"
 """The ``crash_point`` of a cell killed at a random instant (:func:`kill_at_random_instant`)."""
 
@@ -135,8 +139,11 @@ def _resume_and_record(
     )
 
 
-def _resolve(strategy: str | Reconcile) -> tuple[str, Reconcile, bool]:
-    """(name, function, needs a ledger) of a registered strategy's name or of any reconcile function."""
+def resolve_strategy(strategy: str | Reconcile) -> tuple[str, Reconcile, bool]:
+    """(name, function, needs a ledger) of a registered strategy's name or of any reconcile function.
+
+    An unknown name raises :class:`~resumable_core.errors.UnknownStrategyError`, naming the choices.
+    """
     if isinstance(strategy, str):
         named = strategy_named(strategy)
         return named.name, named.reconcile, named.needs_ledger
@@ -153,12 +160,14 @@ def run_cell(
 ) -> Cell:
     """Crash a run for real at ``crash_point`` on the turn that calls ``scenario``'s tool, then resume it.
 
-    ``strategy``: a registered strategy's name, or any ``reconcile(cp, tools)`` function.
+    ``strategy``: a registered strategy's name (an unknown one raises ``UnknownStrategyError``
+    naming the choices), or any ``reconcile(cp, tools)`` function. A function that returns
+    anything but a Checkpoint raises ``ReconcileResultError``.
     ``ledger``: give the toolbox a side-effect ledger (default: when the registered strategy
     ``needs_ledger``; pass True for a learner's ledger-using function).
     """
     chosen = scenario_for(scenario)
-    name, fn, needs_ledger = _resolve(strategy)
+    name, fn, needs_ledger = resolve_strategy(strategy)
     plan = CrashPlan(crash_point, tool=chosen.tool, turn=chosen.reference_turn())
     folder = (
         contextlib.nullcontext(str(root)) if root is not None else tempfile.TemporaryDirectory(prefix="resumable-cell-")
@@ -215,15 +224,25 @@ def rows_json(rows: list[MatrixRow]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=2)
 
 
+def recorded_matrix() -> list[MatrixRow]:
+    """The crash matrix rows of the answer strategies (``by_effect``, ``by_effect_ledger``), as recorded.
+
+    The student kit does not hold those strategies (writing them is the exercise), so where a
+    lesson or the heatmap shows the whole matrix it shows these rows, made by real crashes on the
+    instructor's side and stored in :data:`RECORDED_MATRIX`. Same fields as :func:`run_matrix`'s rows.
+    """
+    return [MatrixRow(**row) for row in json.loads(RECORDED_MATRIX.read_text(encoding="utf-8"))]
+
+
 def kill_at_random_instant(
-    scenario: str, strategy: str, root: str | Path, rng: random.Random, max_delay: float
+    scenario: str, strategy: str | Reconcile, root: str | Path, rng: random.Random, max_delay: float
 ) -> Cell:
     """Kill a whole run at a random instant (not a named point), then resume it.
 
     If the instant falls after the run's end, the cell says ``killed=False`` (resume then finds it finished).
     """
     chosen = scenario_for(scenario)
-    name, fn, needs_ledger = _resolve(strategy)
+    name, fn, needs_ledger = resolve_strategy(strategy)
     box = Sandbox.create(root, ledger=needs_ledger)
     ended = run_in_child(lambda: box.run(chosen.task), kill_after=rng.uniform(0, max_delay))
     return _resume_and_record(box, chosen, RANDOM_INSTANT, name, fn, killed=ended == "killed")

@@ -24,16 +24,11 @@ from ..crash import CRASH_POINT_HELP, CrashPlan, run_in_child
 from ..errors import LeaseError
 from ..loop import MAX_TURNS
 from ..scenarios import SCENARIOS, Sandbox
-from ..strategies import Reconcile, strategy_named
+from ..strategies import Reconcile
+from .matrix import resolve_strategy
 
 START_TIMEOUT = 60.0
 """Seconds the resumers wait for each other at the starting line before giving up."""
-
-
-def _strategy(name: str) -> tuple[Reconcile, bool]:
-    """(reconcile function, needs a ledger) of a registered strategy."""
-    entry = strategy_named(name)
-    return entry.reconcile, entry.needs_ledger
 
 
 @contextmanager
@@ -124,7 +119,7 @@ def _start_all(processes: Sequence[BaseProcess]) -> None:
 def race_resumers(
     crash_point: str,
     tool: str,
-    strategy: str,
+    strategy: str | Reconcile,
     resumers: int = 2,
     *,
     lease_wait: float = 0.0,
@@ -133,12 +128,13 @@ def race_resumers(
 ) -> RaceOutcome:
     """Crash ``tool``'s run for real at ``crash_point``, then resume it from ``resumers`` processes at once.
 
+    ``strategy``: a registered strategy's name, or any ``reconcile(cp, tools)`` function.
     ``crash_tool``: crash on the first turn that calls this tool instead (e.g. the email run's
     ``read_file`` turn). With ``lease_wait`` > 0 a refused resumer waits for the lease instead,
     and finds the run finished.
     """
     sc = SCENARIOS[tool]
-    fn, needs_ledger = _strategy(strategy)
+    name, fn, needs_ledger = resolve_strategy(strategy)
     if crash_tool is None:
         plan = CrashPlan(crash_point, tool=tool, turn=sc.reference_turn())
     else:
@@ -159,7 +155,7 @@ def race_resumers(
         return RaceOutcome(
             crash_point=crash_point,
             tool=tool,
-            strategy=strategy,
+            strategy=name,
             resumers=resumers,
             effects=sc.count_effects(box.world),
             emails=len(box.world.sent_emails()),

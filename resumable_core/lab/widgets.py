@@ -6,6 +6,7 @@ Two ipywidgets views for the lessons and the standalone Voila page (``simulator/
     CrashSimulator().view                    # one crash, shown in full
     CrashSimulator(reconcile=my_fn).view     # adds "my reconcile" to the strategies
     MatrixHeatmap().view                     # the whole crash matrix as a heatmap
+    MatrixHeatmap(recorded=lab.recorded_matrix()).view  # plus the answer strategies' recorded rows
 
 The widgets stay thin: every run is :func:`~resumable_core.lab.run_cell` (a real fork, SIGKILL
 and resume) or :func:`~resumable_core.lab.run_matrix`, and what they return is drawn by
@@ -21,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 import ipywidgets as widgets
@@ -49,6 +51,9 @@ __all__ = ["MY_RECONCILE", "CrashSimulator", "MatrixHeatmap"]
 MY_RECONCILE = "my reconcile"
 """The strategy menu's label for the learner's own function."""
 MY_RECONCILE_HELP = "your reconcile(cp, tools) function"
+
+RECORDED = " (recorded)"
+"""Appended to the heatmap's label of a strategy whose rows were recorded, not run here."""
 
 DUPLICATE = 2
 """The index of "duplicate side effect" in :data:`~resumable_core.lab.render.CATEGORIES`."""
@@ -225,7 +230,8 @@ class MatrixHeatmap:
 
     A button runs ``run_matrix`` (a real crash-and-resume per cell, a few seconds). ``strategies``
     defaults to every registered one; ``reconcile`` adds a learner's function as one more
-    column, "my reconcile".
+    column, "my reconcile". ``recorded``: rows made elsewhere (``lab.recorded_matrix()``); those
+    of a strategy not run here are drawn too, labelled "<name> (recorded)".
     """
 
     def __init__(
@@ -234,11 +240,17 @@ class MatrixHeatmap:
         scenarios: Iterable[str] | None = None,
         crash_points: Iterable[str] = CRASH_POINTS,
         reconcile: Reconcile | None = None,
+        recorded: Iterable[MatrixRow] = (),
     ) -> None:
         self.strategies = list(STRATEGIES) if strategies is None else list(strategies)
         self.scenarios = list(SCENARIOS) if scenarios is None else list(scenarios)
         self.crash_points = list(crash_points)
         self.reconcile = reconcile
+        self.recorded = [
+            replace(r, strategy=r.strategy + RECORDED)
+            for r in recorded
+            if r.strategy not in self.strategies and r.tool in self.scenarios and r.crash_point in self.crash_points
+        ]
         self.rows: list[MatrixRow] = []
         total = len(self.scenarios) * len(self.crash_points) * (len(self.strategies) + (reconcile is not None))
         self.run_button = widgets.Button(
@@ -289,12 +301,12 @@ class MatrixHeatmap:
         return rows
 
     def compute(self) -> list[MatrixRow]:
-        """Run the matrix, draw the heatmap, return the rows."""
+        """Run the matrix, draw the heatmap with the recorded rows, return them all."""
         self.run_button.disabled = True
         self.progress.value = 0
         self.status.value = '<div class="rs-help"><i>Crashing and resuming…</i></div>'
         try:
-            rows = self._rows()
+            rows = self._rows() + self.recorded
             self.image.value = heatmap_png(rows)
         except Exception as e:
             self.status.value = _error_box(e, "")
@@ -304,8 +316,9 @@ class MatrixHeatmap:
         self.rows = rows
         dup = sum(1 for r in rows if cell_category(r) == DUPLICATE)
         err = sum(1 for r in rows if r.api_error)
+        recorded = f" ({len(self.recorded)} of them recorded, not run here)" if self.recorded else ""
         self.status.value = (
-            f'<div class="rs-help">{len(rows)} cells: <b>{dup}</b> repeated a side effect (a duplicate email), '
+            f'<div class="rs-help">{len(rows)} cells{recorded}: <b>{dup}</b> repeated a side effect (a duplicate email), '
             f"<b>{err}</b> were refused by the API (400). Bold row: <code>after_tool</code>, the postmortem's crash.</div>"
         )
         return rows
