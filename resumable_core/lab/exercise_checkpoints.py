@@ -1,61 +1,98 @@
-"""Exercise checkpoints A, B and C, made by really running the scenarios and crashing them.
+"""Exercise checkpoints A to F, made by really running the scenarios and crashing them.
+
+A, B and C are the graded exercise's (its level 1 asks which resume action each needs):
 
 - A: the notes run, killed right after save point A of its final answer: nothing pending,
   the last message is a plain assistant reply. The run is *finished*; resume must report
-  that and make no model call. (The seed course reads this case as "crashed after save
+  that and make no model call. (The source course reads this case as "crashed after save
   point B"; but after B the last message is a user tool_result, never an assistant reply.)
 - B: the notes run, killed after save point A of ``read_file(meeting-08-25.md)``: pending
   read-only call; resume re-runs it.
 - C: the email run, killed after ``send_email`` ran and before save point B (the postmortem's
   crash): pending side-effecting call that already happened; resume must not send again.
+
+D, E and F are for practice before it (:mod:`resumable_core.lab.formative` says what a wrong
+answer misread), crashed at other points:
+
+- D: the email run, killed after save point A of ``send_email``, before it ran: the file
+  looks like C's, yet no email went out.
+- E: the notes run, killed during save point B of ``list_dir``: the interrupted save left
+  save A's file, with the read-only call pending.
+- F: the notes run, killed during save point A of its final answer: the answer never reached
+  the disk; the file is the one saved before that model call, nothing pending.
 """
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from types import MappingProxyType
 
 from .._scripted import ScriptedClaude
 from ..checkpoint import Checkpoint, load_checkpoint
 from ..claude import make_client
 from ..crash import CrashPlan, run_in_child
 from ..scenarios import SCENARIOS, Sandbox, finished_turns
+from ..strategies import reconcile_none
 from ..tools import Toolbox
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures"
-NAMES = ("A", "B", "C")
+GRADED = ("A", "B", "C")
+"""The graded exercise's checkpoints."""
+FORMATIVE = ("D", "E", "F")
+"""The practice checkpoints, with immediate feedback (:func:`resumable_core.lab.formative_check`)."""
+NAMES = GRADED + FORMATIVE
+
+ACTIONS: MappingProxyType[str, str] = MappingProxyType(
+    {
+        "finished_no_call": "The run is finished: report it, make no model call and reconcile nothing.",
+        "call_model": "Nothing is pending: send the messages to the model for the next turn.",
+        "rerun_tool": "Run the pending tool again and record its output as the tool_result.",
+        "is_error_fallback": "Do not run the tool; record an is_error tool_result saying its execution status is unknown.",
+        "delete_call": "Drop the assistant message that asked for the tool, as if it was never sent.",
+    }
+)
+"""The resume actions to choose from for an exercise checkpoint (read-only: a notebook cannot add one)."""
 
 
 def _plan(name: str) -> tuple[str, CrashPlan]:
-    if name == "A":
-        return SCENARIOS["read_file"].task, CrashPlan("after_save_a", turn=finished_turns("read_file"))
-    if name == "B":
-        return SCENARIOS["read_file"].task, CrashPlan(
-            "after_save_a", tool="read_file", turn=finished_turns("read_file") - 1
-        )
-    if name == "C":
-        email = SCENARIOS["send_email"]
-        return email.task, CrashPlan("after_tool", tool="send_email", turn=email.reference_turn())
-    raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
+    notes, email = SCENARIOS["read_file"], SCENARIOS["send_email"]
+    plans = {
+        "A": lambda: (notes.task, CrashPlan("after_save_a", turn=finished_turns("read_file"))),
+        "B": lambda: (notes.task, CrashPlan("after_save_a", tool="read_file", turn=finished_turns("read_file") - 1)),
+        "C": lambda: (email.task, CrashPlan("after_tool", tool="send_email", turn=email.reference_turn())),
+        "D": lambda: (email.task, CrashPlan("after_save_a", tool="send_email", turn=email.reference_turn())),
+        "E": lambda: (notes.task, CrashPlan("during_save_b", tool="list_dir", turn=1)),
+        "F": lambda: (notes.task, CrashPlan("during_save_a", turn=finished_turns("read_file"))),
+    }
+    return plans[_known(name)]()
+
+
+def _known(name: str) -> str:
+    if not isinstance(name, str) or name.upper() not in NAMES:
+        raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
+    return name.upper()
 
 
 def exercise_sandbox(name: str, root: str | Path, *, ledger: bool = False) -> tuple[Checkpoint, Toolbox]:
     """Crash the scenario of checkpoint ``name`` for real in ``root``; return the checkpoint and toolbox.
 
-    The world is as the crash left it: for C the email is already in the outbox.
+    The world is as the crash left it: for C the email is already in the outbox, for D not.
     """
-    task, plan = _plan(name.upper())
+    task, plan = _plan(name)
     box = Sandbox.create(root, ledger=ledger)
     # seeded, so the tool ids, and with them the committed fixtures, are reproducible
     client = make_client(live=False, scripted=ScriptedClaude(seed=f"exercise_{name.lower()}"))
     run_id = f"run_exercise_{name.lower()}"
-    if run_in_child(lambda: box.run(task, client=client, crash=plan, run_id=run_id)) != "killed":
+    # a fresh run has no dangling call, so its reconcile never runs
+    ended = run_in_child(lambda: box.run(task, client=client, crash=plan, run_id=run_id, reconcile=reconcile_none))
+    if ended != "killed":
         raise RuntimeError(f"checkpoint {name}: the run ended before its crash point")
     return _load(box.checkpoint_path), box.toolbox
 
 
 def write_exercise_checkpoints(out: str | Path | None = None) -> list[Path]:
-    """Regenerate ``checkpoint_a.json`` … ``checkpoint_c.json`` into ``out``."""
+    """Regenerate ``checkpoint_a.json`` … ``checkpoint_f.json`` into ``out``."""
     out = Path(out) if out else FIXTURE_DIR
     out.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -69,10 +106,8 @@ def write_exercise_checkpoints(out: str | Path | None = None) -> list[Path]:
 
 
 def load_exercise_checkpoint(name: str) -> Checkpoint:
-    """Exercise checkpoint ``"A"``, ``"B"`` or ``"C"``, validated like any checkpoint."""
-    if name.upper() not in NAMES:
-        raise ValueError(f"exercise checkpoints are {', '.join(NAMES)}, not {name!r}")
-    return _load(FIXTURE_DIR / f"checkpoint_{name.lower()}.json")
+    """Exercise checkpoint ``"A"`` … ``"F"``, validated like any checkpoint."""
+    return _load(FIXTURE_DIR / f"checkpoint_{_known(name).lower()}.json")
 
 
 def _load(path: Path) -> Checkpoint:

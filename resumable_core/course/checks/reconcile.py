@@ -6,9 +6,9 @@ instructor (:mod:`resumable_core.course.hidden.reconcile`).
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
+from ...lab.exercise_checkpoints import ACTIONS
 from ...strategies import Reconcile
 from ...world import NOTES
 from .support import (
@@ -21,17 +21,6 @@ from .support import (
     run_reconcile,
     scratch,
 )
-
-ACTIONS: MappingProxyType[str, str] = MappingProxyType(
-    {
-        "finished_no_call": "The run is finished: report it, make no model call and reconcile nothing.",
-        "call_model": "Nothing is pending: send the messages to the model for the next turn.",
-        "rerun_tool": "Run the pending tool again and record its output as the tool_result.",
-        "is_error_fallback": "Do not run the tool; record an is_error tool_result saying its execution status is unknown.",
-        "delete_call": "Drop the assistant message that asked for the tool, as if it was never sent.",
-    }
-)
-"""The resume actions a learner chooses from in level 1 (read-only: a notebook cannot add one)."""
 
 
 def chosen_action(answers: Any, checkpoint: str) -> str:

@@ -1,0 +1,107 @@
+"""Formative checks: choose the resume action for practice checkpoints D, E and F, and hear why.
+
+The graded checkpoints A, B and C stay without feedback (their answers are graded, hidden);
+these three were crashed at other points and tools, so practising on them gives nothing away.
+Output goes to stdout only, and a blank or unknown answer is explained, never raised.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+from .exercise_checkpoints import ACTIONS, FORMATIVE
+
+__all__ = ["RIGHT_ACTIONS", "formative_check"]
+
+_DANGLING = (
+    "a tool_use with no tool_result after it is pending: the run is not finished, and the Messages API "
+    "answers 400 to a conversation that leaves a tool_use unanswered."
+)
+_NOT_FINISHED = "a finished run ends with the assistant's plain reply and nothing pending; "
+
+RIGHT_ACTIONS: MappingProxyType[str, tuple[str, str]] = MappingProxyType(
+    {
+        "D": (
+            "is_error_fallback",
+            "send_email is pending and has a side effect. Here it never ran, but checkpoint C has the same "
+            "pending call after it did: the file cannot say which, so the resume records 'status unknown' "
+            "and the model checks the outbox before sending.",
+        ),
+        "E": (
+            "rerun_tool",
+            "the kill came during save B, and an interrupted atomic save leaves the previous file: save A's, "
+            "with list_dir pending. list_dir is read-only, so running it again is harmless and answers the call.",
+        ),
+        "F": (
+            "call_model",
+            "the kill came during save A of the final answer, so the answer never reached the disk: the file is "
+            "the one saved before that model call (the turn already counted), ending with a tool_result, nothing "
+            "pending. The next model call is due.",
+        ),
+    }
+)
+"""Each practice checkpoint's right action and why."""
+
+_MISREAD: MappingProxyType[str, MappingProxyType[str, str]] = MappingProxyType(
+    {
+        "D": MappingProxyType(
+            {
+                "finished_no_call": _NOT_FINISHED + "this one ends with a request for send_email. " + _DANGLING,
+                "call_model": _DANGLING,
+                "rerun_tool": "send_email has a side effect (tools.effect('send_email')). The file is the same "
+                "whether the email went out or not (compare checkpoint C): re-running sends a duplicate when it did.",
+                "delete_call": "dropping the request hides it from the model: if the email did go out, nothing "
+                "says so any more, and the model sends it again.",
+            }
+        ),
+        "E": MappingProxyType(
+            {
+                "finished_no_call": _NOT_FINISHED + "this one ends with a request for list_dir. " + _DANGLING,
+                "call_model": "the crash came during save B, but a half-done atomic save never replaces the file: "
+                "what is on disk is save A's. " + _DANGLING,
+                "is_error_fallback": "list_dir is read-only (tools.is_read_only('list_dir')): running it again "
+                "changes nothing, so the model can have its real result. is_error is for calls that may have "
+                "had an effect.",
+                "delete_call": "list_dir is safe to run again; dropping the request throws the model's turn "
+                "away, and it spends another model call asking for the same thing.",
+            }
+        ),
+        "F": MappingProxyType(
+            {
+                "finished_no_call": _NOT_FINISHED + "this one ends with the user's tool_result: the final "
+                "answer was lost with the process (the kill came during save A).",
+                "rerun_tool": "nothing is pending (pending_tool_use is None): every tool_use already has its "
+                "tool_result, so there is no tool to run again.",
+                "is_error_fallback": "nothing is pending (pending_tool_use is None): no call has an unknown "
+                "status, so there is nothing to answer with is_error.",
+                "delete_call": "nothing is pending: there is no dangling request to drop, and dropping the last "
+                "one would throw away a result the model needs.",
+            }
+        ),
+    }
+)
+"""For each practice checkpoint and wrong action: what that answer misread."""
+
+
+def formative_check(name: str, action: Any) -> bool:
+    """Print whether ``action`` is the right resume action for practice checkpoint ``name``, and why.
+
+    ``name`` is ``"D"``, ``"E"`` or ``"F"`` (a ValueError names them otherwise); ``action`` one
+    of :data:`~resumable_core.lab.exercise_checkpoints.ACTIONS`. True when it is right.
+    """
+    key = name.upper() if isinstance(name, str) else name
+    if key not in FORMATIVE:
+        raise ValueError(f"formative checks are on checkpoints {', '.join(FORMATIVE)}, not {name!r}")
+    right, why = RIGHT_ACTIONS[key]
+    if action is None or action is Ellipsis:
+        print(f"Checkpoint {key}: no answer written yet. Choose one of {', '.join(ACTIONS)}.")
+        return False
+    if not (isinstance(action, str) and action in ACTIONS):
+        print(f"Checkpoint {key}: {action!r} is not an action. Choose one of {', '.join(ACTIONS)}.")
+        return False
+    if action == right:
+        print(f"Checkpoint {key}: right, {right}. Because {why}")
+        return True
+    print(f"Checkpoint {key}: not {action}. It misreads the file: {_MISREAD[key][action]}")
+    return False

@@ -1,0 +1,46 @@
+"""Predict, then run: compare a learner's written prediction with what really happened.
+
+A lesson asks a question, the learner writes ``MY_PREDICTION = ...`` in a cell, a real crash
+runs, and :func:`reveal` prints one short feedback block. It never raises, so a lesson still
+runs top to bottom when the prediction is left blank.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["reveal"]
+
+
+def _blank(guess: Any) -> bool:
+    return guess is None or guess is Ellipsis or (isinstance(guess, str) and not guess.strip())
+
+
+def _same(guess: Any, actual: Any) -> bool:
+    """Equal, or equal as text once case and surrounding blanks are ignored ("Killed" is "killed")."""
+    try:
+        if guess == actual:
+            return True
+    except Exception:  # noqa: BLE001 - a learner's odd object must not stop the lesson
+        return False
+    if isinstance(guess, str) and not isinstance(actual, bool):
+        return guess.strip().lower() == str(actual).strip().lower()
+    return False
+
+
+def reveal(guess: Any, actual: Any, *, why: str, hint: str | None = None) -> bool:
+    """Print how ``guess`` compares with ``actual`` and ``why`` it is so; True when it was right.
+
+    A blank guess (``None``, ``...`` or an empty string) gets the answer and the reason; a wrong
+    one also gets ``hint``, when given, as a pointer for next time.
+    """
+    if _blank(guess):
+        print(f"No prediction written: it is {actual!r}.\n{why}")
+        return False
+    if _same(guess, actual):
+        print(f"Right: {actual!r}.\n{why}")
+        return True
+    print(f"You predicted {guess!r}; it is {actual!r}.\n{why}")
+    if hint:
+        print(f"Hint: {hint}")
+    return False

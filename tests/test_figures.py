@@ -1,0 +1,84 @@
+"""lab/figures.py: the turn diagram is drawn from CRASH_POINTS; the lesson charts render as PNG."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from resumable_core import crash, lab
+from resumable_core.lab.exercise_checkpoints import load_exercise_checkpoint
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def crash_labels(svg: str) -> list[str]:
+    """The crash point names the diagram labels, top to bottom."""
+    root = ET.fromstring(svg)
+    texts = [t for t in root.iter(f"{SVG}text") if t.get("class") == "crash-point"]
+    texts.sort(key=lambda t: float(t.get("y", 0)))
+    return [re.sub(r"^\d+ ", "", t.text or "") for t in texts]
+
+
+def test_the_turn_diagram_marks_every_crash_point_in_order():
+    """The diagram is valid SVG labelling each of the seven crash points, in the library's order."""
+    fig = lab.turn_diagram()
+    assert fig._repr_svg_() == fig.svg
+    assert crash_labels(fig.svg) == list(crash.CRASH_POINTS)
+    assert "save A" in fig.svg and "save B" in fig.svg and "7 crash points" in fig.svg
+
+
+def test_the_turn_diagram_follows_the_list(monkeypatch):
+    """Renaming and adding crash points changes the picture: it is drawn from CRASH_POINTS, not copied."""
+    points = (*("after_tool_ran" if p == "after_tool" else p for p in crash.CRASH_POINTS), "after_lease")
+    monkeypatch.setattr(crash, "CRASH_POINTS", points)
+    svg = lab.turn_diagram().svg
+    assert crash_labels(svg) == list(points)
+    assert "8 crash points" in svg and ">5 after_tool<" not in svg
+
+
+def test_a_point_sits_at_the_step_its_name_says():
+    """before_model_call is above the model call's arrow, during_save_b on save B's arrow, after_save_b below it."""
+    svg = lab.turn_diagram().svg
+    root = ET.fromstring(svg)
+
+    def y_of(text: str) -> float:
+        return next(float(t.get("y", 0)) for t in root.iter(f"{SVG}text") if (t.text or "").startswith(text))
+
+    assert y_of("1 before_model_call") < y_of("model call:") < y_of("2 after_response")
+    assert y_of("save B:") < y_of("6 during_save_b") + 10 < y_of("7 after_save_b")
+
+
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda: lab.resume_vs_restart_chart(
+            [{"turn": k, "spent_before_crash": 100 * k, "resume": 500 - 90 * k, "restart": 600} for k in range(1, 6)]
+        ),
+        lambda: lab.save_timeline(load_exercise_checkpoint("A").messages),
+        lambda: lab.crash_loop_chart(
+            [{"model_calls": 3 * i, "turns": 3 * i} for i in (1, 2, 3)],
+            [{"model_calls": 3 * i, "turns": 3} for i in range(1, 9)],
+            8,
+        ),
+    ],
+    ids=["resume_vs_restart", "save_timeline", "crash_loop"],
+)
+def test_the_lesson_charts_are_png(draw):
+    """Each lesson-1 chart renders to PNG bytes Jupyter can show."""
+    fig = draw()
+    assert fig._repr_png_() == fig.png and fig.png.startswith(b"\x89PNG")
+
+
+def test_the_crash_window_is_png():
+    """Lesson 2's pending-vs-sent picture renders to PNG bytes, one column per crash point."""
+    points = list(crash.CRASH_POINTS)
+    fig = lab.figures.crash_window(points, pending=[3 <= i <= 5 for i in range(7)], sent=[i >= 4 for i in range(7)])
+    assert fig._repr_png_() == fig.png and fig.png.startswith(b"\x89PNG")
+
+
+def test_the_crash_window_needs_a_value_per_point():
+    """A pending or sent list of another length than the points is refused, naming the counts."""
+    with pytest.raises(ValueError, match="one pending and one sent value per point"):
+        lab.figures.crash_window(["after_tool"], pending=[True, False], sent=[True])
