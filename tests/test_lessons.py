@@ -8,11 +8,13 @@ Run as a script to time each lesson or to strip outputs before committing:
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -49,14 +51,24 @@ def execute(notebook: Path, workdir: Path) -> tuple[nbformat.NotebookNode, float
     return nb, time.perf_counter() - start
 
 
+Executed = Callable[[str], tuple[nbformat.NotebookNode, float]]
+
+
 @pytest.fixture(scope="module")
-def executed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[nbformat.NotebookNode, float]]:
-    """Each lesson executed once (in its own fresh temp folder), shared by the tests below."""
+def executed(tmp_path_factory: pytest.TempPathFactory) -> Executed:
+    """Runs a lesson on first use (in its own fresh temp folder) and shares the result with the tests below.
+
+    Lazy, so ``-k 01_skeleton`` executes lesson 1 alone.
+    """
     warm_matplotlib_cache()
-    results = {}
-    for nb_path in NOTEBOOKS:
-        results[nb_path.name] = execute(nb_path, tmp_path_factory.mktemp(nb_path.stem))
-    return results
+    results: dict[str, tuple[nbformat.NotebookNode, float]] = {}
+
+    def run(name: str) -> tuple[nbformat.NotebookNode, float]:
+        if name not in results:
+            results[name] = execute(LESSONS / name, tmp_path_factory.mktemp(Path(name).stem))
+        return results[name]
+
+    return run
 
 
 def test_lessons_exist() -> None:
@@ -68,9 +80,9 @@ def test_lessons_exist() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
-def test_lesson_runs_clean(executed: dict, name: str) -> None:
+def test_lesson_runs_clean(executed: Executed, name: str) -> None:
     """A lesson executes top to bottom on a fresh kernel with no error and nothing on stderr."""
-    nb, seconds = executed[name]
+    nb, seconds = executed(name)
     print(f"{name}: {seconds:.1f} s")
     assert problems(nb) == []
     code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
@@ -79,9 +91,9 @@ def test_lesson_runs_clean(executed: dict, name: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
-def test_checks_passed(executed: dict, name: str) -> None:
+def test_checks_passed(executed: Executed, name: str) -> None:
     """Every check cell ran its asserts and printed that it passed."""
-    nb, _ = executed[name]
+    nb, _ = executed(name)
     checks = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("# Check")]
     assert len(checks) >= 4, "each lesson ends its sections with check cells"
     for c in checks:
@@ -110,6 +122,109 @@ def test_objectives_and_exercise_link(path: Path) -> None:
     if path.name in EXERCISES:
         assert f"]({EXERCISES[path.name]})" in text
     assert "RESUMABLE_LIVE=1" in text and "ANTHROPIC_API_KEY" in text
+
+
+def unexplained_asserts(nb: nbformat.NotebookNode) -> list[str]:
+    """The first line of every ``assert`` without a message in a notebook's code cells (magics skipped)."""
+    found = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Assert) and node.msg is None:
+                found.append(ast.get_source_segment(source, node) or f"line {node.lineno}")
+    return [a.splitlines()[0] for a in found]
+
+
+def test_the_assert_finder_sees_a_bare_assert() -> None:
+    """unexplained_asserts flags an assert with no message and passes one that has a message."""
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("%matplotlib inline\nassert x == 1\nassert y, 'y is missing: see the cell above'")
+        ]
+    )
+    assert unexplained_asserts(nb) == ["assert x == 1"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_assert_says_what_went_wrong(path: Path) -> None:
+    """Every assert in a lesson carries a message saying what went wrong and where to look."""
+    assert unexplained_asserts(nbformat.read(path, as_version=4)) == []
+
+
+def markdown_of(path: Path) -> list[str]:
+    """The sources of a notebook's markdown cells, in order."""
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_section_has_a_time_estimate(path: Path) -> None:
+    """Each numbered section's heading says how long it takes ("## 3. … *(about 15 minutes)*")."""
+    headings = [line for text in markdown_of(path) for line in text.splitlines() if re.match(r"## \d+\.", line)]
+    assert headings, "a lesson is made of numbered sections"
+    assert [h for h in headings if not re.search(r"\d+ ?min", h)] == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_lesson_ends_with_five_review_questions(path: Path) -> None:
+    """A "Review questions" cell holds five numbered questions, and their answers fold away in <details>."""
+    review = [text for text in markdown_of(path) if re.search(r"^#+ Review questions", text, re.M)]
+    assert len(review) == 1, "one review-questions cell per lesson"
+    questions, _, answers = review[0].partition("<details>")
+    assert len(re.findall(r"^\d\. ", questions, re.M)) == 5, "five numbered questions before the answers"
+    assert "</details>" in answers and len(re.findall(r"^\d\. ", answers, re.M)) == 5, "five answers, folded"
+
+
+def checked_in(name: str, source: str) -> bool:
+    """``source`` passes the variable ``name`` to ``lab.reveal`` or ``lab.formative_check``."""
+    call = re.search(r"lab\.(reveal|formative_check)\(", source)
+    return call is not None and re.search(rf"\b{name}\b", source[call.end() :]) is not None
+
+
+def predictions(nb: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """(variable, problem or "") for each ``MY_… = None`` prediction cell of a notebook.
+
+    A later code cell must check the variable with ``lab.reveal`` (or ``lab.formative_check``),
+    and a folded hint and answer must sit in the markdown between the question and that check.
+    """
+    cells = nb.cells
+    found = []
+    for i, cell in enumerate(cells):
+        match = re.search(r"^(MY_\w+) = None", cell.source, re.M) if cell.cell_type == "code" else None
+        if match is None:
+            continue
+        name = match.group(1)
+        check = next((j for j in range(i, len(cells)) if checked_in(name, cells[j].source)), None)
+        if check is None:
+            found.append((name, "never checked with lab.reveal or lab.formative_check"))
+            continue
+        if "formative_check" in cells[check].source:
+            found.append((name, ""))  # a formative check explains itself
+            continue
+        start = max((j for j in range(i) if cells[j].cell_type == "code"), default=-1) + 1
+        notes = "".join(c.source for c in cells[start:check] if c.cell_type == "markdown")
+        folded = all(k in notes for k in ("<summary>Hint</summary>", "<summary>Answer</summary>"))
+        found.append((name, "" if folded else "no folded hint and answer before its check"))
+    return found
+
+
+def test_core_lessons_ask_for_predictions_before_crashes() -> None:
+    """Lessons 1-3 ask for at least six predictions, each checked by the next cell, with a folded hint and answer."""
+    total = 0
+    for path in NOTEBOOKS[:3]:
+        found = predictions(nbformat.read(path, as_version=4))
+        assert [f for f in found if f[1]] == [], path.name
+        assert len(found) >= 2, f"{path.name}: at least two predictions"
+        total += len(found)
+    assert total >= 6
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_the_kit_speaks_of_the_source_course(path: Path) -> None:
+    """No lesson text calls the course it adapts "the seed course": the kit speaks of "the source course"."""
+    text = "\n".join(markdown_of(path))
+    assert re.findall(r".{0,40}\bseed\b.{0,40}", text, re.I) == []
 
 
 def test_readme_indexes_every_lesson() -> None:
