@@ -38,6 +38,7 @@ from resumable_core.course.grading.recheck import check_calls, graded_sources, s
 from resumable_core.course.hidden import postmortem as hidden_postmortem
 from resumable_core.course.hidden import reconcile as hidden_reconcile
 from resumable_core.course.hidden import resume_skeleton as hidden_skeleton
+from resumable_core.course.hidden import strategies as answer_strategies
 from resumable_core.strategies import STRATEGIES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,7 +46,9 @@ COURSE = REPO / "resumable_core" / "course"
 
 
 def strategy(name: str):
-    """The reconcile function of the kit's strategy ``name``."""
+    """The reconcile function of strategy ``name``: the core's naive ones, or the answers (imported, registered)."""
+    if name in {a.name for a in answer_strategies.ANSWERS}:
+        return next(a.reconcile for a in answer_strategies.ANSWERS if a.name == name)
     return STRATEGIES[name].reconcile
 
 
@@ -101,6 +104,35 @@ LENIENT_LOAD = """def load_state(path):
         return json.load(f)  # any version is taken
 """
 
+RESUME = """def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX_TURNS):
+    cp = rc.load_checkpoint(path) or rc.new_checkpoint(task)
+    if cp.task != task:
+        raise rc.CheckpointTaskMismatchError(path, task, cp.task)
+    if cp.is_finished():
+        return cp
+    if cp.pending_tool_use is not None:
+        cp = reconcile(cp, tools)
+        rc.save_checkpoint(cp, path)
+    while cp.turns < max_turns:
+        cp.turns += 1
+        rc.save_checkpoint(cp, path)
+        response = ask_model(client, cp, tools)
+        cp.tokens_used += tokens_of(response)
+        cp.messages.append(assistant_message(response))
+        use = next((b for b in cp.messages[-1]["content"] if b["type"] == "tool_use"), None)
+        cp.pending_tool_use = rc.PendingToolUse(id=use["id"], name=use["name"], input=use["input"]) if use else None
+        rc.save_checkpoint(cp, path)
+        if use is None:
+            return cp
+        try:
+            output, is_error = tools.execute(use["name"], use["input"]), False
+        except rc.ToolError as e:
+            output, is_error = str(e), True
+        cp = rc.answer_pending(cp, output, is_error=is_error)
+        rc.save_checkpoint(cp, path)
+    return cp
+"""
+
 WHY = "A is finished, B is read-only so re-run, C may have sent: is_error."
 
 
@@ -116,6 +148,7 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
         "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT},
         "postmortem": {"root_cause": WHY, "fixed_reconcile": CORRECT, "reconcile_with_ledger": LEDGER},
         "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
+        "resume": {"resume": RESUME},
     },
     "production_bug": {
         "reconcile": {
@@ -145,7 +178,7 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
     "forgot_pending": {
         "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": FORGOT_PENDING},
     },
-    "blank": {"reconcile": None},
+    "blank": {"reconcile": None, "resume": None},
 }
 
 # Expected autograded points per test cell, reasoned from which checks each student must fail.
@@ -164,6 +197,17 @@ FULL_RECONCILE = {
 }
 
 
+FULL_RESUME = {
+    "test_crash_after_tool": 3,
+    "test_crash_after_response": 2,
+    "test_every_crash_point": 3,
+    "test_finished_run": 1,
+    "test_refusals": 2,
+    "test_turn_cap": 2,
+    "test_second_crash": 2,
+}
+
+
 def without(full: dict[str, int], *failing: str) -> dict[str, int]:
     return {k: (0 if k in failing else v) for k, v in full.items()}
 
@@ -179,9 +223,10 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_kill_during_save": 3,
             "test_durable_steps": 2,
         },
+        "resume": FULL_RESUME,  # 15
     },
     "production_bug": {
-        # A: seed's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
+        # A: the source course's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
         # unknown tool (which raises) fails; everything read-only, the API and the round trip pass: 9.
         "reconcile": without(
             FULL_RECONCILE,
@@ -242,7 +287,10 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_round_trip",
         ),
     },
-    "blank": {"reconcile": without(FULL_RECONCILE, *FULL_RECONCILE)},  # 0
+    "blank": {
+        "reconcile": without(FULL_RECONCILE, *FULL_RECONCILE),  # 0
+        "resume": without(FULL_RESUME, *FULL_RESUME),  # 0
+    },
 }
 
 
@@ -561,7 +609,7 @@ def test_sample_class_manual_cells_await_the_grader(graded_class):
 def test_sample_class_full_marks_equal_the_release_totals(graded_class):
     """The correct student's autograded total equals every autograded point of the assignments."""
     _, scores, _ = graded_class
-    for assignment in ("reconcile", "postmortem", "resume_skeleton"):
+    for assignment in ("reconcile", "postmortem", "resume_skeleton", "resume"):
         auto = sum(c["points"] for c in course.grade_cells(course.notebook_path(assignment)) if c["kind"] == "auto")
         assert sum(v for v in scores[assignment]["correct"].values() if v is not None) == auto
 

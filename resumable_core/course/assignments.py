@@ -53,6 +53,7 @@ REGISTRY: dict[str, Assignment] = {
         Assignment("reconcile", 1),
         Assignment("postmortem", 2),
         Assignment("resume_skeleton", 3),
+        Assignment("resume", 4),
     )
 }
 """Every assignment, by name."""

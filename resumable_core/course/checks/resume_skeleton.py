@@ -37,6 +37,11 @@ def sample_state(version: int = 1, *, size: int = 0, turns: int = 3) -> dict[str
     }
 
 
+def plain_state() -> dict[str, Any]:
+    """A state that is no checkpoint: save_state writes any JSON object with a version."""
+    return {"version": 1, "cursor": 7, "done": ["meeting-08-18.md"], "draft": {"lines": 2, "text": "Summary so far."}}
+
+
 def load_or_fail(load: Load, path: Path, what: str) -> Any:
     """``load(path)``; an exception it raises becomes a :class:`CheckFailed` saying when."""
     try:
@@ -46,7 +51,7 @@ def load_or_fail(load: Load, path: Path, what: str) -> Any:
 
 
 def check_state_round_trip(save: Save, load: Load) -> None:
-    """What save_state writes, load_state reads back equal; no temp file is left behind."""
+    """What save_state writes (a checkpoint's fields or any JSON object), load_state reads back equal; no temp file is left."""
     folder = scratch("state")
     path = folder / "state.json"
     state = sample_state()
@@ -56,6 +61,11 @@ def check_state_round_trip(save: Save, load: Load) -> None:
     require(
         load_or_fail(load, path, "after a second save") == sample_state(turns=4),
         "a second save must replace the first",
+    )
+    save(plain_state(), str(path))
+    require(
+        load_or_fail(load, path, "after saving a state that is no checkpoint") == plain_state(),
+        "save_state must write any JSON object with a version, not only a checkpoint",
     )
     leftovers = sorted(p.name for p in folder.iterdir() if p.name != "state.json")
     require(not leftovers, f"a finished save leaves only the state file; found {leftovers}")

@@ -1,0 +1,142 @@
+"""The ``resume`` exercise grades the learner's own loop under real kills: the solution scores full,
+each plausible wrong answer scores lower, and a ``resume`` that hands the work to ``run_agent`` is
+refused. Grading here goes through the check functions the notebook's test cells call (read from
+the source notebook, hidden blocks included), with the notebook's points; the real nbgrader run of
+the exercise is part of the sample class in ``tests/test_checks.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from resumable_core.course import release as course
+from resumable_core.course.checks import resume as checks
+from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
+
+NOTEBOOK = json.loads(course.notebook_path("resume").read_text(encoding="utf-8"))
+SETUP = [src for _, src in setup_cells(NOTEBOOK)]
+SOLUTION = re.sub(
+    r"\n *### (BEGIN|END) SOLUTION",
+    "",
+    next(c["source"] for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "resume"),
+)
+
+
+def edited(*changes: tuple[str, str]) -> str:
+    """The solution with each (old, new) applied once; a change that no longer applies fails loudly."""
+    source = SOLUTION
+    for old, new in changes:
+        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
+        source = source.replace(old, new)
+    return source
+
+
+PERSIST_RECONCILED = "        cp = reconcile(cp, tools)\n        rc.save_checkpoint(cp, path)  # the reconciled state, before the next model call\n"
+CHARGE = "        rc.save_checkpoint(cp, path)  # charge the turn before paying for it\n"
+SAVE_A = "        rc.save_checkpoint(cp, path)  # save point A\n"
+SAVE_B = "        rc.save_checkpoint(cp, path)  # save point B\n"
+TASK_CHECK = "    if cp.task != task:\n        raise rc.CheckpointTaskMismatchError(path, task, cp.task)\n"
+FINISHED = "    if cp.is_finished():\n        return cp\n"
+LOAD = "    cp = rc.load_checkpoint(path) or rc.new_checkpoint(task)  # the version is checked on load\n"
+
+WRONG: dict[str, tuple[str, str]] = {
+    # (the learner's resume, the test cell it must fail)
+    "no_persist_after_reconcile": (
+        edited((PERSIST_RECONCILED, "        cp = reconcile(cp, tools)\n")),
+        "test_turn_cap",
+    ),
+    "counters_reset": (
+        edited((LOAD, LOAD + "    cp.turns, cp.tokens_used = 0, 0  # this process starts counting afresh\n")),
+        "test_crash_after_tool",
+    ),
+    "no_task_check": (edited((TASK_CHECK, "")), "test_refusals"),
+    "calls_the_model_on_a_finished_run": (edited((FINISHED, "")), "test_finished_run"),
+    "forgets_save_point_b": (edited((SAVE_B, "")), "test_turn_cap"),
+    "forgets_save_point_a": (edited((SAVE_A, "")), "test_second_crash"),
+    "skips_reconcile": (
+        edited((PERSIST_RECONCILED, "        rc.save_checkpoint(cp, path)\n")),
+        "test_crash_after_tool",
+    ),
+    "no_charge_before_the_call": (edited((CHARGE, "")), "test_second_crash"),
+    "counts_tokens_of_this_process_only": (
+        edited((LOAD, LOAD + "    cp.tokens_used = 0  # tokens of this process\n")),
+        "test_crash_after_response",
+    ),
+    "delegates_to_run_agent": (
+        "def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX_TURNS):\n"
+        "    return rc.run_agent(task, checkpoint_path=path, toolbox=tools, client=client,\n"
+        "                        reconcile=reconcile, max_turns=max_turns).checkpoint\n",
+        "test_crash_after_tool",
+    ),
+}
+
+
+def learner(source: str):
+    """The learner's ``resume``, defined after the notebook's setup cells, as in the kernel."""
+    ns: dict = {}
+    for setup in SETUP:
+        exec(setup, ns)
+    exec(source, ns)
+    return ns
+
+
+def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
+    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
+    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
+    return {gid: (points[gid], check_calls("resume", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()}
+
+
+def failure(calls: list[CheckCall], ns: dict) -> str | None:
+    """Why the cell's checks fail on the learner's names, or None when they all pass."""
+    try:
+        for call in calls:
+            call.run(ns)
+    except CheckFailed as e:
+        return e.reason
+    return None
+
+
+def test_every_check_call_takes_the_learners_resume():
+    """Every test cell calls at least one check, each on the notebook's ``resume`` alone."""
+    cells = graded_cells()
+    assert set(cells) == {c["grade_id"] for c in course.grade_cells(NOTEBOOK)}
+    for gid, (_, calls) in cells.items():
+        assert calls, gid
+        assert all(call.args == (("name", "resume"),) and not call.kwargs for call in calls), gid
+
+
+def test_delegation_to_the_library_loop_is_found():
+    """A resume that calls run_agent (directly, under another name, or through a helper) is refused; the solution is not."""
+    assert checks.delegated_to(learner(SOLUTION)["resume"]) is None
+    assert checks.delegated_to(learner(WRONG["delegates_to_run_agent"][0])["resume"]) == "run_agent"
+    aliased = learner("from resumable_core.loop import run_agent as go\ndef resume(*a, **k):\n    return go(*a, **k)\n")
+    assert checks.delegated_to(aliased["resume"]) == "run_agent"
+    helper = learner(
+        "def loop(task):\n    return rc.Sandbox.create(task)\ndef resume(*a, **k):\n    return loop(a[1])\n"
+    )
+    assert checks.delegated_to(helper["resume"]) == "Sandbox"
+    with pytest.raises(CheckFailed, match="write the loop yourself"):
+        checks.require_own_loop(aliased["resume"])
+
+
+@pytest.mark.slow
+def test_the_solution_scores_full_under_real_kills():
+    """The notebook's own solution passes every test cell, visible and hidden, under real SIGKILLs."""
+    ns = learner(SOLUTION)
+    failed = {gid: why for gid, (_, calls) in graded_cells().items() if (why := failure(calls, ns))}
+    assert failed == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_resume_scores_lower(name):
+    """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
+    source, cell = WRONG[name]
+    points, calls = graded_cells()[cell]
+    why = failure(calls, learner(source))
+    assert why is not None, f"{name} passed {cell} ({points} points)"
+    print(f"{name}: {cell} fails: {why}")
