@@ -1,8 +1,11 @@
-"""The project's two commands: `make lab` serves the lessons; `.ci/run` calls `make test`."""
+"""The project's commands: `make lab` serves the lessons, `.ci/run` calls `make test`, every --help, and a learner's work."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -12,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from resumable_core import __main__ as cli
+from resumable_core.course import notebooks, release, student_kit
+from resumable_core.course.assignments import ASSIGNMENTS
+from resumable_core.crash import CRASH_POINTS
+from resumable_core.lab.exercise_checkpoints import NAMES
+from resumable_core.scenarios import SCENARIOS
+from resumable_core.strategies import STRATEGIES, matrix_strategies
+
 ROOT = Path(__file__).resolve().parents[1]
+LAB_START_POLLS = 480  # half a second apart: a safety net for a loaded machine, not a speed requirement
 
 
 def _free_port() -> int:
@@ -35,7 +47,7 @@ def test_make_lab_serves_lesson_one():
     )
     try:
         url = f"http://127.0.0.1:{port}/api/contents/lessons/01_skeleton_resume.ipynb?token=kit-test&content=0"
-        for _ in range(120):
+        for _ in range(LAB_START_POLLS):
             try:
                 with urllib.request.urlopen(url, timeout=2) as r:
                     assert r.status == 200
@@ -43,7 +55,7 @@ def test_make_lab_serves_lesson_one():
             except OSError:
                 assert proc.poll() is None, "make lab exited early"
                 time.sleep(0.5)
-        raise AssertionError("JupyterLab did not answer within 60 s")
+        raise AssertionError(f"JupyterLab did not answer after {LAB_START_POLLS} polls")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -63,3 +75,122 @@ def test_readme_starts_with_the_two_commands():
     first_block = text.split("```")[1]
     commands = [ln.split("#")[0].strip() for ln in first_block.splitlines() if ln.strip().startswith("make")]
     assert commands == ["make lab", "make test"]
+
+
+# -- every command's --help ----------------------------------------------------------------
+
+RST_MARKUP = re.compile(r"``|:(?:func|mod|class|meth|data|attr|obj|exc|ref):`")
+COUNT_WORDS = re.compile(r"\ball (?:two|three|four|five|six|seven|eight|nine|ten|\d+)\b", re.I)
+
+
+def command_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every parser a learner or instructor can ask for --help, by its prog."""
+    top = cli.build_parser()
+    found = {top.prog: top}
+    for action in top._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update({parser.prog: parser for parser in action.choices.values()})
+    for parser in (release.build_parser(), student_kit.build_parser()):
+        found[parser.prog] = parser
+    return found
+
+
+def _choices(prog: str) -> dict[str, list[str]]:
+    """The choices of each option of one command, by the option's dest."""
+    return {a.dest: list(a.choices) for a in command_parsers()[prog]._actions if a.choices and a.dest != "command"}
+
+
+def test_every_command_has_a_parser_here() -> None:
+    """The walk below reaches the CLI's five commands and the two module commands."""
+    progs = set(command_parsers())
+    commands = {"matrix", "simulate", "fixtures", "check", "grade"}
+    assert {f"python -m resumable_core {c}" for c in commands} <= progs
+    assert {"python -m resumable_core.course.release", "python -m resumable_core.course.student_kit"} <= progs
+
+
+@pytest.mark.parametrize("prog", sorted(command_parsers()))
+def test_help_describes_every_option_in_plain_text(prog: str) -> None:
+    """Every option and subcommand has help, each choice is named, and no reST markup or hand-written count shows."""
+    parser = command_parsers()[prog]
+    text = parser.format_help()
+    assert not RST_MARKUP.search(text), RST_MARKUP.search(text)
+    assert not COUNT_WORDS.search(text), f"{prog}: a count written by hand goes stale: {COUNT_WORDS.search(text)}"
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            assert all(choice.help for choice in action._choices_actions), prog
+            continue
+        assert action.help and action.help != argparse.SUPPRESS, f"{prog}: {action.option_strings or action.dest}"
+        assert all(str(choice) in text for choice in action.choices or ()), f"{prog}: {action.dest}"
+
+
+def test_help_choices_and_defaults_come_from_the_registries() -> None:
+    """Choices and the defaults named in help are the registries' (strategies, scenarios, crash points, assignments)."""
+    matrix, simulate = _choices("python -m resumable_core matrix"), _choices("python -m resumable_core simulate")
+    assert matrix["strategy"] == simulate["strategy"] == list(STRATEGIES)
+    assert matrix["scenario"] == simulate["scenario"] == list(SCENARIOS)
+    assert simulate["crash_at"] == list(CRASH_POINTS)
+    assert _choices("python -m resumable_core.course.release") == {} and list(release.COMMANDS) == [
+        "release",
+        "check",
+        "points",
+    ]
+    helps = {prog: " ".join(parser.format_help().split()) for prog, parser in command_parsers().items()}
+    assert f"(default: {', '.join(matrix_strategies())})" in helps["python -m resumable_core matrix"]
+    assert f"(default: {', '.join(SCENARIOS)})" in helps["python -m resumable_core matrix"]
+    grade = helps["python -m resumable_core grade"]
+    assert f"this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})" in grade
+    assert f"checkpoints {', '.join(NAMES[:-1])} and {NAMES[-1]}" in helps["python -m resumable_core fixtures"]
+
+
+# -- a learner's work in exercises/ and the release check -----------------------------------
+
+
+def solved(assignment: str) -> dict[str, str]:
+    """The instructor's answers of an assignment: grade_id -> the solution cell's source."""
+    source = notebooks.read(release.notebook_path(assignment))
+    return {
+        c.metadata["nbgrader"]["grade_id"]: notebooks.source(c)
+        for c in source.cells
+        if c.metadata["nbgrader"]["solution"]
+    }
+
+
+def worked_in(released: Path) -> dict:
+    """The released notebook as a learner leaves it: answers written, run, saved by Jupyter, a cell added."""
+    nb = release.fill_in(released, solved(released.stem))
+    nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"}
+    for cell in nb["cells"]:
+        cell["metadata"]["scrolled"] = True
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = 7
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ran\n"}]
+    scratch = {"cell_type": "code", "id": "my-scratch", "metadata": {}, "source": "print(1)", "outputs": []}
+    nb["cells"].insert(3, scratch | {"execution_count": None})
+    return nb
+
+
+def test_release_check_leaves_a_learners_work_alone(tmp_path: Path) -> None:
+    """Answers, outputs, Jupyter's metadata and an added cell are no difference; an edited or lost test cell is."""
+    released = release.notebook_path("reconcile", ROOT, "exercises")
+    nb = worked_in(released)
+    path = tmp_path / "reconcile.ipynb"
+    path.write_text(json.dumps(nb, indent=1))
+    assert release._notebook_differences("r", path, released) == []
+    test_b = next(c for c in nb["cells"] if notebooks.grade_id(c) == "test_reconcile_B")
+    test_b["source"] = "pass"
+    nb["cells"] = [c for c in nb["cells"] if notebooks.grade_id(c) != "test_reconcile_C"]
+    path.write_text(json.dumps(nb, indent=1))
+    problems = release._notebook_differences("r", path, released)
+    assert any("test_reconcile_B differs in source" in p for p in problems), problems
+    assert any("test_reconcile_C is missing" in p for p in problems), problems
+
+
+def test_release_check_leaves_a_learners_files_alone(tmp_path: Path) -> None:
+    """A file the learner saved in an assignment's folder is no difference; a folder no generation makes is one."""
+    fresh = {"reconcile/reconcile.ipynb": release.notebook_path("reconcile", ROOT, "exercises")}
+    copy = tmp_path / "reconcile-Copy1.ipynb"
+    copy.write_text("{}")
+    committed = {**fresh, "reconcile/reconcile-Copy1.ipynb": copy, "retired/retired.ipynb": copy}
+    assert release.tree_differences(committed, fresh) == [
+        "exercises/retired/retired.ipynb: not produced by generate_assignment"
+    ]

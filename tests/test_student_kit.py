@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from resumable_core.course import student_kit
+from resumable_core.course import notebooks, release, student_kit
 
 ROOT = Path(__file__).resolve().parents[1]
 SOLUTIONS = sorted((ROOT / "solutions").glob("*/*.ipynb"))
@@ -188,9 +188,9 @@ def test_kit_holds_the_manifest(built: tuple[Path, Path]) -> None:
         assert f"exercises/{notebook.parent.name}/{notebook.name}" in names
         assert f"resumable_core/course/checks/{notebook.stem}.py" in names
     course = {n for n in names if n.startswith("resumable_core/course/")}
-    assert all(
-        n == "resumable_core/course/__init__.py" or n.startswith("resumable_core/course/checks/") for n in course
-    )
+    learners = {"resumable_core/course/__init__.py", "resumable_core/course/self_check.py"}  # self_check: make check
+    assert learners <= course
+    assert all(n in learners or n.startswith("resumable_core/course/checks/") for n in course)
     assert not [n for n in names if n.startswith("solutions/") or "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -268,6 +268,7 @@ def test_caches_and_checkpoints_are_left_out() -> None:
     assert student_kit.ships("resumable_core/course/checks/reconcile.py")
     assert not student_kit.ships("resumable_core/course/hidden/reconcile.py")
     assert not student_kit.ships("resumable_core/course/student_kit.py")
+    assert student_kit.ships("resumable_core/course/self_check.py")
     assert not student_kit.ships("solutions/reconcile/reconcile.ipynb")
 
 
@@ -289,3 +290,38 @@ def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
     print(f"kit make test: {time.perf_counter() - started:.1f} s")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+
+
+def _kit_make(kit: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in an unpacked kit, with this repository's environment (``VENV=``), offline."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_", "PYTEST_"))}
+    venv = Path(sys.executable).parent.parent
+    return subprocess.run(
+        ["make", "-s", *args, f"VENV={venv}"],
+        cwd=kit,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=KIT_MAKE_TIMEOUT,
+    )
+
+
+@pytest.mark.slow
+def test_a_learner_fills_an_exercise_in_place_and_the_kit_passes(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """Answers written in exercises/ itself, as the kit's README says: `make check` passes it, `make test` still passes."""
+    kit = tmp_path / "kit"
+    shutil.copytree(built[1], kit)
+    exercise = kit / "exercises" / "reconcile" / "reconcile.ipynb"
+    source = release.notebook_path("reconcile")
+    answers = {
+        cell.metadata["nbgrader"]["grade_id"]: notebooks.source(cell)
+        for cell in notebooks.read(source).cells
+        if cell.metadata["nbgrader"]["solution"]
+    }
+    exercise.write_text(json.dumps(release.fill_in(exercise, answers), indent=1, ensure_ascii=False) + "\n")
+    checked = _kit_make(kit, "check", "NB=exercises/reconcile/reconcile.ipynb")
+    assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-4000:]
+    assert re.search(r"\b(\d+) of \1 visible tests pass", checked.stdout) and "FAILED" not in checked.stdout
+    tested = _kit_make(kit, "test", "PYTEST_ARGS=-rs tests/test_kit_exercises.py")
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-4000:]
+    assert "exercises/reconcile/reconcile.ipynb holds your answers" in tested.stdout

@@ -118,22 +118,63 @@ def _tree(folder: Path) -> dict[str, Path]:
     }
 
 
+# What a learner changes by working in a released notebook, which the drift check leaves alone:
+# keys Jupyter rewrites when it saves (the kernel's language_info and kernelspec, widget state), and
+# in every cell its outputs, execution count and the metadata Jupyter adds (collapsed, scrolled,
+# execution times, tags). An answer cell's source and attachments are the learner's too, and so
+# are cells the learner added (no nbgrader metadata, an id the release does not have).
+SAVED_BY_JUPYTER = frozenset({"language_info", "kernelspec", "widgets"})
+RELEASE_CELL_KEYS = ("cell_type", "source", "metadata")
+RELEASE_METADATA = ("nbgrader", "deletable", "editable")  # what generate_assignment writes in a cell
+
+
+def _cell_key(cell: dict[str, Any], index: int) -> str:
+    """How a cell is matched between two notebooks: its id (nbformat 4.5), else its grade_id, else its place."""
+    return str(cell.get("id") or notebooks.grade_id(cell) or f"#{index}")
+
+
+def _release_part(cell: dict[str, Any]) -> dict[str, Any]:
+    """What of a cell the release owns: its type, its source unless it is an answer, the nbgrader metadata."""
+    part = {key: cell.get(key) for key in RELEASE_CELL_KEYS}
+    part["source"] = notebooks.source(cell)  # a list of lines or one string on disk: the same text
+    metadata = {k: v for k, v in cell.get("metadata", {}).items() if k in RELEASE_METADATA}
+    part["metadata"] = metadata
+    if metadata.get("nbgrader", {}).get("solution"):
+        del part["source"]  # the learner's answer
+    return part
+
+
 def _notebook_differences(name: str, committed: Path, fresh: Path) -> list[str]:
+    """How a committed release notebook differs from a fresh one, leaving a learner's work in it alone."""
     a = json.loads(committed.read_text(encoding="utf-8"))
     b = json.loads(fresh.read_text(encoding="utf-8"))
     problems = []
-    if a.get("metadata") != b.get("metadata") or (a.get("nbformat"), a.get("nbformat_minor")) != (
-        b.get("nbformat"),
-        b.get("nbformat_minor"),
-    ):
+    meta_a, meta_b = ({k: v for k, v in nb.get("metadata", {}).items() if k not in SAVED_BY_JUPYTER} for nb in (a, b))
+    if meta_a != meta_b or a.get("nbformat") != b.get("nbformat"):
         problems.append(f"{name}: notebook metadata or format differs")
-    if len(a["cells"]) != len(b["cells"]):
-        return [*problems, f"{name}: {len(a['cells'])} cells, a fresh generation has {len(b['cells'])}"]
-    for i, (x, y) in enumerate(zip(a["cells"], b["cells"])):
-        for key in sorted(set(x) | set(y)):
-            if x.get(key) != y.get(key):
-                gid = notebooks.grade_id(y) or ""
-                problems.append(f"{name}: cell {i} {gid} differs in {key}".replace("  ", " "))
+    committed_cells = {_cell_key(c, i): (i, c) for i, c in enumerate(a["cells"])}
+    order = []
+    for j, y in enumerate(b["cells"]):
+        key, gid = _cell_key(y, j), notebooks.grade_id(y) or ""
+        if key not in committed_cells:
+            problems.append(f"{name}: cell {j} {gid} is missing (a fresh generation has it)".replace("  ", " "))
+            continue
+        i, x = committed_cells[key]
+        order.append(i)
+        x_part, y_part = _release_part(x), _release_part(y)
+        problems += [
+            f"{name}: cell {i} {gid} differs in {field}".replace("  ", " ")
+            for field in sorted(set(x_part) | set(y_part))
+            if x_part.get(field) != y_part.get(field)
+        ]
+    if order != sorted(order):
+        problems.append(f"{name}: its cells are in another order than a fresh generation's")
+    fresh_keys = {_cell_key(c, j) for j, c in enumerate(b["cells"])}
+    problems += [
+        f"{name}: cell {i} {notebooks.grade_id(x)} is not in a fresh generation"
+        for key, (i, x) in committed_cells.items()
+        if key not in fresh_keys and x.get("metadata", {}).get("nbgrader")  # a cell the learner added has none
+    ]
     return problems
 
 
@@ -141,8 +182,12 @@ def check(course_root: str | Path = COURSE_ROOT) -> list[str]:
     """How ``exercises/`` differs from a fresh ``nbgrader generate_assignment`` of ``solutions/`` ([] when equal).
 
     The generation runs in a temporary copy of the course (config and solutions only), so the
-    checkout and its gradebook are not touched. Notebooks are compared cell by cell (every key:
-    source, metadata including nbgrader checksums, outputs, ids); other files byte for byte.
+    checkout and its gradebook are not touched. Notebooks are compared on what the release owns
+    (cell ids and order, each cell's type and nbgrader metadata, the source of every cell that is
+    not an answer, the notebook's metadata), so a learner who fills in ``exercises/`` in place,
+    runs it and saves it, or adds cells or files to an assignment's folder, does not fail it.
+    A released file the generation does not make, or a missing one, is a difference; other files
+    are compared byte for byte.
     """
     root = Path(course_root).resolve()
     with tempfile.TemporaryDirectory(prefix="resumable-course-check-") as tmp:
@@ -154,17 +199,24 @@ def check(course_root: str | Path = COURSE_ROOT) -> list[str]:
             ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
         )
         release(fresh_course)
-        committed, fresh = _tree(root / RELEASE_DIR), _tree(fresh_course / RELEASE_DIR)
-        problems = [f"{RELEASE_DIR}/{n}: missing (run `make release`)" for n in sorted(set(fresh) - set(committed))]
-        problems += [
-            f"{RELEASE_DIR}/{n}: not produced by generate_assignment" for n in sorted(set(committed) - set(fresh))
-        ]
-        for name in sorted(set(fresh) & set(committed)):
-            if name.endswith(".ipynb"):
-                problems += _notebook_differences(f"{RELEASE_DIR}/{name}", committed[name], fresh[name])
-            elif committed[name].read_bytes() != fresh[name].read_bytes():
-                problems.append(f"{RELEASE_DIR}/{name}: differs")
-        return problems
+        return tree_differences(_tree(root / RELEASE_DIR), _tree(fresh_course / RELEASE_DIR))
+
+
+def tree_differences(committed: dict[str, Path], fresh: dict[str, Path]) -> list[str]:
+    """How the committed release files differ from fresh ones (both: path under exercises/ -> file)."""
+    assignments = {Path(name).parts[0] for name in fresh}
+    problems = [f"{RELEASE_DIR}/{n}: missing" for n in sorted(set(fresh) - set(committed))]
+    problems += [
+        f"{RELEASE_DIR}/{n}: not produced by generate_assignment"
+        for n in sorted(set(committed) - set(fresh))
+        if Path(n).parts[0] not in assignments  # in an assignment's folder: the learner's copy or scratch file
+    ]
+    for name in sorted(set(fresh) & set(committed)):
+        if name.endswith(".ipynb"):
+            problems += _notebook_differences(f"{RELEASE_DIR}/{name}", committed[name], fresh[name])
+        elif committed[name].read_bytes() != fresh[name].read_bytes():
+            problems.append(f"{RELEASE_DIR}/{name}: differs")
+    return problems
 
 
 def autograde(course_root: str | Path, assignment: str, *, students: Iterable[str] = ()) -> subprocess.CompletedProcess:
@@ -195,14 +247,29 @@ def scores(course_root: str | Path, assignment: str, notebook: str | None = None
 # -- CLI -----------------------------------------------------------------------------------
 
 
+COMMANDS = {
+    "release": "regenerate exercises/ from solutions/ with nbgrader generate_assignment (make release)",
+    "check": "exit 1 if exercises/ differs from a fresh generation (a learner's answers in it do not count)",
+    "points": "print the grade_id and points of every graded cell of every assignment",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: one of COMMANDS, and the course root."""
+    parser = argparse.ArgumentParser(
+        prog="python -m resumable_core.course.release",
+        description="The course's nbgrader release: regenerate exercises/, check it, list the points.",
+        epilog="commands:\n" + "\n".join(f"  {name:<8} {text}" for name, text in COMMANDS.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("command", choices=list(COMMANDS), help="what to do: " + ", ".join(COMMANDS) + " (below)")
+    parser.add_argument("--root", default=str(COURSE_ROOT), help="course root (default: this checkout)")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """``release``, ``check`` or ``points``: 0 when done (``check``: 1 if exercises/ differs)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m resumable_core.course.release", description=(__doc__ or "").split("\n")[0]
-    )
-    parser.add_argument("command", choices=["release", "check", "points"])
-    parser.add_argument("--root", default=str(COURSE_ROOT), help="course root (default: this checkout)")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.command == "release":
         for path in release(args.root):
             print(f"released {path.relative_to(Path(args.root).resolve())}")
@@ -214,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             "exercises/ matches a fresh generation"
             if not problems
-            else f"{len(problems)} difference(s): run `make release`"
+            else f"{len(problems)} difference(s): run `make release` (it rewrites exercises/: copy your answers first)"
         )
         return 1 if problems else 0
     for assignment, cells in points_table(args.root).items():

@@ -33,6 +33,7 @@ MANIFEST: tuple[tuple[str, str], ...] = (
     ("-", "resumable_core/course/"),  # the instructor's: grading, hidden checks, this builder
     ("+", "resumable_core/course/__init__.py"),
     ("+", "resumable_core/course/checks/"),  # the visible checks the exercises call
+    ("+", "resumable_core/course/self_check.py"),  # python -m resumable_core check (make check NB=...)
 )
 # Never shipped, wherever they are: caches and editor leftovers.
 JUNK_NAMES = frozenset(
@@ -173,11 +174,25 @@ def build(out: Path, root: Path = REPO_ROOT) -> tuple[Path, Path]:
     return folder, archive
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m resumable_core.course.student_kit",
+        description=(
+            f"Build the student kit: OUT/{KIT_NAME}/ and the same files in a deterministic OUT/{KIT_NAME}.zip\n"
+            "(lessons, exercises, simulator, the core and lab wings, the visible checks; no answers)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "dist", metavar="OUT", help="folder to write into (default: dist/)"
+    )
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line: build the kit and say where it is."""
-    parser = argparse.ArgumentParser(prog="python -m resumable_core.course.student_kit", description=__doc__)
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "dist", help="folder to write into (default: dist/)")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         folder, archive = build(args.out)
     except StudentKitError as error:

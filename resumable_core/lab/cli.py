@@ -8,15 +8,21 @@ registered at runtime is a valid ``--strategy`` at once.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS
 from ..loop import MAX_TURNS
 from ..scenarios import SCENARIOS
 from ..strategies import STRATEGIES, matrix_strategies
-from .exercise_checkpoints import FIXTURE_DIR, write_exercise_checkpoints
+from .exercise_checkpoints import FIXTURE_DIR, NAMES, write_exercise_checkpoints
 from .matrix import format_table, rows_json, run_cell, run_matrix
 from .resumers import crash_loop, race_resumers
+
+
+def _listed(names: Sequence[str]) -> str:
+    """``a, b and c``: names in a sentence, read from a registry so the count cannot go stale."""
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
 
 
 def _choices(title: str, helps: dict[str, str]) -> str:
@@ -115,7 +121,12 @@ def _add_simulate(sub: Any) -> None:
         help="the strategy below (required but with --crashes)",
     )
     p.add_argument("--resumers", type=int, default=1, help="resumers of the crashed run started at once (default: 1)")
-    p.add_argument("--crashes", type=int, default=0, help="restart the run this many times, each killed at POINT")
+    p.add_argument(
+        "--crashes",
+        type=int,
+        default=0,
+        help="restart the run this many times, each killed at POINT (default: 0, one crash and one resume)",
+    )
     p.add_argument("--max-turns", type=int, default=MAX_TURNS, help=f"the turn cap (default: {MAX_TURNS})")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     p.set_defaults(func=_simulate, error=p.error)
@@ -131,8 +142,9 @@ def _add_fixtures(sub: Any) -> None:
     p = _command(
         sub,
         "fixtures",
-        "regenerate the exercise checkpoints A, B and C",
-        "Crash the scenarios for real and write the exercise checkpoints\ncheckpoint_a.json, checkpoint_b.json and checkpoint_c.json.",
+        f"regenerate the exercise checkpoints {_listed(NAMES)}",
+        f"Crash the scenarios for real and write the exercise checkpoints {_listed(NAMES)}\n"
+        "as checkpoint_<name>.json files into --out.",
     )
     p.add_argument("--out", default=None, help=f"folder to write them to (default: {FIXTURE_DIR})")
     p.set_defaults(func=_fixtures)

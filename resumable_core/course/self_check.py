@@ -1,0 +1,365 @@
+"""``python -m resumable_core check NOTEBOOK``: an exercise's visible tests, run as grading runs them.
+
+The notebook runs whole, top to bottom, as a copy in a temporary folder (the learner's file is
+not changed), on a fresh python3 kernel: offline (the scripted Claude answers), each cell under
+grading's timeout, going on after an error as nbgrader does. Then every graded test cell is
+reported with its name, its points and its whole error message (``nbgrader validate`` cuts them
+to about 80 characters), and the report ends with what to do next. Exit code: 0 when every
+visible test passes, 1 when one fails, 2 when the argument is not an exercise notebook.
+
+It needs nbformat, nbclient and a python3 Jupyter kernel (the ``[lab]`` extra), not nbgrader,
+so it ships in the student kit; the kit's ``make check NB=...`` runs it, and the kit's own tests
+execute notebooks with :func:`execute`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# nbformat and nbclient are imported where they are used: importing nbformat takes seconds (its
+# JSON schema validators), and `python -m resumable_core --help` builds this command's parser.
+
+CELL_TIMEOUT = 60
+"""Seconds a cell may run: grading's default (``grade --timeout``; a test keeps the two equal)."""
+
+ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
+"""What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
+
+PASSED, FAILED, HIDDEN = "passed", "FAILED", "hidden"
+KERNEL_DIED = (
+    "{path}: the kernel died while running the notebook (os._exit, a crash or out of memory),\n"
+    "so no test after that point ran; grading would score them 0.\n"
+    "Next: find the cell that ends the process, fix it, and run\n  {command}\nagain."
+)
+
+# The library this command runs from: the kernel imports the same one (the student kit's own copy).
+LIBRARY_ROOT = Path(__file__).resolve().parents[2]
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class SelfCheckError(Exception):
+    """The argument is not an exercise notebook. Carries the ``path`` and a one-line ``reason`` naming the fix."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+# -- running a notebook --------------------------------------------------------------------
+
+
+def kernel_env(home: Path) -> dict[str, str]:
+    """The kernel's environment: offline (the scripted Claude), quiet, no user profile, this library first."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_"))}
+    env.update(
+        JUPYTER_PLATFORM_DIRS="1",  # jupyter_core's own deprecation warning otherwise
+        PYDEVD_DISABLE_FILE_VALIDATION="1",  # the debugger's "frozen modules" note otherwise
+        IPYTHONDIR=str(home / "ipython"),  # no user profile, no startup files
+        PYTHONPATH=os.pathsep.join(p for p in (str(LIBRARY_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    )
+    env.pop("MPLBACKEND", None)  # the kernel's inline backend, as in JupyterLab
+    return env
+
+
+def warm_matplotlib_cache() -> None:
+    """Build matplotlib's font cache here, so a notebook's first plot does not log about it on stderr."""
+    import matplotlib.font_manager  # noqa: F401  (importing it builds the cache)
+
+
+def execute(notebook: Path, workdir: Path, *, timeout: int = CELL_TIMEOUT, allow_errors: bool = False) -> Any:
+    """Execute a copy of ``notebook`` in ``workdir`` on a fresh python3 kernel; return the executed notebook.
+
+    With ``allow_errors`` the run goes on after a cell's error, and a cell past ``timeout`` is
+    interrupted and the run goes on, as nbgrader's autograde does.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    copy = workdir / notebook.name
+    shutil.copy(notebook, copy)
+    nb = nbformat.read(copy, as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=timeout,
+        allow_errors=allow_errors,
+        interrupt_on_timeout=allow_errors,
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    # The kernel process's own stderr (ipykernel's startup notes) is not a cell's: cells' stderr
+    # comes back in their outputs, where the tests look for it.
+    client.execute(env=kernel_env(workdir), cwd=str(workdir), stderr=subprocess.DEVNULL)
+    return nb
+
+
+# -- reading an executed notebook ----------------------------------------------------------
+
+
+def _nbgrader(cell: Any) -> dict[str, Any]:
+    return dict(cell.get("metadata", {}).get("nbgrader", {}))
+
+
+def graded_cells(nb: Any) -> list[Any]:
+    """The exercise's test cells (nbgrader's ``grade`` cells that are not answers)."""
+    return [
+        cell
+        for cell in nb.cells
+        if cell.cell_type == "code" and _nbgrader(cell).get("grade") and not _nbgrader(cell).get("solution")
+    ]
+
+
+def written_answers(nb: Any) -> list[Any]:
+    """The answers graded by hand: nbgrader's graded answer cells in markdown."""
+    return [
+        cell
+        for cell in nb.cells
+        if cell.cell_type == "markdown" and _nbgrader(cell).get("grade") and _nbgrader(cell).get("solution")
+    ]
+
+
+def has_code(cell: Any) -> bool:
+    """Whether a cell holds more than comments (a hidden test's cell is only its comment here)."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in cell.source.splitlines())
+
+
+def error_of(cell: Any) -> Any | None:
+    """The cell's error output, or None if it ran clean."""
+    return next((out for out in cell.get("outputs", []) if out.output_type == "error"), None)
+
+
+def stderr_of(cell: Any) -> str:
+    """What the cell wrote to stderr (nbgrader scores a test cell that writes there 0)."""
+    return "".join(out.text for out in cell.get("outputs", []) if out.output_type == "stream" and out.name == "stderr")
+
+
+def is_answer(cell: Any) -> bool:
+    """An answer cell: nbgrader's solution cell, where the learner writes."""
+    return bool(_nbgrader(cell).get("solution"))
+
+
+def is_blank(cell: Any) -> bool:
+    """An answer cell still as released: it holds nbgrader's stub."""
+    return any(stub in cell.source for stub in ANSWER_STUBS)
+
+
+def _what_it_checks(cell: Any) -> str:
+    """The test cell's opening comment, which says what it checks."""
+    lines = []
+    for line in cell.source.splitlines():
+        if not line.lstrip().startswith("#"):
+            break
+        lines.append(line.lstrip("# ").strip())
+    return " ".join(lines)
+
+
+def _where(error: Any) -> list[str]:
+    """The last frame of an error's traceback that is a notebook cell: where the learner's code raised."""
+    frames = [ANSI.sub("", entry) for entry in error.get("traceback", [])]
+    cell_frames = [f for f in frames if f.lstrip().startswith("Cell In[")]
+    return cell_frames[-1].rstrip().splitlines() if cell_frames else []
+
+
+def _message(error: Any) -> list[str]:
+    """An error output as lines: ``Name: the whole message``, then where it was raised unless it is a check's."""
+    if error.ename in ("CellTimeoutError", "KeyboardInterrupt"):
+        return ["interrupted: the cell ran past the timeout, as grading would stop it (an endless loop?)"]
+    text = f"{error.ename}: {error.evalue}".rstrip(": ") if error.evalue else error.ename
+    lines = text.splitlines()
+    if error.ename == "NotImplementedError":
+        lines.append("(an answer cell still raises NotImplementedError: write your code there)")
+    if error.ename not in ("CheckFailed", "AssertionError"):
+        lines += _where(error)
+    return lines
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One graded test cell as the check saw it."""
+
+    name: str
+    """Its nbgrader grade_id."""
+    points: float
+    status: str
+    """``passed``, ``FAILED`` or ``hidden`` (its tests are added at grading)."""
+    checks: str
+    """What it checks: its opening comment."""
+    message: tuple[str, ...] = ()
+    """Why it failed: the whole error message, one item a line."""
+
+
+def result_of(cell: Any) -> TestResult:
+    """The test cell's result: hidden when it holds only comments, failed on an error or stderr."""
+    grade = _nbgrader(cell)
+    name, points, checks = grade.get("grade_id", "?"), grade.get("points", 0), _what_it_checks(cell)
+    if not has_code(cell):
+        return TestResult(name, points, HIDDEN, checks)
+    error, stderr = error_of(cell), stderr_of(cell)
+    if error is not None:
+        return TestResult(name, points, FAILED, checks, tuple(_message(error)))
+    if stderr:
+        lines = ["wrote to stderr, and grading scores a test cell that does 0:", *stderr.rstrip().splitlines()]
+        return TestResult(name, points, FAILED, checks, tuple(lines))
+    return TestResult(name, points, PASSED, checks)
+
+
+def other_errors(nb: Any) -> Iterator[str]:
+    """Errors in cells that are not tests (answers, setup, cells the learner added): a test after them may fail for them."""
+    tests = {id(cell) for cell in graded_cells(nb)}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or id(cell) in tests:
+            continue
+        error = error_of(cell)
+        if error is not None:
+            grade_id = _nbgrader(cell).get("grade_id")
+            label = "a cell you added" if grade_id is None else f"answer {grade_id}" if is_answer(cell) else grade_id
+            yield f"cell {index} ({label}): " + "\n      ".join(_message(error))
+
+
+# -- the report ----------------------------------------------------------------------------
+
+
+def _points(value: float) -> str:
+    return f"{value:g} pt"
+
+
+def _result_lines(result: TestResult) -> list[str]:
+    head = f"  {result.status:<7} {result.name} ({_points(result.points)})"
+    if result.status == HIDDEN:
+        return [f"{head}: added and run when your instructor grades"]
+    lines = [f"{head}: {result.checks}" if result.checks else head]
+    return lines + [f"          {line}" for line in result.message]
+
+
+def report(path: Path, nb: Any, command: str) -> tuple[str, bool]:
+    """The report of an executed exercise, and whether every visible test passed."""
+    results = [result_of(cell) for cell in graded_cells(nb)]
+    visible = [r for r in results if r.status != HIDDEN]
+    failed = [r for r in visible if r.status == FAILED]
+    lines = [f"{path}: the visible tests, run top to bottom on a fresh kernel as grading runs them", ""]
+    for result in results:
+        lines += _result_lines(result)
+    errors = list(other_errors(nb))
+    if errors:
+        lines += ["", "Cells that raised outside the tests (grading runs them too; fix these first):"]
+        lines += [f"  {error}" for error in errors]
+    passed_points = sum(r.points for r in visible if r.status == PASSED)
+    lines += [
+        "",
+        f"{len(visible) - len(failed)} of {len(visible)} visible tests pass "
+        f"({_points(passed_points)} of {_points(sum(r.points for r in visible))}).",
+    ]
+    lines += next_steps(path, nb, results, command)
+    return "\n".join(lines), not failed
+
+
+def next_steps(path: Path, nb: Any, results: list[TestResult], command: str) -> list[str]:
+    """What to do now: fix and re-run, or submit; which answers are graded by hand; what runs at grading."""
+    failed = any(r.status == FAILED for r in results)
+    if failed:
+        steps = [
+            "Next: fix the answer cells the FAILED tests above check, save the notebook, and run",
+            f"  {command}",
+            "again. Each message above is whole (nbgrader validate cuts them to about 80 characters).",
+        ]
+    else:
+        steps = [f"Next: every visible test passes; submit {path} as your instructor asks."]
+    hidden = [r for r in results if r.status == HIDDEN]
+    if hidden:
+        hidden_points = _points(sum(r.points for r in hidden))
+        steps.append(f"Hidden tests ({hidden_points}) run only at grading: passing the visible ones is not enough.")
+    for cell in written_answers(nb):
+        grade = _nbgrader(cell)
+        state = "NOT WRITTEN YET, " if is_blank(cell) else ""
+        steps.append(
+            f"Written answer {grade.get('grade_id')} ({state}{_points(grade.get('points', 0))}): graded by hand."
+        )
+    return steps
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def read_exercise(path: Path) -> Any:
+    """The notebook at ``path``, if it is an exercise; else a :class:`SelfCheckError` naming the fix."""
+    import nbformat
+
+    example = "e.g. exercises/reconcile/reconcile.ipynb"
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.ipynb"))
+        hint = f"give the notebook in it: {path / inside[0]}" if inside else f"give an exercise notebook, {example}"
+        raise SelfCheckError(path, f"is a folder; {hint}")
+    if not path.exists():
+        raise SelfCheckError(path, f"no such file; give the path of an exercise notebook, {example}")
+    try:
+        nb = nbformat.read(path, as_version=4)
+    # nbformat's errors on what is not a notebook: ValueError (not JSON, not UTF-8), ValidationError,
+    # and TypeError, KeyError or AttributeError from converting JSON of another shape
+    except (ValueError, TypeError, KeyError, AttributeError, nbformat.ValidationError, OSError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        raise SelfCheckError(path, f"is not a Jupyter notebook ({first}); give an .ipynb file, {example}") from None
+    if not graded_cells(nb):
+        raise SelfCheckError(path, f"has no graded test cells, so nothing to check; give an exercise, {example}")
+    return nb
+
+
+def run_check(path: Path, *, timeout: int = CELL_TIMEOUT, command: str | None = None) -> tuple[str, bool]:
+    """Run the exercise at ``path`` whole on a fresh kernel; its report and whether every visible test passed."""
+    read_exercise(path)
+    command = command or f"python -m resumable_core check {path}"
+    from nbclient.exceptions import DeadKernelError
+
+    warm_matplotlib_cache()
+    with tempfile.TemporaryDirectory(prefix="resumable-check-") as tmp:
+        try:
+            nb = execute(path.resolve(), Path(tmp), timeout=timeout, allow_errors=True)
+        except DeadKernelError:
+            return KERNEL_DIED.format(path=path, command=command), False
+    return report(path, nb, command)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run ``check``: 0 when every visible test passes, 1 when one fails, 2 on a bad argument."""
+    try:
+        text, passed = run_check(args.notebook, timeout=args.timeout)
+    except SelfCheckError as e:
+        print(f"check: {e}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0 if passed else 1
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``check`` to ``python -m resumable_core``'s subcommands (``subparsers`` from ``add_subparsers``)."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="run an exercise's visible tests on a fresh kernel, as grading will, with whole messages",
+        description=(
+            "Run an exercise notebook top to bottom on a fresh kernel, as grading will (offline, each\n"
+            "cell under a timeout; your file is not changed). Print every test cell's name, points and\n"
+            "whole error message, then what to do next. Exit code: 0 when every visible test passes,\n"
+            "1 when one fails, 2 when NOTEBOOK is not an exercise notebook."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "notebook", type=Path, metavar="NOTEBOOK", help="the exercise, e.g. exercises/reconcile/reconcile.ipynb"
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=CELL_TIMEOUT,
+        help=f"seconds a cell may run before it is interrupted, as at grading (default: {CELL_TIMEOUT})",
+    )
+    p.set_defaults(func=main)
+    return p

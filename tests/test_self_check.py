@@ -1,0 +1,175 @@
+"""`python -m resumable_core check NOTEBOOK`: an exercise's visible tests on a fresh kernel, whole messages, what next."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from resumable_core.__main__ import main as cli
+from resumable_core.course import self_check
+from resumable_core.course.grading.workspace import DEFAULT_TIMEOUT
+
+ROOT = Path(__file__).resolve().parents[1]
+# Longer than the ~80 characters nbgrader's validate keeps, with an end to look for.
+LONG_REASON = (
+    "double(21) returned 21, not 42: the function must return twice its argument; read the text "
+    "above the answer cell once more before you try again (END OF MESSAGE)"
+)
+RIGHT = "def double(x):\n    return 2 * x"
+WRONG = "def double(x):\n    return x"
+
+
+def _cell(kind: str, source: str, grade_id: str, *, grade: bool = False, solution: bool = False, points: int = 0):
+    make = nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
+    meta = {"grade": grade, "grade_id": grade_id, "locked": not solution, "schema_version": 3, "solution": solution}
+    if grade:
+        meta["points"] = points
+    return make(source, metadata={"nbgrader": meta}, id=grade_id)
+
+
+def exercise(tmp_path: Path, answer: str, *extra_tests) -> Path:
+    """A small exercise as nbgrader releases one: setup, an answer, a visible test, a hidden one, a written answer."""
+    test = f"# double doubles its argument.\nif double(21) != 42:\n    raise AssertionError({LONG_REASON!r})"
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            _cell("code", "FACTOR = 2", "setup"),
+            _cell("code", answer, "double", solution=True),
+            _cell("code", test, "test_double", grade=True, points=2),
+            *extra_tests,
+            _cell("code", "# Hidden at release: more numbers.", "test_more", grade=True, points=1),
+            _cell("markdown", "YOUR ANSWER HERE", "why", grade=True, solution=True, points=3),
+        ],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    path = tmp_path / "double.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_check_times_cells_out_as_grading_does() -> None:
+    """The check's per-cell timeout is grading's default one."""
+    assert self_check.CELL_TIMEOUT == DEFAULT_TIMEOUT
+
+
+@pytest.mark.slow
+def test_a_passing_notebook_exits_0_and_says_submit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every visible test passes: exit 0, each test named with its points, then submit and the hand-graded answer."""
+    path = exercise(tmp_path, RIGHT)
+    assert cli(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "passed  test_double (2 pt): double doubles its argument." in out
+    assert "hidden  test_more (1 pt)" in out and "1 of 1 visible tests pass (2 pt of 2 pt)." in out
+    assert f"submit {path}" in out
+    assert "Written answer why (NOT WRITTEN YET, 3 pt): graded by hand." in out
+
+
+@pytest.mark.slow
+def test_a_failing_notebook_exits_1_with_the_whole_message(tmp_path: Path) -> None:
+    """A failed test prints its whole message (longer than nbgrader validate's ~80 characters); stderr fails a test too."""
+    noisy = _cell(
+        "code", '# Writes to stderr.\nimport sys\nprint("oops", file=sys.stderr)', "test_quiet", grade=True, points=1
+    )
+    path = exercise(tmp_path, WRONG, noisy)
+    done = subprocess.run(
+        [sys.executable, "-m", "resumable_core", "check", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1, done.stderr
+    assert len(LONG_REASON) > 120 and f"AssertionError: {LONG_REASON}" in done.stdout
+    assert "FAILED  test_double (2 pt)" in done.stdout and "FAILED  test_quiet (1 pt)" in done.stdout
+    assert "wrote to stderr, and grading scores a test cell that does 0:" in done.stdout
+    assert "0 of 2 visible tests pass (0 pt of 3 pt)." in done.stdout
+    assert f"python -m resumable_core check {path}" in done.stdout.split("Next:")[1]
+
+
+@pytest.mark.slow
+def test_a_cell_past_the_timeout_is_interrupted_and_the_run_goes_on(tmp_path: Path) -> None:
+    """An endless test cell fails at the timeout, as at grading, and the tests after it still run."""
+    endless = _cell("code", "# Never ends.\nwhile True:\n    pass", "test_endless", grade=True, points=1)
+    path = exercise(tmp_path, RIGHT, endless)
+    text, passed = self_check.run_check(path, timeout=3)
+    assert not passed
+    assert "FAILED  test_endless (1 pt)" in text and "interrupted: the cell ran past the timeout" in text
+    assert "passed  test_double (2 pt)" in text
+
+
+@pytest.mark.slow
+def test_a_kernel_that_dies_is_a_failure_that_says_so(tmp_path: Path) -> None:
+    """An answer that ends the kernel's process: the check fails and says the kernel died, not a traceback."""
+    path = exercise(tmp_path, "import os\nos._exit(3)")
+    text, passed = self_check.run_check(path)
+    assert not passed and "the kernel died while running the notebook" in text
+    assert f"python -m resumable_core check {path}" in text
+
+
+@pytest.mark.slow
+def test_the_blank_exercise_shows_each_checks_whole_message() -> None:
+    """The released reconcile exercise, unanswered: exit 1, a check's full sentence, and the answer cell that raised."""
+    text, passed = self_check.run_check(ROOT / "exercises" / "reconcile" / "reconcile.ipynb")
+    assert not passed
+    failed = [line.strip() for line in text.splitlines() if line.strip().startswith("CheckFailed: ")]
+    assert failed and max(map(len, failed)) > 80, failed
+    assert "(answer level1_actions): NotImplementedError" in text
+
+
+def _bad_argument(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """The check's one-line error for ``path``; it must exit 2 and print nothing on stdout."""
+    assert cli(["check", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_a_missing_file_is_one_line_naming_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A path that does not exist: exit 2, one line saying to give an exercise notebook."""
+    err = _bad_argument(tmp_path / "nope.ipynb", capsys)
+    assert "no such file" in err and "exercises/reconcile/reconcile.ipynb" in err
+
+
+def test_a_folder_names_the_notebook_inside(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder holding an exercise: exit 2, one line naming the notebook in it."""
+    exercise(tmp_path, RIGHT)
+    err = _bad_argument(tmp_path, capsys)
+    assert "is a folder" in err and str(tmp_path / "double.ipynb") in err
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [("not json at all", "is not a Jupyter notebook"), ('{"cells": 1}', "is not a Jupyter notebook")],
+    ids=["text", "json"],
+)
+def test_a_file_that_is_not_a_notebook_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, expected: str
+) -> None:
+    """A text file or JSON that is no notebook: exit 2, one line asking for an .ipynb file."""
+    path = tmp_path / "x.ipynb"
+    path.write_text(content)
+    err = _bad_argument(path, capsys)
+    assert expected in err and "give an .ipynb file" in err
+
+
+def test_a_notebook_without_tests_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A notebook with no graded test cell (a lesson): exit 2, one line saying there is nothing to check."""
+    path = tmp_path / "lesson.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), path)
+    assert "has no graded test cells" in _bad_argument(path, capsys)
+
+
+@pytest.mark.slow
+def test_a_bad_argument_from_the_command_line_exits_2() -> None:
+    """Through `python -m resumable_core check`, a missing file exits 2 with one line on stderr."""
+    done = subprocess.run(
+        [sys.executable, "-m", "resumable_core", "check", "exercises/nope.ipynb"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        "check: exercises/nope.ipynb: no such file; give the path of an exercise notebook, "
+        "e.g. exercises/reconcile/reconcile.ipynb"
+    ]
