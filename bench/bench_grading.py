@@ -34,7 +34,8 @@ def _load_samples() -> ModuleType:
 
 samples = _load_samples()
 
-HONEST = ("correct", "rerun_everything", "delete_move", "is_error_all", "forgot_pending", "stderr_writer")
+HONEST = ("correct", "rerun_everything", "delete_move", "is_error_all", "forgot_pending")
+"""Not stderr_writer: plain nbgrader zeroes a cell that wrote to stderr, the kit does not (by design)."""
 N = 60
 
 

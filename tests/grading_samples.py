@@ -191,17 +191,17 @@ SAMPLES: dict[str, tuple[dict[str, str], dict, float]] = {
     "is_error_all": (answers(REAL_IS_ERROR_ALL), {}, 12),
     "forgot_pending": (answers(REAL_FORGOT_PENDING), {}, 6),
     "infinite_loop": (answers(REAL_INFINITE_LOOP), {}, 9),
-    "os_exit": (answers(REAL_CORRECT), {"extra_cell": REAL_OS_EXIT}, 0),
+    "os_exit": (answers(REAL_CORRECT), {"extra_cell": REAL_OS_EXIT}, 3),  # level 1's tests ran before the kill
     "deleted_tests": (answers(REAL_CORRECT), {"delete_tests": True}, 16),
     "edited_tests": (answers(REAL_RERUN), {"edit_tests": True}, 11),
     "monkeypatch": (answers(REAL_MONKEYPATCH), {}, 11),
-    "stderr_writer": (answers(REAL_STDERR), {}, 8),
+    "stderr_writer": (answers(REAL_STDERR), {}, 16),  # stderr costs nothing
     "renamed": (answers(REAL_CORRECT), {"rename": "reconcile-final (1).ipynb"}, 16),
 }
 """The honest and hostile submissions; ``not_a_notebook`` and ``empty`` are written apart.
 The expected scores are what the course's tests should give; the grading tests assert them."""
 
-EXPECTED_STATUS = {"os_exit": "failed", "not_a_notebook": "invalid", "empty": "empty"}
+EXPECTED_STATUS = {"not_a_notebook": "invalid", "empty": "empty"}
 
 
 def _strip_solution_and_hidden(source: str) -> str:

@@ -17,13 +17,14 @@ import pytest
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
+from resumable_core.course.grading import sandbox
 from resumable_core.course.grading.collect import collect, unpacked
 from resumable_core.course.grading.prepare import read_notebook, restore_cells, suspicious
 from resumable_core.course.grading.workspace import GradingError
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
-TIMEOUT = 10  # per cell; the infinite-loop sample waits this long in each of its cells
+TIMEOUT = 30  # per cell (a fresh kernel imports anthropic in ~10 s on a loaded 2-core box); the loop waits this long
 MAX = 19  # 16 autograded + 3 for the manually graded explanation
 
 pytestmark = pytest.mark.skipif(not SOURCE.exists(), reason="the course's reconcile assignment is not there")
@@ -51,6 +52,7 @@ def _grade(tmp_path_factory, layout: str, jobs: int):
             str(out),
             "--timeout",
             str(TIMEOUT),
+            *([] if sandbox.available() is None else ["--no-sandbox"]),  # the scores hold either way
         ]
     )
     assert code == 0
@@ -96,27 +98,35 @@ def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
 @pytest.mark.slow
 @pytest.mark.nbgrader
 def test_hostile_submissions_are_reported_with_a_reason(folder_run):
-    """A dead kernel fails alone, a non-notebook and an empty notebook are reported, loops are cut."""
+    """A dead kernel's later cells say why, a non-notebook and an empty notebook are reported, loops are cut."""
     _, _, rows = folder_run
-    assert rows["os_exit"]["status"] == "failed" and "kernel died" in rows["os_exit"]["reason"]
+    assert "test_reconcile_B 0/2 (GradingStopped: not run: the kernel died" in rows["os_exit"]["reason"]
     assert rows["not_a_notebook"]["status"] == "invalid" and "not a notebook" in rows["not_a_notebook"]["reason"]
     assert rows["empty"]["status"] == "empty" and "empty notebook" in rows["empty"]["reason"]
     assert f"interrupted at the {TIMEOUT} s timeout" in rows["infinite_loop"]["reason"]
-    assert "wrote to stderr" in rows["stderr_writer"]["reason"]
     assert "renamed notebook 'reconcile-final (1).ipynb'" in rows["renamed"]["reason"]
     assert "restored deleted cells: test_level1_A" in rows["deleted_tests"]["reason"]
     assert "flagged for review" in rows["monkeypatch"]["reason"]
-    assert all(r["status"] == "graded" for s, r in rows.items() if s not in ("os_exit", "not_a_notebook", "empty"))
+    assert all(r["status"] == "graded" for s, r in rows.items() if s not in ("not_a_notebook", "empty"))
 
 
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_only_cells_writing_to_stderr_lose_points(folder_run):
-    """The stderr writer loses exactly the test cells that wrote to stderr; correct's other points stay."""
+def test_stderr_costs_nothing(folder_run):
+    """A correct answer that prints to stderr keeps every point: its reason is correct's."""
     _, _, rows = folder_run
-    reason = rows["stderr_writer"]["reason"]
-    assert "test_reconcile_B" not in reason and "test_level1_A" not in reason
-    assert float(rows["stderr_writer"]["score"]) < float(rows["correct"]["score"])
+    assert rows["stderr_writer"]["score"] == rows["correct"]["score"]
+    assert rows["stderr_writer"]["reason"] == rows["correct"]["reason"]
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_a_kernel_killed_midway_keeps_the_points_of_the_cells_before(folder_run):
+    """os._exit after the reconcile cell: level 1's tests (run before) keep their 3 points, none is 'needs review'."""
+    _, _, rows = folder_run
+    reason = rows["os_exit"]["reason"]
+    assert float(rows["os_exit"]["score"]) == 3
+    assert "test_level1_A" not in reason and "needs review" not in reason
 
 
 @pytest.mark.slow
@@ -166,7 +176,7 @@ def test_outputs_feedback_plot_and_export(folder_run):
     graded = [s for s, r in rows.items() if r["status"] in ("graded", "empty")]
     for s in graded:
         assert (out / "feedback-html" / f"{s}.html").read_text().lstrip().startswith("<!DOCTYPE html>")
-    assert not (out / "feedback-html" / "os_exit.html").exists()
+    assert not (out / "feedback-html" / "not_a_notebook.html").exists()
     assert (out / "scores.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     export = _rows(out / "nbgrader-export.csv")
     assert {s: float(export[s]["score"]) for s in graded} == {s: float(rows[s]["score"]) for s in graded}
@@ -271,3 +281,40 @@ def test_a_failing_nbgrader_command_says_which_and_why(tmp_path):
     assert info.value.returncode != 0 and info.value.command[:2] == ["generate_assignment", "nope"]
     assert "no-such-option" in info.value.stderr
     assert str(info.value).startswith("`nbgrader generate_assignment nope") and "\n" not in str(info.value)
+
+
+def test_grade_refuses_to_run_without_the_sandbox(tmp_path, monkeypatch, capsys):
+    """With bubblewrap unusable, grade exits 2 naming why and --no-sandbox; it runs nothing."""
+    from resumable_core.course.grading import pipeline
+
+    monkeypatch.setattr(pipeline, "available", lambda: "bwrap is not installed (apt-get install bubblewrap)")
+    (tmp_path / "class").mkdir()
+    assert cli_main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "bwrap is not installed" in err and "--no-sandbox" in err
+    assert not (tmp_path / "out" / "release").exists()
+
+
+def test_no_sandbox_warns_what_it_exposes(tmp_path):
+    """--no-sandbox runs notebooks without bubblewrap, after a warning naming what a submission then reaches."""
+    from resumable_core.course.grading import pipeline
+
+    said: list[str] = []
+    execution = pipeline._execution(tmp_path, False, lambda *a, **k: said.append(" ".join(map(str, a))))
+    assert execution.sandboxed is False and execution.library is None
+    assert len(said) == 1 and all(w in said[0] for w in ("gradebook", "network", "secrets", "site-packages"))
+
+
+def test_worker_reports_of_other_ids_are_ignored(tmp_path, caplog):
+    """A report file naming another student, or not a report at all, is ignored and logged, never fatal."""
+    from resumable_core.course.grading import workers
+
+    report = workers.StudentReport("ann", str(tmp_path), success=True)
+    workers.write_report(tmp_path, report)
+    (tmp_path / "reports" / "bob.json").write_text((tmp_path / "reports" / "ann.json").read_text())
+    (tmp_path / "reports" / "cy.json").write_text('{"student": "cy", "nope": 1}')
+    got: list = []
+    results: dict = {}
+    workers._collect_reports(tmp_path, ["ann", "bob", "cy"], results, got.append)
+    assert list(results) == ["ann"] and got == [report]
+    assert "it names student 'ann'" in caplog.text and "cy.json" in caplog.text

@@ -12,6 +12,7 @@ import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import recheck as isolated
+from resumable_core.course.grading import sandbox
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
@@ -21,6 +22,22 @@ pytestmark = [
     pytest.mark.skipif(not RECONCILE.exists(), reason="the course's notebooks are not there"),
     pytest.mark.slow,
 ]
+
+
+BOX: list[sandbox.Sandbox] = []
+"""The sandbox every re-run here runs in, as grading runs it (none where bubblewrap cannot run)."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _in_the_sandbox(tmp_path_factory):
+    if sandbox.available() is None:
+        BOX.append(sandbox.Sandbox(sandbox.library_copy(tmp_path_factory.mktemp("lib") / "lib")))
+    yield
+    BOX.clear()
+
+
+def _run(notebook: Path, assignment: str, **kwargs) -> isolated.Report:
+    return isolated.run(notebook, assignment, sandbox=BOX[0] if BOX else None, **kwargs)
 
 
 def _points(source: Path) -> dict[str, float]:
@@ -81,7 +98,7 @@ def test_check_calls_reads_arguments_and_refuses_what_it_cannot_bind():
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
 def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path):
     """The instructor's solution notebook passes every mapped test cell in a fresh process."""
-    report = isolated.run(SOURCES[assignment], assignment, source=SOURCES[assignment], timeout=60)
+    report = _run(SOURCES[assignment], assignment, source=SOURCES[assignment], timeout=60)
     assert set(report) == _graded(assignment)
     assert _failed(report) == set()
 
@@ -89,7 +106,7 @@ def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_pa
 @pytest.mark.slow
 def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
     """The rerun-everything solution loses in isolation exactly the points nbgrader takes from it (16 -> 11)."""
-    report = isolated.run(_submit(tmp_path, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30)
+    report = _run(_submit(tmp_path, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     points = _points(RECONCILE)
     kept = sum(p for g, p in points.items() if g in report and not report[g])
@@ -100,8 +117,8 @@ def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
 @pytest.mark.slow
 def test_the_sample_monkeypatch_is_neutralised(tmp_path):
     """The monkeypatch sample's load-time patching is seen and undone: it fails exactly what the plain rerun fails."""
-    report = isolated.run(_submit(tmp_path, samples.REAL_MONKEYPATCH), "reconcile", source=RECONCILE, timeout=30)
-    rerun = isolated.run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
+    report = _run(_submit(tmp_path, samples.REAL_MONKEYPATCH), "reconcile", source=RECONCILE, timeout=30)
+    rerun = _run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == _failed(rerun) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     assert report.inconclusive is None and report.load_errors == []
     assert "resumable_core.course.checks.reconcile.check_checkpoint_c" in report.changed
@@ -150,7 +167,7 @@ def test_honest_variants_pass_every_check_in_isolation(name, reconcile, extra_ce
         at = [i for i, c in enumerate(code) if c.source == extra_cell]
         assert at and "nbgrader" not in code[at[0]].metadata and "def answer_for" not in reconcile
         assert code[at[0] - 1].metadata["nbgrader"]["grade_id"] == "reconcile"
-    report = isolated.run(path, "reconcile", source=RECONCILE, timeout=30)
+    report = _run(path, "reconcile", source=RECONCILE, timeout=30)
     assert set(report) == _graded("reconcile")
     assert _failed(report) == set(), report
     assert report.load_errors == [] and report.changed == [] and report.inconclusive is None
@@ -162,7 +179,7 @@ def test_a_learner_cell_that_raises_only_here_makes_the_rerun_inconclusive(tmp_p
     only_in_kernel = (
         "import sys\nif 'ipykernel' not in sys.modules:\n    raise RuntimeError('no kernel')\n" + samples.REAL_CORRECT
     )
-    report = isolated.run(
+    report = _run(
         _submit(tmp_path, only_in_kernel), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
     )
     assert "reconcile is not defined" in report["test_reconcile_B"]
@@ -181,9 +198,7 @@ def test_an_error_the_kernel_showed_too_keeps_the_rerun_conclusive(tmp_path):
                 nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])
             ]
     nbformat.write(nb, str(path))
-    report = isolated.run(
-        path, "reconcile", source=RECONCILE, only=["test_reconcile_B", "test_reconcile_C"], timeout=30
-    )
+    report = _run(path, "reconcile", source=RECONCILE, only=["test_reconcile_B", "test_reconcile_C"], timeout=30)
     assert report["test_reconcile_B"] is None and "must not be executed" in report["test_reconcile_C"]
     assert report.load_errors == [
         {
@@ -219,7 +234,7 @@ def helper():
 @pytest.mark.slow
 def test_a_patch_run_at_definition_time_is_undone(tmp_path):
     """A learner def run at import (as a decorator) that patches the checks, the spy and Toolbox.execute changes no result."""
-    report = isolated.run(_submit(tmp_path, PATCH_AT_IMPORT), "reconcile", source=RECONCILE, timeout=30)
+    report = _run(_submit(tmp_path, PATCH_AT_IMPORT), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
 
 
@@ -235,7 +250,7 @@ PATCH_DURING_CHECK = samples.REAL_RERUN.replace(
 @pytest.mark.slow
 def test_a_patch_made_while_a_check_runs_fails_that_check(tmp_path):
     """A reconcile that patches the call spy while it runs fails every check it ran in, with the name of what changed."""
-    report = isolated.run(
+    report = _run(
         _submit(tmp_path, PATCH_DURING_CHECK),
         "reconcile",
         source=RECONCILE,
@@ -253,12 +268,12 @@ def test_level1_answers_are_checked_against_the_hidden_assertions(tmp_path):
     wrong = samples.LEVEL1.replace('"C": "is_error_fallback"', '"C": "rerun_tool"')
     path = _submit(tmp_path, samples.REAL_CORRECT, wrong)
     only = ["test_level1_A", "test_level1_B", "test_level1_C"]
-    report = isolated.run(path, "reconcile", source=RECONCILE, only=only, timeout=30)
+    report = _run(path, "reconcile", source=RECONCILE, only=only, timeout=30)
     assert report["test_level1_A"] is None and report["test_level1_B"] is None
     assert "not the right action" in report["test_level1_C"]
     release = REPO / "exercises" / "reconcile" / "reconcile.ipynb"
     if release.exists():
-        assert _failed(isolated.run(path, "reconcile", source=release, only=only, timeout=30)) == set()
+        assert _failed(_run(path, "reconcile", source=release, only=only, timeout=30)) == set()
 
 
 @pytest.mark.slow
@@ -269,7 +284,7 @@ def test_stdout_writes_and_exits_cannot_forge_the_result(tmp_path):
         "    import os\n    print('{}')\n    os.write(1, b'{}\\n')\n    p = cp.pending_tool_use\n",
         1,
     )
-    report = isolated.run(
+    report = _run(
         _submit(tmp_path, forging),
         "reconcile",
         source=RECONCILE,
@@ -278,8 +293,25 @@ def test_stdout_writes_and_exits_cannot_forge_the_result(tmp_path):
     )
     assert report["test_reconcile_B"] is None and "must not be executed" in report["test_reconcile_C"]
     exiting = samples.REAL_CORRECT.replace("    p = cp.pending_tool_use\n", "    import os\n    os._exit(0)\n", 1)
-    report = isolated.run(
+    report = _run(
         _submit(tmp_path, exiting, name="exits"), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
     )
     assert "exit code 0 and no result" in report["test_reconcile_B"]
     assert report.inconclusive == report["test_reconcile_B"]
+
+
+STEAL_THE_SOLUTION = """import json
+for _cell in json.load(open("/grading/in/source.ipynb"))["cells"]:
+    if _cell["metadata"].get("nbgrader", {}).get("grade_id") == "reconcile":
+        exec("".join(_cell["source"]))"""
+
+
+@pytest.mark.slow
+def test_the_source_notebook_in_the_sandbox_has_no_solutions(tmp_path):
+    """A submission that runs the solution cell of the source notebook it is re-checked against finds it blank."""
+    if not BOX:
+        pytest.skip(f"no sandbox here: {sandbox.available()}")
+    report = _run(
+        _submit(tmp_path, STEAL_THE_SOLUTION), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
+    )
+    assert "reconcile is not defined" in report["test_reconcile_B"] and report.inconclusive is None

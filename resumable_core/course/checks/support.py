@@ -4,14 +4,17 @@ A check runs the learner's function on real checkpoints, a real world (files + S
 the scripted Claude behind the real SDK, and raises :class:`CheckFailed` with one sentence the
 learner can act on. Nothing here prints, warns or writes to stderr (nbgrader scores a test cell
 that writes to stderr 0). Crashes happen in a forked child (:func:`resumable_core.crash.run_in_child`),
-never in the caller's process. Every check makes its own fresh folder with :func:`tempfile.mkdtemp`;
-none depends on the working directory.
+never in the caller's process. Every check makes its own fresh folder with :func:`scratch`, inside
+one folder per process that goes when the process exits; none depends on the working directory.
 """
 
 from __future__ import annotations
 
+import atexit
 import copy
 import json
+import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,9 +48,27 @@ def require(condition: object, message: str) -> None:
         raise CheckFailed(message)
 
 
+_SCRATCH_ROOT: list[Path] = []
+"""The one folder this process's scratch folders go in (a list filled once: the module's attributes never
+change, so the isolated re-check, which watches them, sees no change when a check makes the first one)."""
+
+
+def _remove_scratch_root(owner: int, root: Path) -> None:
+    if os.getpid() == owner:  # a forked child inherits this handler; only the process that made the root removes it
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def scratch(prefix: str = "check") -> Path:
-    """A fresh empty folder (``tempfile.mkdtemp``)."""
-    return Path(tempfile.mkdtemp(prefix=f"resumable-{prefix}-"))
+    """A fresh empty folder, inside this process's scratch root, which is removed when the process exits.
+
+    A forked child's folders go in its parent's root (the child leaves with ``os._exit``), so
+    grading leaves no ``resumable-*`` folder in the temp folder behind.
+    """
+    if not _SCRATCH_ROOT:
+        _SCRATCH_ROOT.append(Path(tempfile.mkdtemp(prefix="resumable-checks-")))
+        atexit.register(_remove_scratch_root, os.getpid(), _SCRATCH_ROOT[0])
+    _SCRATCH_ROOT[0].mkdir(mode=0o700, exist_ok=True)  # back if a temp-folder cleaner took it meanwhile
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=_SCRATCH_ROOT[0]))
 
 
 class CountingToolbox(Toolbox):

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Any
 
+from ..assignments import ASSIGNMENTS
 from ..nbgrader_cli import NbgraderError
 from .workspace import DEFAULT_TIMEOUT, GradingError
 
@@ -15,7 +16,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "path", help="a folder or a zip: submitted/<student>/<assignment>/*.ipynb, or flat <student>.ipynb files"
     )
-    p.add_argument("--assignment", default="reconcile", help="assignment name (default: reconcile)")
+    p.add_argument(
+        "--assignment",
+        default=ASSIGNMENTS[0],
+        metavar="NAME",
+        help=f"the assignment graded: this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})",
+    )
     p.add_argument("--jobs", type=int, default=1, help="students graded in parallel (default: 1)")
     p.add_argument(
         "--out",
@@ -36,11 +42,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--course", default=None, help="course root holding solutions/<assignment> (default: this repository)"
     )
+    p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run submissions without the bubblewrap sandbox (unsafe: they get your files, network and secrets)",
+    )
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``grade`` to ``python -m resumable_core``'s subcommands (``subparsers`` from ``add_subparsers``)."""
-    p = subparsers.add_parser("grade", help="autograde a class's submissions with nbgrader")
+    p = subparsers.add_parser(
+        "grade",
+        help="autograde a class's submissions with nbgrader",
+        description=(
+            "Autograde a class's submissions of one assignment with real nbgrader, re-check every test\n"
+            "that scored in a fresh process, and write grades.csv, feedback HTML and a score plot."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(p)
     p.set_defaults(func=main)
     return p
@@ -65,6 +84,7 @@ def main(args: argparse.Namespace) -> int:
             source=args.source,
             course=args.course,
             timeout=args.timeout,
+            sandbox=not args.no_sandbox,
             echo=_echo,
         )
     except NbgraderError as e:

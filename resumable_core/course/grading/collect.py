@@ -3,6 +3,9 @@
 Two layouts: nbgrader's ``submitted/<student>/<assignment>/*.ipynb`` (also one folder down, as a
 zip of that folder unpacks) or flat ``<student>.ipynb`` files. What is not a notebook is refused
 with a reason; a renamed notebook is graded as the assignment's when it is the student's only one.
+Student ids come from the folder and file names the instructor gave, never from a notebook's
+content; a name that gives no safe id, and two names that give one id, are refused with a reason
+naming the files (not settled by sort order).
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
+import unicodedata
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -50,12 +55,47 @@ class Submission:
         return self.status in ("graded", "empty")
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.@-]+")
+MAX_ID_LENGTH = 64
+
+
+class StudentIdError(ValueError):
+    """A file or folder name that gives no usable student id; ``name`` is the name, ``reason`` why."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"no usable student id in {name!r}: {reason}; rename it with letters, digits and _ . @ - only")
+        self.name, self.reason = name, reason
+
+
+def check_id(sid: str) -> str:
+    """``sid`` itself if it is safe as a student id and as one file name; else :class:`StudentIdError` says why."""
+    bad = sorted(set(_SAFE_ID.sub("", sid)))
+    if not sid.strip("._"):
+        raise StudentIdError(sid, "it is empty once spaces, dots and underscores at its ends are dropped")
+    if "/" in sid or "\\" in sid:
+        raise StudentIdError(sid, "it holds a path separator")
+    if ".." in sid:
+        raise StudentIdError(sid, "it holds '..'")
+    if bad:
+        raise StudentIdError(sid, "it holds " + " ".join(repr(c) for c in bad))
+    if len(sid) > MAX_ID_LENGTH:
+        raise StudentIdError(sid, f"it is {len(sid)} characters long, over {MAX_ID_LENGTH}")
+    return sid
 
 
 def student_id(name: str) -> str:
-    """A student id nbgrader and file systems accept."""
-    return _UNSAFE.sub("_", name).strip("._") or "student"
+    """The student id a file stem or folder name the instructor gave stands for.
+
+    Accents are dropped (``José`` is ``Jose``), runs of spaces become ``_`` and dots and underscores
+    at the ends go (``x.`` is ``x``); what is left must pass :func:`check_id`, else
+    :class:`StudentIdError` names the file and why. Never read from a notebook's content.
+    """
+    plain = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    sid = re.sub(r"\s+", "_", plain.strip()).strip("._")
+    try:
+        return check_id(sid)
+    except StudentIdError as e:
+        raise StudentIdError(name, e.reason) from None
 
 
 def _skip(path: Path) -> bool:
@@ -141,35 +181,93 @@ def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: l
         sub.problems.append(_not_a_notebook(found) if found else f"no notebook for {assignment}")
 
 
-def _collect_submitted(submitted: Path, assignment: str, notebooks: list[str]) -> dict[str, Submission]:
-    subs: dict[str, Submission] = {}
-    for folder in sorted(d for d in submitted.iterdir() if d.is_dir() and not d.name.startswith(".")):
-        sid = student_id(folder.name)
-        _student_folder(subs.setdefault(sid, Submission(sid)), folder, assignment, notebooks)
-    return subs
+@dataclass
+class _Claim:
+    """One folder (nbgrader's layout) or one file stem (flat) found, and the student id its name gives."""
+
+    name: str
+    """The folder name or file stem as given."""
+    label: str
+    """What the instructor sees: the folder or file(s), relative to the class folder."""
+    fill: Callable[[Submission], None]
 
 
-def _collect_flat(root: Path, notebooks: list[str]) -> dict[str, Submission]:
-    subs: dict[str, Submission] = {}
-    flat = _flat_root(root)
-    for f in sorted(p for p in flat.rglob("*") if p.is_file() and not _skip(p.relative_to(flat))):
-        sid = student_id(f.stem)
-        if sid in subs:
-            subs[sid].notes.append(f"ignored another file {f.name!r}")
+def _folder_claims(submitted: Path, assignment: str, notebooks: list[str]) -> list[_Claim]:
+    return [
+        _Claim(d.name, f"{d.name}/", partial(_student_folder, folder=d, assignment=assignment, notebooks=notebooks))
+        for d in sorted(submitted.iterdir())
+        if d.is_dir() and not _skip(d.relative_to(submitted))
+    ]
+
+
+def _fill_flat(sub: Submission, files: list[Path], notebooks: list[str]) -> None:
+    """One student's flat files (one stem): the notebook is graded, the others noted; no notebook is invalid."""
+    ipynbs = [f for f in files if f.suffix == ".ipynb"]
+    if not ipynbs:
+        sub.status = "invalid"
+        sub.problems.append(_not_a_notebook(files))
+        return
+    sub.files[notebooks[0]] = ipynbs[0]
+    sub.notes += [f"ignored another file {f.name!r}" for f in files if f != ipynbs[0]]
+    if len(notebooks) > 1:
+        sub.notes.append(f"flat file graded as {notebooks[0]}.ipynb only")
+
+
+def _flat_claims(flat: Path, files: list[Path], notebooks: list[str]) -> list[_Claim]:
+    """A claim per (folder, stem) of ``files``: ``ann.ipynb`` and ``ann.txt`` are one student's."""
+    stems: dict[tuple[Path, str], list[Path]] = {}
+    for f in sorted(files):
+        stems.setdefault((f.parent, f.stem), []).append(f)
+    return [
+        _Claim(
+            stem, ", ".join(str(f.relative_to(flat)) for f in fs), partial(_fill_flat, files=fs, notebooks=notebooks)
+        )
+        for (_, stem), fs in sorted(stems.items())
+    ]
+
+
+def _refused(student: str, problem: str) -> Submission:
+    return Submission(student, status="invalid", problems=[problem])
+
+
+def _resolve(claims: list[_Claim]) -> list[Submission]:
+    """One submission per student id; a bad id or two claims on one id (case aside) are refused, naming the files."""
+    subs: list[Submission] = []
+    by_key: dict[str, list[tuple[str, _Claim]]] = {}
+    for claim in claims:
+        try:
+            sid = student_id(claim.name)
+        except StudentIdError as e:
+            subs.append(_refused(claim.label, f"not graded: {e}"))
             continue
-        sub = subs[sid] = Submission(sid)
-        if f.suffix == ".ipynb":
-            sub.files[notebooks[0]] = f
-            if len(notebooks) > 1:
-                sub.notes.append(f"flat file graded as {notebooks[0]}.ipynb only")
-        else:
-            sub.status = "invalid"
-            sub.problems.append(_not_a_notebook([f]))
+        by_key.setdefault(sid.casefold(), []).append((sid, claim))
+    for group in by_key.values():
+        if len(group) == 1:
+            sid, claim = group[0]
+            subs.append(Submission(sid))
+            claim.fill(subs[-1])
+            continue
+        labels = " and ".join(repr(c.label) for _, c in group)
+        for sid in sorted({sid for sid, _ in group}):
+            subs.append(
+                _refused(sid, f"not graded: {labels} give the same student id {sid!r} (case aside); rename all but one")
+            )
     return subs
 
 
 def collect(root: Path, assignment: str, notebooks: list[str]) -> list[Submission]:
-    """Every student found under ``root`` (already unzipped), sorted by id."""
+    """Every student found under ``root`` (already unzipped), sorted by id.
+
+    Ids come from the folder and file names only (:func:`student_id`). In nbgrader's layout a
+    notebook lying beside the student folders counts as a flat submission, so a folder and a file
+    of the same student are refused like any two claims on one id.
+    """
     submitted = _submitted_root(root, assignment)
-    subs = _collect_submitted(submitted, assignment, notebooks) if submitted else _collect_flat(root, notebooks)
-    return [subs[k] for k in sorted(subs)]
+    if submitted:
+        beside = [f for f in _entries(submitted)[0] if f.suffix == ".ipynb"]
+        claims = _folder_claims(submitted, assignment, notebooks) + _flat_claims(submitted, beside, notebooks)
+    else:
+        flat = _flat_root(root)
+        files = [p for p in flat.rglob("*") if p.is_file() and not _skip(p.relative_to(flat))]
+        claims = _flat_claims(flat, files, notebooks)
+    return sorted(_resolve(claims), key=lambda s: s.student)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 import warnings
 from dataclasses import dataclass
@@ -10,9 +11,11 @@ from typing import Any
 
 from nbgrader.api import Gradebook, MissingEntry
 
-from .collect import Submission
+from .collect import Submission, check_id
 from .workers import StudentReport
 from .workspace import gradebook_url
+
+log = logging.getLogger(__name__)
 
 GradeRow = tuple[str, Any, Any, Any, bool]
 """(grade_id, auto_score, manual_score, extra_credit, needs_manual_grade)."""
@@ -83,15 +86,39 @@ def merge_gradebook(target_db: str, source_db: str, assignment: str, students: l
     _write(target_db, assignment, _read(source_db, assignment, students))
 
 
+def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
+    """Drop from ``reports`` (in place) every report the grading side cannot vouch for; return why, one line each.
+
+    A report counts only for a student this run prepared (``out/submitted/<student>/``, written from
+    the instructor's file names) and filed under its own id. Anything else (a forged or stray
+    line, an id nobody submitted under) is ignored and logged, never fatal.
+    """
+    prepared = {d.name for d in (out / "submitted").iterdir()} if (out / "submitted").is_dir() else set()
+    dropped = []
+    for key, report in list(reports.items()):
+        if key in prepared and report.student == key:
+            continue
+        dropped.append(f"ignored a grading report for unknown student {key!r} (from {report.worker!r})")
+        del reports[key]
+    for line in dropped:
+        log.warning("%s", line)
+    return dropped
+
+
 def merge(out: Path, assignment: str, reports: dict[str, StudentReport]) -> None:
-    """Every graded student's gradebook rows, ``autograded/`` and ``feedback/`` from their worker into ``out``."""
+    """Every graded student's gradebook rows and ``autograded/`` from their worker into ``out``.
+
+    Reports :func:`trusted_reports` cannot vouch for are dropped from ``reports`` first (and
+    logged). nbgrader's own feedback is not copied: it shows the hidden tests;
+    :mod:`.feedback` renders each student's page instead.
+    """
+    trusted_reports(out, reports)
     for student, report in sorted(reports.items()):
         worker = Path(report.worker)
         merge_gradebook(gradebook_url(out), gradebook_url(worker), assignment, [student])
-        for kind in ("autograded", "feedback"):
-            src_dir = worker / kind / student
-            if src_dir.is_dir():
-                shutil.copytree(src_dir, out / kind / student, dirs_exist_ok=True)
+        src_dir = worker / "autograded" / student
+        if src_dir.is_dir():
+            shutil.copytree(src_dir, out / "autograded" / student, dirs_exist_ok=True)
 
 
 def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:
@@ -107,7 +134,11 @@ def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:
 
 
 def copy_feedback_html(out: Path, subs: list[Submission], assignment: str, n_notebooks: int) -> Path:
-    """``feedback-html/<student>.html`` (``<student>-<notebook>.html`` for several notebooks); the folder."""
+    """``feedback-html/<student>.html`` (``<student>-<notebook>.html`` for several notebooks); the folder.
+
+    The pages are :mod:`.feedback`'s (written by :func:`.report.explain`); names come from the
+    trusted student ids and the assignment's notebook names only.
+    """
     folder = out / "feedback-html"
     folder.mkdir(exist_ok=True)
     for sub in subs:
@@ -115,5 +146,5 @@ def copy_feedback_html(out: Path, subs: list[Submission], assignment: str, n_not
             html = out / "feedback" / sub.student / assignment / f"{name}.html"
             if html.is_file():
                 suffix = "" if n_notebooks == 1 else f"-{name}"
-                shutil.copy2(html, folder / f"{sub.student}{suffix}.html")
+                shutil.copy2(html, folder / f"{check_id(sub.student)}{suffix}.html")
     return folder

@@ -4,12 +4,14 @@
 (``./grading-<assignment>/`` or ``--out``; the course's own gradebook is never touched):
 
 1. :mod:`.workspace`: make the working course, release the assignment there (which fills its
-   gradebook with the test cells, hidden tests included);
+   gradebook with the test cells, hidden tests included); :mod:`.sandbox`: check that bubblewrap
+   runs (``grade`` refuses to go on without it unless ``--no-sandbox``) and make the pristine copy
+   of the library every sandbox sees, before the first student;
 2. :mod:`.collect`: find the submissions (a folder or a zip; nbgrader's ``submitted/`` layout or
    flat ``<student>.ipynb`` files);
 3. :mod:`.prepare`: refuse what is not a notebook, put back deleted cells, flag monkeypatching;
-4. :mod:`.workers`: autograde in ``--jobs`` worker copies of the course, re-check in isolation
-   every test cell that scored, make the feedback;
+4. :mod:`.workers`: autograde in ``--jobs`` worker copies of the course (every notebook in the
+   sandbox, :mod:`.execute`), re-check in the sandbox every test cell that scored, make the feedback;
 5. :mod:`.merge`: merge the workers' grades into the working gradebook, copy their outputs back;
 6. :mod:`.report`: say why each student lost points, write ``grades.csv`` and ``scores.png``
    (and nbgrader's own export and ``feedback-html/<student>.html``).
@@ -29,8 +31,27 @@ from .collect import Submission, collect, unpacked
 from .merge import copy_feedback_html, merge, set_scores
 from .prepare import prepare
 from .report import explain, plot_scores, write_csv
+from .sandbox import available, library_copy
 from .workers import Progress, run_workers
-from .workspace import DEFAULT_TIMEOUT, GradingError, find_source, prepare_out, release_assignment
+from .workspace import DEFAULT_TIMEOUT, Execution, GradingError, find_source, prepare_out, release_assignment
+
+NO_SANDBOX_WARNING = (
+    "WARNING: --no-sandbox: every submission runs with your powers: it can read and change your files "
+    "(the gradebook, solutions/, the library and site-packages later students are graded with), "
+    "reach the network, read your environment's secrets and leave processes running. "
+    "Grade untrusted submissions only in the sandbox (apt-get install bubblewrap)."
+)
+
+
+def _execution(work: Path, sandbox: bool, echo: Callable[..., None]) -> Execution:
+    """How notebooks run this time: refuses without bubblewrap unless ``sandbox`` is False (then warns)."""
+    if not sandbox:
+        echo(NO_SANDBOX_WARNING, flush=True)
+        return Execution(library=None, sandboxed=False)
+    why = available()
+    if why:
+        raise GradingError(f"the grading sandbox cannot run: {why}; install bubblewrap or pass --no-sandbox (unsafe)")
+    return Execution(library=library_copy(work / "sandbox-lib"), sandboxed=True)
 
 
 @dataclass
@@ -53,6 +74,7 @@ def grade(
     source: str | Path | None = None,
     course: str | Path | None = None,
     timeout: int = DEFAULT_TIMEOUT,
+    sandbox: bool = True,
     echo: Callable[..., None] = print,
 ) -> GradeRun:
     """Grade every submission under ``path`` (folder or zip); see the module docstring for the steps."""
@@ -64,7 +86,8 @@ def grade(
     course_roots = [COURSE_ROOT, Path(course) if course else COURSE_ROOT, src.parent.parent]
     work = prepare_out(Path(out) if out else Path.cwd() / f"grading-{assignment}", course_roots)
     echo(f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, {jobs} job(s))")
-    releases = release_assignment(work, src, assignment, timeout)
+    execution = _execution(work, sandbox, echo)
+    releases = release_assignment(work, src, assignment, timeout, execution)
     with unpacked(path) as root:
         subs = collect(root, assignment, sorted(releases))
         prepare(subs, work, assignment, releases)
@@ -73,11 +96,13 @@ def grade(
         if not sub.to_grade:
             echo(f"[skip] {sub.student}: {sub.reason}", flush=True)
     to_grade = [s.student for s in subs if s.to_grade]
-    reports = run_workers(work, assignment, to_grade, jobs, timeout, Progress(len(to_grade), assignment, echo))
+    progress = Progress(len(to_grade), assignment, echo)
+    reports = run_workers(work, assignment, to_grade, jobs, timeout, progress, execution)
     merge(work, assignment, reports)
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
-        explain(by_id[student], report, work, assignment, timeout)
+        if student in by_id:  # reports are read by the ids given out; anything else is never graded
+            explain(by_id[student], report, work, assignment, timeout)
     set_scores(subs, work, assignment)
 
     if to_grade:
@@ -86,4 +111,5 @@ def grade(
     write_csv(work / "grades.csv", subs)
     plot_scores(work / "scores.png", subs, assignment)
     shutil.rmtree(work / "workers", ignore_errors=True)
+    shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
     return GradeRun(work, subs, work / "grades.csv", work / "scores.png", time.monotonic() - started)

@@ -1,6 +1,8 @@
 """Step 3 of grading: check and repair each notebook before nbgrader sees it.
 
-A file that is not a valid notebook is refused with the reason; an instructor's cell the learner
+A file that is not a valid notebook, or too large, is refused with the reason; outputs are stripped
+(nbgrader runs every cell again); the nbgrader metadata is the release's (a duplicate, unknown or
+edited ``grade_id``, points or checksum is put right, with a note); an instructor's cell the learner
 deleted is put back; code a reviewer should look at (monkeypatching, exits) is flagged. The
 repaired notebooks go to ``<out>/submitted/<student>/<assignment>/``, where autograde reads them.
 """
@@ -21,10 +23,25 @@ from .collect import Submission
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
 _WATCHED_MODULES = frozenset({"sys", "builtins", "os", "resumable_core", "rc"})
 """Modules whose attributes a learner has no business assigning (more: whatever the learner imports)."""
+MAX_FILE_BYTES = 32 * 2**20
+"""A submitted file larger than this is refused unread (parsing it could exhaust the grader's memory)."""
+MAX_CONTENT_BYTES = 2 * 2**20
+"""A notebook's code and text (its outputs stripped) larger than this is refused."""
+NOTED_OUTPUT_BYTES = 2**20
+"""Stripped outputs larger than this are noted (nbgrader clears every output before it runs the cells anyway)."""
+_GRADING_KEYS = ("grade", "solution", "locked", "task", "points")
+"""The nbgrader metadata that decides how a cell is graded (a change in the others is not worth a note)."""
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB"
 
 
 def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
-    """The notebook, or why it is not one."""
+    """The notebook, or why it is not one (a file over :data:`MAX_FILE_BYTES` is not read)."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return None, f"not graded: the file is {_mb(size)}, over the {_mb(MAX_FILE_BYTES)} a notebook may be"
     try:
         text = path.read_bytes().decode("utf-8")
         data = json.loads(text)
@@ -39,6 +56,58 @@ def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
     except (nbformat.ValidationError, nbformat.NBFormatError, KeyError, TypeError, ValueError, AttributeError) as e:
         return None, f"not a notebook: fails nbformat validation ({type(e).__name__})"
     return nb, None
+
+
+def strip_outputs(nb: nbformat.NotebookNode) -> int:
+    """Clear every code cell's outputs and execution count, as nbgrader's autograde does first; the bytes cleared."""
+    cleared = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cleared += len(json.dumps(cell.get("outputs", [])))
+            cell.outputs, cell.execution_count = [], None
+    return cleared
+
+
+def check_size(nb: nbformat.NotebookNode) -> str | None:
+    """Why the notebook (outputs stripped) is too large to grade, or None."""
+    size = len(nbformat.writes(nb).encode("utf-8"))
+    if size > MAX_CONTENT_BYTES:
+        return f"not graded: its code and text are {_mb(size)}, over the {_mb(MAX_CONTENT_BYTES)} a notebook may hold"
+    return None
+
+
+def repair_metadata(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
+    """Give every cell the release's nbgrader metadata for its ``grade_id``; what was wrong, one phrase each.
+
+    A cell whose nbgrader metadata names no released ``grade_id`` (missing, mistyped, another
+    assignment's) and a second cell with an id already seen become plain learner cells (nbgrader
+    would fail the whole notebook, or keep the last copy); edited points, flags and checksums go
+    back to the release's. So the release, not the submission, says what is graded and how.
+    """
+    released = {gid: c.metadata["nbgrader"] for c in release.cells if (gid := notebooks.grade_id(c))}
+    seen: set[str] = set()
+    plain, restored = [], []
+    for i, cell in enumerate(nb.cells, start=1):
+        meta = cell.get("metadata", {}).get("nbgrader")
+        if meta is None:
+            continue
+        gid = notebooks.grade_id(cell)
+        if gid not in released or gid in seen:
+            del cell.metadata["nbgrader"]
+            plain.append(f"cell {i}" + (f" ({gid})" if gid else ""))
+            continue
+        seen.add(gid)
+        if any(meta.get(k) != released[gid].get(k) for k in _GRADING_KEYS):
+            restored.append(gid)
+        cell.metadata["nbgrader"] = copy.deepcopy(released[gid])
+    notes = []
+    if plain:
+        notes.append(
+            "nbgrader metadata with an unknown or repeated grade_id dropped (run as plain cells): " + ", ".join(plain)
+        )
+    if restored:
+        notes.append("edited nbgrader metadata put back as released: " + ", ".join(restored))
+    return notes
 
 
 def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
@@ -129,13 +198,23 @@ def suspicious(nb: nbformat.NotebookNode) -> list[str]:
     return sorted(set(found))
 
 
+def _refuse(sub: Submission, problem: str) -> None:
+    sub.status = "invalid"
+    sub.problems.append(problem)
+
+
 def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode, dest: Path) -> None:
     """Check, repair and flag one of ``sub``'s notebooks, and write it to ``dest`` if it is one."""
     nb, problem = read_notebook(sub.files[name])
     if nb is None:
-        sub.status = "invalid"
-        sub.problems.append(str(problem))
-        return
+        return _refuse(sub, str(problem))
+    cleared = strip_outputs(nb)
+    problem = check_size(nb)
+    if problem is not None:
+        return _refuse(sub, problem)
+    if cleared > NOTED_OUTPUT_BYTES:
+        sub.notes.append(f"outputs stripped ({_mb(cleared)}; grading runs every cell again)")
+    sub.notes += repair_metadata(nb, release)
     if not any(c.source.strip() for c in nb.cells if c.cell_type == "code"):
         sub.status = "empty"
         sub.problems.append("empty notebook: no code in it")
@@ -147,6 +226,7 @@ def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode
         sub.notes.append("flagged for review: " + ", ".join(flags))
     dest.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(dest / f"{name}.ipynb"))
+    return None
 
 
 def prepare(subs: list[Submission], out: Path, assignment: str, releases: dict[str, nbformat.NotebookNode]) -> None:

@@ -17,6 +17,7 @@ import argparse
 import ast
 import builtins
 import copy
+import dataclasses
 import importlib
 import io
 import json
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..assignments import REGISTRY
+from .sandbox import NOT_RUN, Sandbox
 
 # -- 1. the checks, bound before any learner code can run --------------------------------------
 
@@ -164,7 +166,9 @@ def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
     """(label, source, error the kernel showed or None) of every code cell the learner could write.
 
     That is every code cell except nbgrader test cells and the instructor's locked cells: the
-    solution cells and cells without nbgrader metadata (added by the learner), in notebook order.
+    solution cells and cells without nbgrader metadata (added by the learner), in notebook order;
+    but not the cells the sandbox stopped (the one that killed the kernel and those after it): no
+    test cell that scored ran after them.
     """
     out = []
     for n, c in enumerate((c for c in nb.get("cells", []) if c.get("cell_type") == "code"), start=1):
@@ -173,6 +177,8 @@ def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
             continue
         label = f"cell {info['grade_id']!r}" if info.get("grade_id") else f"added code cell {n}"
         errors = [o for o in c.get("outputs") or [] if o.get("output_type") == "error"]
+        if any(o.get("ename") == NOT_RUN for o in errors):
+            continue
         kernel = f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}" if errors else None
         out.append((label, _source(c), kernel))
     return out
@@ -430,6 +436,49 @@ def recheck(
     return report
 
 
+def _trusted_source(source: Path, dest: Path) -> Path:
+    """``source`` without its solutions (blanked solution cells): all the re-check needs of it, in ``dest``."""
+    nb = json.loads(source.read_text(encoding="utf-8"))
+    for c in nb.get("cells", []):
+        if _info(c).get("solution"):
+            c["source"] = ""
+    dest.write_text(json.dumps(nb), encoding="utf-8")
+    return dest
+
+
+def _overall(notebook: Path, only: list[str] | None, timeout: int) -> int:
+    """Seconds the whole re-run may take: the per-cell timeout for every learner and test cell, plus a minute."""
+    try:
+        n_cells = len(learner_cells(json.loads(notebook.read_text(encoding="utf-8"))))
+    except (OSError, ValueError, AttributeError):
+        n_cells = 0
+    n = len(only) if only is not None else 20
+    return int(timeout) * (n + n_cells + 1) + 60
+
+
+def _execute(
+    cmd: list[str], folder: Path, files: dict[str, Path], overall: int, env: dict[str, str] | None, box: Sandbox | None
+) -> tuple[int, str, str | None]:
+    """Run the re-check; (exit code, stdout, why it is inconclusive before reading it or None)."""
+    if box is not None:
+        scratch = folder / "scratch"
+        scratch.mkdir()
+        inside = {name: f"/grading/in/{path.name}" for name, path in files.items()}
+        args = [inside.get(a, a) for a in cmd]
+        limits = dataclasses.replace(box.limits, wall=float(overall))
+        ro = [(path, inside[name]) for name, path in files.items()]
+        result = dataclasses.replace(box, limits=limits).run(args, scratch, ro=ro)
+        why = f"the isolated re-run hit its {result.limit} limit" if result.limit else None
+        return result.returncode, result.stdout.decode(errors="replace"), why
+    args = [str(files[a]) if a in files else a for a in cmd]
+    env = {**(os.environ if env is None else env), "TMPDIR": str(folder)}  # the checks' scratch folders go with it
+    try:
+        proc = subprocess.run(args, cwd=folder, env=env, capture_output=True, text=True, timeout=overall)
+    except subprocess.TimeoutExpired:
+        return -1, "", f"the isolated re-run did not finish within {overall} s"
+    return proc.returncode, proc.stdout, None
+
+
 def run(
     notebook: str | Path,
     assignment: str,
@@ -438,51 +487,42 @@ def run(
     only: list[str] | None = None,
     timeout: int = 60,
     env: dict[str, str] | None = None,
+    sandbox: Sandbox | None = None,
 ) -> Report:
     """Re-check ``notebook`` in a fresh ``python -m resumable_core.course.grading.recheck`` process.
 
-    Cells it could not confirm (the process died, hung past the overall timeout or printed no
-    result) come back failed with the reason, and the report is ``inconclusive``.
+    With ``sandbox`` that process runs in it (``env`` is then unused: the sandbox's allowlist holds),
+    seeing a copy of the notebook and the source without its solutions. Cells it could not confirm
+    (the process died, hit a limit or printed no result) come back failed with the reason, and the
+    report is ``inconclusive``. Only the cells asked about (``only``) are read from its result.
     """
-    cmd = [
-        sys.executable,
-        "-m",
-        "resumable_core.course.grading.recheck",
-        str(Path(notebook).resolve()),
-        "--assignment",
-        assignment,
-        "--timeout",
-        str(int(timeout)),
-    ]
-    if source is not None:
-        cmd += ["--source", str(Path(source).resolve())]
+    cmd = [sys.executable, "-m", "resumable_core.course.grading.recheck", "NOTEBOOK", "--assignment", assignment]
+    cmd += ["--timeout", str(int(timeout))]
     if only is not None:
         cmd += ["--only", ",".join(only)]
+    overall = _overall(Path(notebook), only, timeout)
+    with tempfile.TemporaryDirectory(prefix="resumable-isolated-") as tmp:
+        folder = Path(tmp)
+        files = {"NOTEBOOK": Path(shutil.copy(notebook, folder / "notebook.ipynb"))}
+        if source is not None:
+            files["SOURCE"] = _trusted_source(Path(source), folder / "source.ipynb")
+            cmd += ["--source", "SOURCE"]
+        returncode, stdout, why = _execute(cmd, folder, files, overall, env, sandbox)
+    if why:
+        return Report(dict.fromkeys(only or [], why), inconclusive=why)
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
     try:
-        n_cells = len(learner_cells(json.loads(Path(notebook).read_text(encoding="utf-8"))))
-    except (OSError, ValueError, AttributeError):
-        n_cells = 0
-    n = len(only) if only is not None else 20
-    overall = int(timeout) * (n + n_cells + 1) + 60
-    with tempfile.TemporaryDirectory(prefix="resumable-isolated-") as cwd:
-        env = {**(os.environ if env is None else env), "TMPDIR": cwd}  # the checks' scratch folders go with it
-        try:
-            proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=overall)
-        except subprocess.TimeoutExpired:
-            why = f"the isolated re-run did not finish within {overall} s"
-            return Report(dict.fromkeys(only or [], why), inconclusive=why)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    try:
-        result = json.loads(lines[-1]) if proc.returncode == 0 and lines else None
+        result = json.loads(lines[-1]) if returncode == 0 and lines else None
     except json.JSONDecodeError:
         result = None
     if not isinstance(result, dict) or not isinstance(result.get("cells"), dict):
-        why = f"the isolated re-run ended with exit code {proc.returncode} and no result"
+        why = f"the isolated re-run ended with exit code {returncode} and no result"
         return Report(dict.fromkeys(only or [], why), inconclusive=why)
+    cells = {str(k): (None if v is None else str(v)[:400]) for k, v in result["cells"].items()}
     return Report(
-        {str(k): (None if v is None else str(v)) for k, v in result["cells"].items()},
-        load_errors=result.get("load_errors") or [],
-        changed=result.get("changed") or [],
+        {k: v for k, v in cells.items() if only is None or k in only},
+        load_errors=[e for e in result.get("load_errors") or [] if isinstance(e, dict)],
+        changed=[str(c) for c in result.get("changed") or []],
     )
 
 

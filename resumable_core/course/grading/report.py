@@ -1,4 +1,4 @@
-"""Step 6 of grading: say why each student lost points, and write ``grades.csv``, the table and the plot."""
+"""Step 6 of grading: say why each student lost points, write their feedback pages, ``grades.csv``, the table and the plot."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from .. import notebooks
 from .collect import Submission
+from .feedback import feedback_path, gradebook_grades, write_feedback
 from .workers import StudentReport
 from .workspace import gradebook_url
 
@@ -22,7 +23,7 @@ ISOLATED_REASON = (
     "passed in the learner's kernel but failed in an isolated re-run: {why}; "
     "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
 )
-KEPT_REASON = "could not re-check in isolation ({why}; cells {cells}); kept the notebook's score; flagged for review"
+KEPT_REASON = "needs review: could not re-check in isolation ({why}); cells {cells} score 0 until a human looks"
 
 
 def classify_failure(text: str, timeout: int) -> str:
@@ -94,22 +95,47 @@ def cell_reasons(
     return out
 
 
+def write_student_feedback(sub: Submission, out: Path, assignment: str, name: str, messages: dict[str, str]) -> None:
+    """Render ``sub``'s feedback page for notebook ``name`` (:mod:`.feedback`); a note says why if it cannot be.
+
+    ``messages``: {grade_id: why} for the cells the re-check zeroed or left for review.
+    """
+    autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
+    try:
+        target = feedback_path(out / "feedback", sub.student, name, assignment)
+        grades = gradebook_grades(gradebook_url(out), assignment, sub.student, name)
+        write_feedback(
+            autograded, grades, target, title=f"{assignment}: {name}.ipynb, {sub.student}", messages=messages
+        )
+    except (OSError, NotJSONError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
+        sub.notes.append(f"feedback HTML could not be written ({type(e).__name__})")
+
+
+def _recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
+    """What the feedback page says of the cells the isolated re-check zeroed or could not confirm."""
+    out = {
+        gid: f"passed in your notebook but failed when re-checked in isolation: {why}" for gid, why in isolated.items()
+    }
+    for gid in (kept or {}).get("cells", "").split(", "):
+        if gid:
+            out[gid] = f"needs review: could not be re-checked in isolation ({(kept or {}).get('why', '')})"
+    return out
+
+
 def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int) -> None:
-    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed."""
+    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback."""
     if not report.success:
         sub.status = "failed"
         sub.problems.append(classify_failure(report.log + "\n" + report.error, timeout))
         return
     for name in sub.files:
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
-        sub.problems += cell_reasons(
-            autograded, gradebook_url(out), assignment, sub.student, name, timeout, report.isolated.get(name)
-        )
+        isolated = report.isolated.get(name) or {}
+        sub.problems += cell_reasons(autograded, gradebook_url(out), assignment, sub.student, name, timeout, isolated)
         kept = report.isolated_kept.get(name)
         if kept:
             sub.notes.append(KEPT_REASON.format(why=kept["why"][:200], cells=kept["cells"]))
-    if not report.feedback:
-        sub.notes.append("feedback HTML could not be generated")
+        write_student_feedback(sub, out, assignment, name, _recheck_messages(isolated, kept))
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:

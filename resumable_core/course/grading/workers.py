@@ -2,9 +2,13 @@
 
 Each worker is ``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...`` in its
 own copy of the working course (the gradebook included). For one student at a time it runs
-nbgrader's autograde, re-checks outside the learner's kernel every test cell that scored
-(:mod:`.recheck`: a learner cell can monkeypatch the checks its kernel runs), zeroes the cells that
-fail there when that re-run is conclusive, makes the feedback, and prints one JSON line.
+nbgrader's autograde (each notebook in the sandbox: :mod:`.execute`), re-checks outside the
+learner's kernel, in the sandbox too, every test cell that scored (:mod:`.recheck`: a learner cell
+can monkeypatch the checks its kernel runs), zeroes the cells that fail there (an inconclusive
+re-run zeroes them too, "needs review": a learner can make it inconclusive at will), makes the
+feedback, and writes ``reports/<student>.json``. Only those files cross back: the grading process
+reads the ones of the students it gave that worker and validates them; the worker's stdout and
+stderr go to ``worker.log``.
 
 The grades do not depend on ``--jobs``: every student is graded by the same nbgrader code against a
 copy of the same gradebook, alone in its own kernel.
@@ -13,6 +17,7 @@ copy of the same gradebook, alone in its own kernel.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -29,11 +34,17 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from .. import nbgrader_cli
 from . import recheck
-from .workspace import DEFAULT_TIMEOUT, gradebook_url, write_course
+from .sandbox import Sandbox
+from .workspace import DEFAULT_TIMEOUT, Execution, gradebook_url, write_course
 
 WORKER_MODULE = "resumable_core.course.grading.workers"
 LOG_TAIL, ERROR_TAIL = 20000, 5000
 """How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
+REPORT_CAP = 200_000
+"""Bytes: a larger report file is not read (a report is a few kB)."""
+REVIEW = "needs review: {why}"
+"""The reason of a cell zeroed because its isolated re-run was inconclusive."""
+log = logging.getLogger(__name__)
 
 Cells = dict[str, dict[str, str]]
 """{notebook name: {key: text}}: the zeroed cells' reasons, or why a re-check was inconclusive."""
@@ -41,7 +52,7 @@ Cells = dict[str, dict[str, str]]
 
 @dataclass
 class StudentReport:
-    """What a worker reports for one student (one JSON line on its stdout)."""
+    """What a worker reports for one student (``reports/<student>.json`` in its course copy)."""
 
     student: str
     worker: str
@@ -53,7 +64,7 @@ class StudentReport:
     isolated: Cells = field(default_factory=dict)
     """{notebook: {grade_id: why}} of the cells zeroed by the isolated re-check."""
     isolated_kept: Cells = field(default_factory=dict)
-    """{notebook: {"why": ..., "cells": "grade_id, ..."}} where the re-check was inconclusive."""
+    """{notebook: {"why": ..., "cells": "grade_id, ..."}} where the re-check was inconclusive (those cells score 0)."""
     seconds: float = 0.0
 
 
@@ -86,14 +97,16 @@ def _zero(db_url: str, cells: list[str], name: str, assignment: str, student: st
         gb.db.commit()
 
 
-def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) -> tuple[Cells, Cells]:
-    """Re-run, outside the learner's kernel, every test cell that scored; zero the ones that fail there.
+def recheck_isolated(
+    root: Path, assignment: str, student: str, timeout: int, sandbox: Sandbox | None = None
+) -> tuple[Cells, Cells]:
+    """Re-run, outside the learner's kernel (in ``sandbox``), every test cell that scored; zero the ones that fail there.
 
-    A failing cell is zeroed only when the re-run is conclusive: if the isolated process died or
-    hung, or the learner's code raised while loading there but not in the kernel, nothing is
-    zeroed (an honest notebook must never lose points to this check) and the cells are reported
-    for review instead. Cells that failed in nbgrader are never re-checked and no score is raised.
-    Returns (the zeroed cells, the kept ones), as :class:`StudentReport` describes them.
+    An inconclusive re-run (the isolated process died, hit a limit, or the learner's code raised
+    while loading there but not in the kernel) zeroes its failed cells too, with "needs review:
+    <why>": a learner can make the re-run inconclusive at will, so it never keeps the kernel's
+    score. Cells that failed in nbgrader are never re-checked and no score is raised.
+    Returns (every zeroed cell with why, the inconclusive ones), as :class:`StudentReport` describes them.
     """
     db_url = gradebook_url(root)
     zeroed: Cells = {}
@@ -111,19 +124,22 @@ def recheck_isolated(root: Path, assignment: str, student: str, timeout: int) ->
             only=passed,
             timeout=timeout,
             env=nbgrader_cli.env(),
+            sandbox=sandbox,
         )
         failed = {gid: why for gid, why in report.items() if gid in passed and why}
         if not failed:
             continue
         if report.inconclusive:
             kept[name] = {"why": report.inconclusive, "cells": ", ".join(sorted(failed))}
-            continue
+            failed = dict.fromkeys(failed, REVIEW.format(why=report.inconclusive))
         _zero(db_url, sorted(failed), name, assignment, student)
         zeroed[name] = failed
     return zeroed, kept
 
 
-def autograde_student(api: Any, root: Path, assignment: str, student: str, timeout: int) -> StudentReport:
+def autograde_student(
+    api: Any, root: Path, assignment: str, student: str, timeout: int, sandbox: Sandbox | None = None
+) -> StudentReport:
     """Autograde, re-check and give feedback to one student with nbgrader's API."""
     started = time.monotonic()
     result = api.autograde(assignment, student, force=True, create=True)
@@ -135,14 +151,31 @@ def autograde_student(api: Any, root: Path, assignment: str, student: str, timeo
         error=(result.get("error") or "")[-ERROR_TAIL:],
     )
     if report.success:
-        report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout)
+        report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, sandbox)
         report.feedback = bool(api.generate_feedback(assignment, student, force=True).get("success"))
     report.seconds = round(time.monotonic() - started, 2)
     return report
 
 
+def sandbox_of(config: Any) -> Sandbox | None:
+    """The sandbox the course's config runs notebooks in (None: ``--no-sandbox`` or plain nbgrader)."""
+    settings = config.SandboxedExecute if "SandboxedExecute" in config else None
+    if settings is None or not settings.get("sandboxed", False):
+        return None
+    return Sandbox(Path(settings.library) if settings.get("library") else None)
+
+
+def write_report(root: Path, report: StudentReport) -> None:
+    """``reports/<student>.json``, written whole or not at all."""
+    folder = root / "reports"
+    folder.mkdir(exist_ok=True)
+    tmp = folder / f".{report.student}.json.tmp"
+    tmp.write_text(json.dumps(asdict(report)))
+    os.replace(tmp, folder / f"{report.student}.json")
+
+
 def worker_main(argv: list[str]) -> int:
-    """``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...``: one JSON line per student."""
+    """``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...``: one report file per student."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -152,8 +185,8 @@ def worker_main(argv: list[str]) -> int:
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     for student in students:
-        report = autograde_student(api, root, assignment, student, timeout_of(config))
-        print(json.dumps(asdict(report)), flush=True)
+        report = autograde_student(api, root, assignment, student, timeout_of(config), sandbox_of(config))
+        write_report(root, report)
     return 0
 
 
@@ -183,8 +216,8 @@ class Progress:
             self.echo(f"[{self.done:>{len(str(self.total))}}/{self.total}] {report.student}: {outcome}", flush=True)
 
 
-def _copy_course(main: Path, worker: Path, timeout: int, students: list[str]) -> None:
-    write_course(worker, timeout)
+def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], execution: Execution | None) -> None:
+    write_course(worker, timeout, execution)
     shutil.copytree(main / "source", worker / "source")
     shutil.copytree(main / "release", worker / "release")
     shutil.copy2(main / "gradebook.db", worker / "gradebook.db")
@@ -192,26 +225,56 @@ def _copy_course(main: Path, worker: Path, timeout: int, students: list[str]) ->
         shutil.copytree(main / "submitted" / s, worker / "submitted" / s)
 
 
+def read_report(path: Path, student: str, worker: Path) -> StudentReport | None:
+    """The report in ``path`` if it is a valid one of ``student`` made in ``worker``; else None (and logged)."""
+    try:
+        if path.stat().st_size > REPORT_CAP:
+            raise ValueError(f"over {REPORT_CAP} bytes")
+        report = StudentReport(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError) as e:
+        log.warning("ignored the report %s: %s", path, e)
+        return None
+    if report.student != student or Path(report.worker) != worker:
+        log.warning("ignored the report %s: it names student %r of %s", path, report.student, report.worker)
+        return None
+    return report
+
+
+def _collect_reports(
+    worker: Path, share: list[str], results: dict[str, StudentReport], progress: Callable[[StudentReport], None]
+) -> None:
+    """Read the reports of ``share`` that appeared since the last call (files of any other id are never read)."""
+    for s in share:
+        path = worker / "reports" / f"{s}.json"
+        if s not in results and path.is_file():
+            report = read_report(path, s, worker)
+            if report is not None:
+                results[s] = report
+                progress(report)
+
+
 def _run_worker(
-    main: Path, worker: Path, assignment: str, share: list[str], timeout: int, progress: Callable[[StudentReport], None]
+    main: Path,
+    worker: Path,
+    assignment: str,
+    share: list[str],
+    timeout: int,
+    progress: Callable[[StudentReport], None],
+    execution: Execution | None,
 ) -> dict[str, StudentReport]:
     """Grade ``share`` in one worker process; a worker that died takes its remaining students with it: say so."""
-    _copy_course(main, worker, timeout, share)
+    _copy_course(main, worker, timeout, share, execution)
     results: dict[str, StudentReport] = {}
     cmd = [sys.executable, "-m", WORKER_MODULE, str(worker), assignment, *share]
-    with subprocess.Popen(
-        cmd, cwd=worker, env=nbgrader_cli.env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    ) as proc:
-        for line in proc.stdout or ():
-            try:
-                report = StudentReport(**json.loads(line))
-            except (json.JSONDecodeError, TypeError):  # not a report line (a stray print of nbgrader's)
-                continue
-            results[report.student] = report
-            progress(report)
+    with open(worker / "worker.log", "wb") as worker_log:
+        proc = subprocess.Popen(cmd, cwd=worker, env=nbgrader_cli.env(), stdout=worker_log, stderr=worker_log)
+        while proc.poll() is None:
+            _collect_reports(worker, share, results, progress)
+            time.sleep(0.2)
+    _collect_reports(worker, share, results, progress)
     for s in share:
         if s not in results:
-            error = f"grading worker exited with code {proc.returncode}"
+            error = f"grading worker exited with code {proc.returncode} (its log: {worker / 'worker.log'})"
             results[s] = StudentReport(s, str(worker), success=False, error=error)
             progress(results[s])
     return results
@@ -224,14 +287,15 @@ def run_workers(
     jobs: int,
     timeout: int,
     progress: Callable[[StudentReport], None],
+    execution: Execution | None = None,
 ) -> dict[str, StudentReport]:
-    """Grade ``students`` in ``jobs`` worker course copies; return each student's report."""
+    """Grade ``students`` in ``jobs`` worker course copies (notebooks run as ``execution`` says); each one's report."""
     jobs = max(1, min(jobs, len(students) or 1))
     shares = [(main / "workers" / f"w{i}", students[i::jobs]) for i in range(jobs)]
     results: dict[str, StudentReport] = {}
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = [
-            pool.submit(_run_worker, main, worker, assignment, share, timeout, progress)
+            pool.submit(_run_worker, main, worker, assignment, share, timeout, progress, execution)
             for worker, share in shares
             if share
         ]

@@ -7,6 +7,7 @@ The course's own gradebook is never touched: grading happens in ``./grading-<ass
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -33,6 +34,24 @@ c.OverwriteCells.add_missing_cells = True
 c.Autograde.create_student = True
 """
 
+SANDBOX_CONFIG = """
+# Every learner notebook runs in the bubblewrap sandbox (resumable_core/course/grading/execute.py)
+from resumable_core.course.grading.execute import autograde_preprocessors
+c.Autograde.autograde_preprocessors = autograde_preprocessors()
+c.SandboxedExecute.timeout = {timeout}
+c.SandboxedExecute.library = {library!r}
+c.SandboxedExecute.sandboxed = {sandboxed}
+"""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the working course runs learner notebooks: in the sandbox, seeing ``library``, or not (``--no-sandbox``)."""
+
+    library: Path | None
+    """The pristine copy of ``resumable_core`` made for this run (:func:`.sandbox.library_copy`)."""
+    sandboxed: bool = True
+
 
 class GradingError(Exception):
     """The grading run itself cannot go on (not one student's problem); the message says what to fix."""
@@ -43,13 +62,18 @@ def gradebook_url(root: Path) -> str:
     return f"sqlite:///{root / 'gradebook.db'}"
 
 
-def write_course(root: Path, timeout: int) -> None:
-    """Make ``root`` an nbgrader course with its own gradebook (and this command's marker)."""
+def write_course(root: Path, timeout: int, execution: Execution | None = None) -> None:
+    """Make ``root`` an nbgrader course with its own gradebook (and this command's marker).
+
+    ``execution``: how learner notebooks run (None: nbgrader's own Execute, as plain nbgrader does).
+    """
     root.mkdir(parents=True, exist_ok=True)
     (root / MARKER).write_text("made by python -m resumable_core grade\n")
-    (root / "nbgrader_config.py").write_text(
-        CONFIG.format(root=str(root), db_url=gradebook_url(root), timeout=int(timeout))
-    )
+    config = CONFIG.format(root=str(root), db_url=gradebook_url(root), timeout=int(timeout))
+    if execution is not None:
+        library = str(execution.library) if execution.library else ""
+        config += SANDBOX_CONFIG.format(timeout=int(timeout), library=library, sandboxed=execution.sandboxed)
+    (root / "nbgrader_config.py").write_text(config)
 
 
 def find_source(assignment: str, source: str | Path | None, course: str | Path | None) -> Path:
@@ -79,13 +103,15 @@ def prepare_out(out: Path, course_roots: list[Path]) -> Path:
     return out
 
 
-def release_assignment(out: Path, source: Path, assignment: str, timeout: int) -> dict[str, nbformat.NotebookNode]:
+def release_assignment(
+    out: Path, source: Path, assignment: str, timeout: int, execution: Execution | None = None
+) -> dict[str, nbformat.NotebookNode]:
     """Make ``out`` the working course and release the assignment there; {notebook name: released notebook}.
 
     ``nbgrader generate_assignment`` also fills the working gradebook with the test cells, hidden
     tests included: that is what autograde later restores edited tests from.
     """
-    write_course(out, timeout)
+    write_course(out, timeout, execution)
     shutil.copytree(
         source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
     )

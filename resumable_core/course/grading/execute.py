@@ -1,0 +1,160 @@
+"""nbgrader's Execute step, replaced: every learner notebook runs in the sandbox, and only data comes back.
+
+:class:`SandboxedExecute` takes the place of nbgrader's ``Execute`` in ``Autograde.autograde_preprocessors``
+(the working course's ``nbgrader_config.py``, :func:`.workspace.write_course`). For one notebook it
+
+1. copies the notebook's folder into a fresh scratch folder and writes the notebook there;
+2. runs :mod:`.kernel_runner` inside the sandbox (:mod:`.sandbox`), which starts the kernel there and
+   saves the notebook after every cell;
+3. reads back only that result file (size-capped), and takes from it only the outputs and execution
+   counts of the cells that ran, after checking that every cell is the one it sent (type, id,
+   source, metadata): nothing the submission writes can change which cells there are or what they
+   are worth;
+4. gives every cell that did not run an error output naming why (the kernel died, or which limit
+   of the sandbox was hit), so the cells that passed before a crash keep their points;
+5. turns stderr stream outputs into stdout ones: nbgrader scores a test cell 0 when anything
+   reached stderr, and a warning or a log line must not cost a correct answer its points.
+
+With ``sandboxed = False`` (``grade --no-sandbox``) the same runner runs as a plain process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbgrader.preprocessors import NbGraderPreprocessor
+from traitlets import Bool, Integer, Unicode
+
+from .. import nbgrader_cli
+from .kernel_runner import KEY
+from .sandbox import NOT_RUN, SCRATCH, Limits, Result, Sandbox, run_plain
+
+RUNNER = "resumable_core.course.grading.kernel_runner"
+
+
+def _same_cell(sent: Any, got: Any) -> bool:
+    """``got`` is ``sent`` (type, id, source, metadata but nbclient's timing), whatever its outputs are."""
+    if not isinstance(got, dict):
+        return False
+    meta = {k: v for k, v in (got.get("metadata") or {}).items() if k != "execution"}
+    return (
+        got.get("cell_type") == sent.cell_type
+        and got.get("id") == sent.get("id")
+        and got.get("source") == sent.source
+        and meta == {k: v for k, v in sent.metadata.items() if k != "execution"}
+    )
+
+
+def _stderr_as_stdout(outputs: list[Any]) -> list[Any]:
+    for o in outputs:
+        if o.get("output_type") == "stream" and o.get("name") == "stderr":
+            o["name"] = "stdout"
+    return outputs
+
+
+def _read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
+    """The runner's notebook (None if unusable) and why it is not usable."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None, "the sandbox wrote no result"
+    if size > cap:
+        return None, f"the executed notebook is over the output cap ({size >> 20} MiB > {cap >> 20} MiB)"
+    try:
+        return nbformat.read(str(path), as_version=4), None
+    except Exception as e:  # noqa: BLE001 - anything unreadable is just no result
+        return None, f"the sandbox's result is not a notebook ({type(e).__name__})"
+
+
+def merge_result(sent: Any, result: Any | None, why_stopped: str | None) -> Any:
+    """``sent`` with the outputs of the cells that ran in ``result``; the others get an error naming why.
+
+    ``result`` is untrusted: a cell counts as run only if it is before the runner's ``done`` mark and
+    it is the cell that was sent; its outputs are kept only if they are valid nbformat outputs.
+    """
+    record = (result.metadata.get(KEY) if result is not None else None) or {}
+    done: int = record["done"] if isinstance(record.get("done"), int) else 0
+    claimed = record.get("stopped")
+    why = why_stopped or (str(claimed).splitlines()[0][:200] if claimed else None)
+    got_cells = result.cells if result is not None and len(result.cells) == len(sent.cells) else []
+    for i, cell in enumerate(sent.cells):
+        if cell.cell_type != "code":
+            continue
+        got = got_cells[i] if i < len(got_cells) and i < done else None
+        if got is not None and _same_cell(cell, got) and _valid_outputs(got):
+            cell.outputs = _stderr_as_stdout(list(got.get("outputs", [])))
+            count = got.get("execution_count")
+            cell.execution_count = count if isinstance(count, int) else None
+            continue
+        reason = f"not run: {why or 'the notebook stopped before this cell'}"
+        cell.outputs = [
+            nbformat.v4.new_output("error", ename=NOT_RUN, evalue=reason, traceback=[f"{NOT_RUN}: {reason}"])
+        ]
+        cell.execution_count = None
+    return sent
+
+
+def _valid_outputs(cell: Any) -> bool:
+    probe = nbformat.v4.new_code_cell("")
+    probe.outputs = cell.get("outputs", [])
+    probe.execution_count = cell.get("execution_count") if isinstance(cell.get("execution_count"), int) else None
+    nb = nbformat.v4.new_notebook(cells=[probe])
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError:
+        return False
+    return True
+
+
+def autograde_preprocessors() -> list[type]:
+    """nbgrader's autograde steps with its ``Execute`` replaced by :class:`SandboxedExecute`."""
+    from nbgrader.converters.autograde import Autograde
+    from nbgrader.preprocessors import Execute
+
+    steps = Autograde.class_traits()["autograde_preprocessors"].default()
+    return [SandboxedExecute if step is Execute else step for step in steps]
+
+
+def _why(run: Result) -> str | None:
+    if run.limit:
+        return f"the sandbox hit its {run.limit} limit"
+    return None
+
+
+class SandboxedExecute(NbGraderPreprocessor):
+    """nbgrader's Execute step, run in the sandbox; see the module docstring."""
+
+    timeout = Integer(60, help="seconds a cell may run before it is interrupted").tag(config=True)
+    wall = Integer(0, help="seconds for the whole notebook (0: the timeout per code cell, plus 60)").tag(config=True)
+    memory = Integer(Limits.memory, help="bytes of address space of each process in the sandbox").tag(config=True)
+    library = Unicode("", help="the pristine copy of resumable_core the sandbox sees").tag(config=True)
+    sandboxed = Bool(True, help="run in bubblewrap (False: grade --no-sandbox)").tag(config=True)
+    result_cap = Integer(16 << 20, help="bytes: a larger executed notebook counts as no result").tag(config=True)
+
+    def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
+        folder = Path((resources.get("metadata") or {}).get("path") or ".")
+        name = f"{(resources.get('metadata') or {}).get('name') or 'notebook'}.ipynb"
+        n_code = sum(1 for c in nb.cells if c.cell_type == "code")
+        limits = Limits(memory=self.memory, wall=float(self.wall or self.timeout * n_code + 60))
+        with tempfile.TemporaryDirectory(prefix="resumable-scratch-") as tmp:
+            scratch = Path(tmp) / "work"
+            shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+            nbformat.write(nb, str(scratch / name))
+            inside = SCRATCH if self.sandboxed else str(scratch)
+            argv = [sys.executable, "-m", RUNNER, f"{inside}/{name}", f"{inside}/.result.ipynb"]
+            argv += ["--timeout", str(int(self.timeout))]
+            if self.sandboxed:
+                run = Sandbox(Path(self.library) if self.library else None, limits).run(argv, scratch)
+            else:
+                run = run_plain(argv, scratch, limits, nbgrader_cli.env())
+            result, unusable = _read_result(scratch / ".result.ipynb", self.result_cap)
+        why = _why(run) or unusable
+        if why is None and run.returncode not in (0, 1):
+            why = f"the sandbox ended with exit code {run.returncode}"
+        self.log.info("executed %s in %.1f s (%s)", name, run.seconds, why or "complete")
+        return merge_result(nb, result, why), resources

@@ -1,0 +1,214 @@
+"""Each student's feedback page, rendered here from the autograded notebook and the gradebook's grades.
+
+nbgrader's feedback template shows every test cell's source word for word (the hidden tests and the
+level-1 answer key included) and passes the learner's markdown and HTML outputs through as live
+HTML. This page instead shows, for each test cell, only its name, points and failure message; every
+text of the learner's is escaped; only plain-text and validated PNG outputs are shown; and a strict
+Content-Security-Policy forbids any script. Its path is made from the trusted student id alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbgrader.api import Gradebook, MissingEntry
+
+from .. import notebooks
+from .collect import StudentIdError, check_id
+
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+"""No script, frame, font, fetch or form; images only inline (the validated PNGs); the page's own style."""
+MAX_OUTPUT_CHARS = 4000
+"""Characters of one output shown (the rest is cut with a note): outputs are the learner's, not the grader's."""
+MAX_PNG_BYTES = 2_000_000
+HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_STYLE = """body{font-family:sans-serif;max-width:60rem;margin:1rem auto;padding:0 1rem;color:#222}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5rem;margin:.3rem 0}
+.cell{border-left:4px solid #ddd;padding:.2rem .8rem;margin:.8rem 0}
+.test{border-color:#888}.passed{border-color:#2a2}.failed{border-color:#c22}.pending{border-color:#e90}
+.stderr{background:#fee}.note{color:#666;font-style:italic}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left}"""
+
+
+@dataclass(frozen=True)
+class CellGrade:
+    """One graded cell's points as the gradebook holds them."""
+
+    score: float | None
+    """None while the cell waits for manual grading."""
+    max_score: float
+    comment: str = ""
+    """The instructor's manual comment, if any."""
+
+
+def gradebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> dict[str, CellGrade]:
+    """{grade_id: CellGrade} of one student's notebook ({} if the gradebook has no such submission)."""
+    with Gradebook(db_url) as gb:
+        try:
+            nb = gb.find_submission_notebook(notebook, assignment, student)
+        except MissingEntry:
+            return {}
+        comments = {c.name: c.manual_comment or "" for c in nb.comments}
+        return {
+            g.name: CellGrade(
+                None if g.needs_manual_grade or g.score is None else float(g.score),
+                float(g.max_score),
+                comments.get(g.name, ""),
+            )
+            for g in nb.grades
+        }
+
+
+def feedback_path(folder: Path, student: str, notebook: str, assignment: str) -> Path:
+    """``folder/<student>/<assignment>/<notebook>.html`` (nbgrader's feedback layout), from trusted names only.
+
+    Raises :class:`StudentIdError` for an id or name that could leave its own folder.
+    """
+    for name in (student, notebook, assignment):
+        check_id(name)
+    path = folder / student / assignment / f"{notebook}.html"
+    if folder.resolve() not in path.resolve().parents:  # a symlinked student folder, say
+        raise StudentIdError(student, f"its feedback path {path} leaves {folder}")
+    return path
+
+
+def _text(value: Any) -> str:
+    text = "".join(value) if isinstance(value, list) else str(value)
+    return _ANSI.sub("", text)
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_OUTPUT_CHARS:
+        return html.escape(text)
+    cut = len(text) - MAX_OUTPUT_CHARS
+    return html.escape(text[:MAX_OUTPUT_CHARS]) + f'</pre><p class="note">({cut} more characters not shown)</p><pre>'
+
+
+def png_data(value: Any) -> str | None:
+    """The base64 of a real PNG image (re-encoded, so only base64 characters reach the page), else None."""
+    try:
+        raw = base64.b64decode("".join(_text(value).split()), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not raw.startswith(b"\x89PNG\r\n\x1a\n") or len(raw) > MAX_PNG_BYTES:
+        return None
+    return base64.b64encode(raw).decode("ascii")
+
+
+def error_line(output: Any) -> str:
+    """An error output as one message: ``ename: evalue`` (never its traceback, which quotes code)."""
+    ename, evalue = _text(output.get("ename", "Error")), _text(output.get("evalue", "")).strip()
+    return f"{ename}: {evalue}" if evalue else ename
+
+
+def _output(output: Any) -> str:
+    kind = output.get("output_type")
+    if kind == "stream":
+        css = "stderr" if output.get("name") == "stderr" else "stdout"
+        return f'<pre class="{css}">{_capped(_text(output.get("text", "")))}</pre>'
+    if kind == "error":
+        return f'<pre class="stderr">{_capped(error_line(output))}</pre>'
+    data = output.get("data", {}) if kind in ("execute_result", "display_data") else {}
+    png = png_data(data["image/png"]) if "image/png" in data else None
+    if png is not None:
+        return f'<img alt="a figure" src="data:image/png;base64,{png}">'
+    if "text/plain" in data:
+        return f"<pre>{_capped(_text(data['text/plain']))}</pre>"
+    return '<p class="note">(an output that is not plain text or a PNG image is not shown)</p>'
+
+
+def failure_message(cell: Any) -> str | None:
+    """Why a test cell failed, from its error output (None if it raised nothing)."""
+    errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+    return error_line(errors[-1]) if errors else None
+
+
+def _points(grade: CellGrade | None) -> str:
+    if grade is None:
+        return "not graded"
+    if grade.score is None:
+        return f"?/{grade.max_score:g} (waits for manual grading)"
+    return f"{grade.score:g}/{grade.max_score:g}"
+
+
+def _state(grade: CellGrade | None) -> str:
+    if grade is None or grade.score is None:
+        return "pending"
+    return "passed" if grade.score >= grade.max_score else "failed"
+
+
+def _test_cell(gid: str, cell: Any, grade: CellGrade | None, message: str | None) -> str:
+    """A test cell: its name, points and message, never its source or outputs."""
+    state = _state(grade)
+    why = message or failure_message(cell)
+    if state == "failed" and why is None:
+        why = "no points (the check did not pass)"
+    body = f"<pre>{_capped(why)}</pre>" if state == "failed" and why else ""
+    return f'<div class="cell test {state}"><p><b>{html.escape(gid)}</b> {_points(grade)} {state}</p>{body}</div>'
+
+
+def _comment(grade: CellGrade | None) -> str:
+    if grade is None or not grade.comment:
+        return ""
+    return f'<p class="note">Instructor\'s comment:</p><pre>{html.escape(grade.comment)}</pre>'
+
+
+def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
+    gid = notebooks.grade_id(cell) or ""
+    src = notebooks.source(cell)
+    is_test = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
+    if is_test or HIDDEN_MARKER in src:
+        return _test_cell(gid or "a test", cell, grades.get(gid), messages.get(gid))
+    grade = grades.get(gid)
+    head = f"<p><b>{html.escape(gid)}</b> {_points(grade)}</p>" if grade is not None else ""
+    if cell.get("cell_type") != "code":
+        return f'<div class="cell markdown">{head}<pre>{_capped(_text(src))}</pre>{_comment(grade)}</div>'
+    outputs = "".join(_output(o) for o in cell.get("outputs", []))
+    return f'<div class="cell code">{head}<pre>{_capped(_text(src))}</pre>{outputs}</div>'
+
+
+def _summary(nb: Any, grades: Mapping[str, CellGrade]) -> str:
+    ids = list(dict.fromkeys(g for c in nb.cells if (g := notebooks.grade_id(c) or "") in grades))
+    rows = "".join(f"<tr><td>{html.escape(g)}</td><td>{_points(grades[g])}</td></tr>" for g in ids)
+    known = [grades[g] for g in ids]
+    score = sum(g.score or 0.0 for g in known)
+    total = sum(g.max_score for g in known)
+    pending = " (some points wait for manual grading)" if any(g.score is None for g in known) else ""
+    return f"<p>Score: {score:g} / {total:g}{pending}</p><table><tr><th>check</th><th>points</th></tr>{rows}</table>"
+
+
+def render_feedback(
+    nb: Any, grades: Mapping[str, CellGrade], title: str, messages: Mapping[str, str] | None = None
+) -> str:
+    """The whole page for one notebook. ``messages``: {grade_id: why} from the trusted side (the re-check)."""
+    cells = "".join(_cell(c, grades, messages or {}) for c in nb.cells)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+        f"<body><h1>{html.escape(title)}</h1>{_summary(nb, grades)}{cells}</body></html>\n"
+    )
+
+
+def write_feedback(
+    autograded: Path,
+    grades: Mapping[str, CellGrade],
+    out: Path,
+    *,
+    title: str,
+    messages: Mapping[str, str] | None = None,
+) -> Path:
+    """Render ``autograded`` (a notebook nbgrader graded) with ``grades`` into the HTML file ``out``."""
+    nb = nbformat.read(str(autograded), as_version=4)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_feedback(nb, grades, title, messages), encoding="utf-8")
+    return out

@@ -1,0 +1,302 @@
+"""The bubblewrap sandbox (resumable_core/course/grading/sandbox.py): what a learner's code inside can
+reach, and the limits that stop it; and what the grader takes back from it (course/grading/execute.py)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import socket
+import sys
+import textwrap
+import threading
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from resumable_core.course.grading import sandbox as sb
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(sb.available() is not None, reason=f"no sandbox here: {sb.available()}")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> Path:
+    return sb.library_copy(tmp_path_factory.mktemp("lib") / "lib")
+
+
+def _run(library: Path, scratch: Path, code: str, limits: sb.Limits | None = None) -> sb.Result:
+    box = sb.Sandbox(library, limits or sb.Limits(wall=60))
+    return box.run([sys.executable, "-c", textwrap.dedent(code)], scratch)
+
+
+def _lines(result: sb.Result) -> list[str]:
+    return result.stdout.decode().split()
+
+
+def test_a_port_served_on_localhost_cannot_be_reached(library, tmp_path):
+    """A server on the grader's localhost is reachable outside and refused inside: the sandbox has its own loopback."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    threading.Thread(target=lambda: server.accept()[0].close(), daemon=True).start()
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()  # the control: it is served
+    result = _run(
+        library,
+        tmp_path,
+        f"""
+        import socket
+        try:
+            socket.create_connection(("127.0.0.1", {port}), timeout=5)
+            print("connected")
+        except OSError as e:
+            print(type(e).__name__)
+        """,
+    )
+    server.close()
+    assert _lines(result) == ["ConnectionRefusedError"]
+
+
+def test_the_checkout_the_gradebook_solutions_and_home_are_invisible(library, tmp_path):
+    """The instructor's checkout, a planted gradebook and solutions folder, and the host's home are not there."""
+    course = tmp_path / "course"
+    (course / "solutions").mkdir(parents=True)
+    (course / "gradebook.db").write_text("grades")
+    (course / "solutions" / "answer.py").write_text("ANSWER = 42")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    home = Path.home()
+    paths = [REPO / "pyproject.toml", REPO / "solutions", course / "gradebook.db", course / "solutions" / "answer.py"]
+    result = _run(
+        library,
+        scratch,
+        f"""
+        import os
+        from pathlib import Path
+        for p in {[str(p) for p in paths]!r}:
+            print(Path(p).exists())
+        print(os.environ["HOME"])
+        home = Path({str(home)!r})
+        print(sorted(os.listdir(home)) if home.is_dir() else [])
+        """,
+    )
+    out = result.stdout.decode().splitlines()
+    assert out[: len(paths)] == ["False"] * len(paths)
+    assert out[len(paths)] == sb.HOME
+    on_path_to_python = {p.name for p in Path(sys.base_prefix).resolve().parents if p.parent == home}
+    assert (
+        set(ast.literal_eval(out[len(paths) + 1])) <= on_path_to_python
+    )  # at most the folder leading to the interpreter
+
+
+def test_the_library_is_the_pristine_copy_and_read_only(library, tmp_path):
+    """resumable_core is imported from the copy; writing to it, the venv's site-packages or /usr fails."""
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    result = _run(
+        library,
+        tmp_path,
+        f"""
+        import resumable_core
+        print(resumable_core.__file__)
+        for target in [resumable_core.__file__, {site!r} + "/evil.pth", "/usr/evil"]:
+            try:
+                open(target, "a").write("import os")
+                print("written")
+            except OSError as e:
+                print(type(e).__name__)
+        """,
+    )
+    assert _lines(result) == [f"{sb.LIBRARY}/resumable_core/__init__.py", "OSError", "OSError", "OSError"]
+    assert not Path(site, "evil.pth").exists()
+
+
+def test_tmp_and_home_are_private_and_thrown_away(library, tmp_path):
+    """Files written in /tmp and HOME are in no later sandbox and not on the host; scratch is the one writable folder."""
+    marker = f"left-{uuid.uuid4().hex}"
+    code = f"""
+        import os
+        from pathlib import Path
+        print(Path("/tmp/{marker}").exists(), Path(os.environ["HOME"], "{marker}").exists())
+        Path("/tmp/{marker}").write_text("x")
+        Path(os.environ["HOME"], "{marker}").write_text("x")
+        Path("{marker}").write_text("kept in scratch")
+        """
+    assert _lines(_run(library, tmp_path, code)) == ["False", "False"]
+    assert _lines(_run(library, tmp_path, code)) == ["False", "False"]
+    assert not Path("/tmp", marker).exists()
+    assert (tmp_path / marker).read_text() == "kept in scratch"
+
+
+def test_secrets_and_python_settings_stay_outside(library, tmp_path, monkeypatch):
+    """ANTHROPIC_API_KEY, PYTHONOPTIMIZE and anything not on the allowlist never reach the sandbox."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
+    monkeypatch.setenv("PYTHONOPTIMIZE", "2")
+    monkeypatch.setenv("RESUMABLE_LIVE", "1")
+    result = _run(library, tmp_path, "import os, sys; print(sorted(os.environ)); print(sys.flags.optimize)")
+    names, optimize = result.stdout.decode().splitlines()
+    for name in ("ANTHROPIC_API_KEY", "PYTHONOPTIMIZE", "RESUMABLE_LIVE"):
+        assert name not in names
+    assert optimize == "0"
+
+
+def _running_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # the process ended while we looked
+            continue
+    return found
+
+
+def test_no_process_outlives_the_sandbox(library, tmp_path):
+    """A background process started in its own session, and left running, is gone when the sandbox ends."""
+    marker = f"resumable-outlive-{uuid.uuid4().hex}"
+    result = _run(
+        library,
+        tmp_path,
+        f"""
+        import subprocess, sys
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"], start_new_session=True)
+        print("started")
+        """,
+    )
+    assert _lines(result) == ["started"]
+    assert _running_with(marker) == []
+
+
+def test_a_memory_bomb_is_stopped_and_named(library, tmp_path):
+    """Allocating past the address-space limit fails, and the result names the memory limit."""
+    limits = sb.Limits(memory=512 << 20, wall=60)
+    result = _run(library, tmp_path, "x = bytearray(1 << 30)", limits)
+    assert result.returncode != 0 and result.limit == "memory (512 MiB)"
+
+
+def test_a_fork_bomb_is_stopped_and_named(library, tmp_path):
+    """Forking past the process cap fails, and the result names the process limit."""
+    limits = sb.Limits(processes=24, wall=60)
+    code = """
+        import os, time
+        for _ in range(200):
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+        """
+    result = _run(library, tmp_path, code, limits)
+    assert result.returncode != 0 and result.limit == "processes (24)"
+
+
+def test_a_disk_filler_is_stopped_at_the_file_size_limit(library, tmp_path):
+    """A file may not grow past the file-size limit; the result names it and the file stops there."""
+    limits = sb.Limits(file_size=1 << 20, wall=60)
+    result = _run(library, tmp_path, "open('big', 'wb').write(b'x' * (4 << 20))", limits)
+    assert result.limit == "file size (1 MiB)"
+    assert (tmp_path / "big").stat().st_size <= 1 << 20
+
+
+def test_an_output_flood_is_capped_and_named(library, tmp_path):
+    """Writing without end to stdout stops at the output cap: what is kept is exactly the cap."""
+    limits = sb.Limits(output=1 << 20, wall=60)
+    result = _run(library, tmp_path, "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)", limits)
+    assert result.limit == "output (1 MiB)" and len(result.stdout) == 1 << 20
+
+
+def test_the_wall_clock_kills_the_whole_sandbox(library, tmp_path):
+    """A command that never ends is killed at the wall clock, and the result names it."""
+    result = _run(library, tmp_path, "import time; time.sleep(600)", sb.Limits(wall=2))
+    assert result.limit == "wall clock (2 s)"
+
+
+def test_without_bwrap_available_says_why(monkeypatch):
+    """With no bwrap on PATH, available() gives the reason and run() raises SandboxError with it."""
+    sb.available.cache_clear()
+    monkeypatch.setattr(sb, "BWRAP", "no-such-bwrap")
+    try:
+        assert sb.available() == "bwrap is not installed (apt-get install bubblewrap)"
+        with pytest.raises(sb.SandboxError, match="install bubblewrap or pass --no-sandbox") as info:
+            sb.Sandbox(None).run(["true"], Path(os.getcwd()))
+        assert info.value.reason == "bwrap is not installed"
+    finally:
+        sb.available.cache_clear()
+
+
+# --- what the grader takes back (execute.merge_result) -------------------------------------------
+
+
+def _sent() -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("print('ok')", metadata={"nbgrader": {"grade_id": "a", "grade": True, "points": 1}}),
+        nbformat.v4.new_markdown_cell("text"),
+        nbformat.v4.new_code_cell("import os; os._exit(1)"),
+        nbformat.v4.new_code_cell("check()", metadata={"nbgrader": {"grade_id": "b", "grade": True, "points": 2}}),
+    ]
+    return nb
+
+
+def _result(sent: nbformat.NotebookNode, done: int, stopped: str | None = None) -> nbformat.NotebookNode:
+    got = nbformat.reads(nbformat.writes(sent), as_version=4)
+    for cell in got.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [nbformat.v4.new_output("stream", name="stderr", text="a warning\n")]
+            cell.execution_count = 1
+    got.metadata["resumable_sandbox"] = {"done": done, "stopped": stopped}
+    return got
+
+
+def test_partial_results_are_kept_and_the_rest_says_why():
+    """Cells before the runner's mark keep their outputs (stderr as stdout); the others get an error naming why."""
+    from resumable_core.course.grading.execute import merge_result
+
+    sent = _sent()
+    merged = merge_result(sent, _result(sent, done=2, stopped="the kernel died"), None)
+    first, _, killer, test = merged.cells
+    assert first.outputs == [{"output_type": "stream", "name": "stdout", "text": "a warning\n"}]
+    for cell in (killer, test):
+        assert [(o.output_type, o.ename, o.evalue) for o in cell.outputs] == [
+            ("error", sb.NOT_RUN, "not run: the kernel died")
+        ]
+    merged = merge_result(_sent(), None, "the sandbox hit its wall clock (60 s) limit")
+    assert merged.cells[0].outputs[0].evalue == "not run: the sandbox hit its wall clock (60 s) limit"
+
+
+def test_a_forged_result_cannot_change_the_cells():
+    """A result whose cell source, metadata or count differs from what was sent gives that cell no outputs of its."""
+    from resumable_core.course.grading.execute import merge_result
+
+    sent = _sent()
+    forged = _result(sent, done=4)
+    forged.cells[0].source = "pass"
+    forged.cells[3].metadata["nbgrader"]["points"] = 100
+    merged = merge_result(sent, forged, None)
+    assert merged.cells[0].outputs[0].ename == sb.NOT_RUN and merged.cells[3].outputs[0].ename == sb.NOT_RUN
+    assert merged.cells[3].metadata["nbgrader"]["points"] == 2 and merged.cells[0].source == "print('ok')"
+    assert merged.cells[2].outputs[0].name == "stdout"  # the unchanged cell between keeps its outputs
+    sent = _sent()
+    shorter = _result(sent, done=4)
+    shorter.cells.pop()
+    assert all(c.outputs[0].ename == sb.NOT_RUN for c in merge_result(sent, shorter, None).cells if "outputs" in c)
+
+
+def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path):
+    """A real kernel in the sandbox: stderr comes back as stdout, writes are thrown away, a kill's later cells say why."""
+    from resumable_core.course.grading.execute import SandboxedExecute
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("import sys\nprint('careful', file=sys.stderr)"),
+        nbformat.v4.new_code_cell("open('left-behind.txt', 'w').write('x')\nprint(open('data.txt').read())"),
+        nbformat.v4.new_code_cell("import os\nos._exit(1)"),
+        nbformat.v4.new_code_cell("print('never')"),
+    ]
+    (tmp_path / "data.txt").write_text("the learner's own file")
+    execute = SandboxedExecute(timeout=60, library=str(library), sandboxed=True)
+    out, _ = execute.preprocess(nb, {"metadata": {"path": str(tmp_path), "name": "learner"}})
+    assert [(o.output_type, o.name, o.text) for o in out.cells[0].outputs] == [("stream", "stdout", "careful\n")]
+    assert out.cells[1].outputs[0].text == "the learner's own file\n"
+    assert not (tmp_path / "left-behind.txt").exists()
+    for cell in out.cells[2:]:
+        assert cell.outputs[0].ename == sb.NOT_RUN and "the kernel died" in cell.outputs[0].evalue
