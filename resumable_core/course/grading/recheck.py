@@ -8,7 +8,7 @@ Why it exists, how it works and what it still cannot catch: ``docs/architecture.
 "The isolated re-check". In short: the checks are bound at import, before any learner code; the
 calls of each test cell are read from the trusted source notebook; the learner's cells run again
 under an alarm; whatever they patched is restored, and a check during which anything changed fails.
-An inconclusive re-run keeps the kernel's score and flags the submission for review.
+An inconclusive re-run scores the cells it was asked about 0, "needs review" (:mod:`.workers`).
 """
 
 from __future__ import annotations

@@ -243,16 +243,18 @@ class Sandbox:
         (etc / "group").write_text(f"learner:x:{gid}:\n")
         args = [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
         args += ["--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL", "--hostname", "sandbox"]
+        # The private /tmp and HOME first: a later bind may lie under them (a venv in /tmp/x/.venv).
+        args += ["--size", str(self.limits.tmp_size), "--tmpfs", "/tmp"]
+        args += ["--size", str(self.limits.tmp_size), "--tmpfs", HOME]
         args += _system_binds()
         args += ["--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--size", str(self.limits.tmp_size), "--tmpfs", "/tmp"]
-        args += ["--size", str(self.limits.tmp_size), "--tmpfs", HOME]
         if self.library is not None:
             args += ["--ro-bind", str(self.library), LIBRARY]
         args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
         for host, inside in ro:
             args += ["--ro-bind", str(host), inside]
+        args += ["--remount-ro", "/"]  # bwrap's root is an uncapped tmpfs in memory: nothing may be written there
         args += ["--clearenv"]
         for k, v in sorted(_environment(self.env).items()):
             args += ["--setenv", k, v]

