@@ -25,7 +25,7 @@ lab: setup  ## open JupyterLab on the lessons
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
 
 test: setup lint  ## lint, types, then every test; then the core suite on 3.12 and 3.13
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 	$(MAKE) test-core-pythons
 
 # The core wing's tests, which need only `pip install .` plus pytest and hypothesis.
