@@ -8,6 +8,7 @@ checkout is byte-identical afterwards.
 
 from __future__ import annotations
 
+import ast
 import csv
 import hashlib
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import attack_samples as attacks  # tests/ is on sys.path under pytest (rootdir-relative import)
 import grading_samples as samples
+import nbformat
 import pytest
 
 from resumable_core.course.grading import sandbox
@@ -170,7 +172,20 @@ def test_rewriting_the_library_site_packages_pth_and_pycache_gets_nothing(run):
     """Every write to the library, its copy, site-packages and __pycache__ is refused; the checks still fail."""
     assert run.score("rewrite_library") <= attacks.WRONG_SCORE
     autograded = run.out / "autograded" / "rewrite_library" / "reconcile" / "reconcile.ipynb"
-    assert "rewritten: []" in autograded.read_text()
+    hits = _printed_list(autograded, "rewritten: ")
+    # A checkout under /tmp (a CI clone) is shadowed by the sandbox's private /tmp: writes there land
+    # in that throwaway tmpfs, never on the host (the checkout test below compares bytes).
+    assert [h for h in hits if not h.startswith("/tmp/")] == [], hits
+
+
+def _printed_list(notebook: Path, prefix: str) -> list[str]:
+    """The list a submission printed after ``prefix`` in its graded notebook's outputs."""
+    for cell in nbformat.read(str(notebook), as_version=4).cells:
+        for out in cell.get("outputs", []):
+            for line in str(out.get("text", "")).splitlines():
+                if line.startswith(prefix):
+                    return list(ast.literal_eval(line[len(prefix) :]))
+    raise AssertionError(f"{notebook} has no output line starting {prefix!r}")
 
 
 def test_a_forged_result_and_a_process_outliving_the_kernel_get_nothing(run):
