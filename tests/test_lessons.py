@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -21,7 +20,8 @@ import nbformat
 import pytest
 
 # One notebook runner for the repository and the student kit (which ships it as its own tests).
-from resumable_core.course.kit.tests.run_notebook import CELL_TIMEOUT, kernel_env, problems, warm_matplotlib_cache
+from resumable_core.course.kit.tests import run_notebook
+from resumable_core.course.kit.tests.run_notebook import problems, warm_matplotlib_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -34,20 +34,9 @@ EXERCISES = {
 
 
 def execute(notebook: Path, workdir: Path) -> tuple[nbformat.NotebookNode, float]:
-    """Execute a copy of ``notebook`` in ``workdir`` on a fresh python3 kernel; return it and the seconds taken."""
-    from nbclient import NotebookClient
-
-    copy = workdir / notebook.name
-    shutil.copy(notebook, copy)
-    nb = nbformat.read(copy, as_version=4)
-    client = NotebookClient(
-        nb,
-        kernel_name="python3",
-        timeout=CELL_TIMEOUT,
-        resources={"metadata": {"path": str(workdir)}},
-    )
+    """Execute a copy of ``notebook`` in ``workdir`` with the shared runner; return it and the seconds taken."""
     start = time.perf_counter()
-    client.execute(env=kernel_env(workdir), cwd=str(workdir))
+    nb = run_notebook.execute(notebook, workdir)
     return nb, time.perf_counter() - start
 
 
