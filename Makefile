@@ -5,7 +5,7 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-grading release student-kit clean
+.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,7 +69,10 @@ bench: setup  ## checkpoint save cost and crash-matrix benchmarks (~3 min)
 	$(BIN)/python bench/bench_checkpoint.py
 	$(BIN)/python bench/bench_matrix.py
 
-bench-grading: setup  ## 60 submissions: sequential nbgrader autograde vs grade --jobs 2 (~6 min)
+bench-sandbox: setup  ## one submission with and without the sandbox, and where its time goes (~4 min)
+	$(BIN)/python bench/bench_sandbox.py
+
+bench-grading: setup  ## 60 submissions: sequential nbgrader autograde vs grade --jobs 1 and 2, sandboxed (~10 min)
 	$(BIN)/python bench/bench_grading.py
 
 clean:
