@@ -137,28 +137,33 @@ ANSWER_KEY = (
 )
 
 MEMORY_SPREAD = r"""# memory spread over processes: each under the 1 GiB per-process cap, together far over it
-import os, select, time
+import os, select
 ready_r, ready_w = os.pipe()
 release_r, release_w = os.pipe()
-kids = []
+kids = set()
 for _ in range(4):
     pid = os.fork()
     if pid == 0:
         try:
             os.close(release_w)  # else no child ever sees the release
-            held = b"\1" * (500 << 20)  # written, so resident
-            os.write(ready_w, b"1")
-            os.read(release_r, 1)  # hold it until the parent has counted everyone
+            share = b"\1" * (500 << 20)  # written, so resident
+            os.write(ready_w, b"%d " % os.getpid())
+            os.read(release_r, 1)  # hold it until every child holds its share or is dead
         finally:
             os._exit(0)
-    kids.append(pid)
-count, deadline = 0, time.monotonic() + 60
-while count < len(kids) and select.select([ready_r], [], [], max(0, deadline - time.monotonic()))[0]:
-    count += len(os.read(ready_r, 16))
+    kids.add(pid)
+ready, ended = set(), {}
+while ready | set(ended) != kids:  # a child the memory cap killed never says it is ready
+    if select.select([ready_r], [], [], 0.1)[0]:
+        ready.update(int(p) for p in os.read(ready_r, 4096).split())
+    for pid in kids - set(ended):
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            ended[pid] = status
 os.close(release_w)
-for pid in kids:
-    os.waitpid(pid, 0)
-print(f"held at once: {count} x 500 MiB")"""
+ended.update((pid, os.waitpid(pid, 0)[1]) for pid in kids - set(ended))
+held = [pid for pid in ready if ended[pid] & 0x7F != 9]  # said it held its share, and was not killed holding it
+print(f"held at once: {len(held)} x 500 MiB")"""
 
 MEMORY_BOMB = "x = bytearray(8 << 30)  # memory bomb: 8 GiB"
 

@@ -205,11 +205,6 @@ def test_solutions_source_secrets_and_network_are_out_of_reach(run):
     assert "key: None stolen: 0" in autograded.read_text()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: the hidden checks' module (resumable_core.course.hidden.reconcile, with ANSWER_KEY) is in the "
-    "library copy the learner's kernel imports, so a submission can copy level 1's answer key",
-)
 def test_the_level1_answer_key_cannot_be_read(run):
     """Level 1 answered from the hidden module's ANSWER_KEY scores only what the wrong level-1 answer earns."""
     assert run.score("answer_key") <= attacks.WRONG_LEVEL1_SCORE
@@ -223,11 +218,6 @@ def test_memory_fork_disk_and_output_bombs_cost_only_the_bomber(run):
     assert (run.score("correct"), run.score("wrong")) == (attacks.CORRECT_SCORE, attacks.WRONG_SCORE)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gap: the memory limit is RLIMIT_AS per process, not per sandbox (no memory cgroup): "
-    "4 forked processes of one sandbox hold 4 x 500 MiB at once under the 1 GiB default",
-)
 def test_memory_is_capped_for_the_whole_sandbox(run):
     """Processes of one sandbox together hold no more than its 1 GiB: at most two of 4 x 500 MiB."""
     autograded = (run.out / "autograded" / "bombs" / "reconcile" / "reconcile.ipynb").read_text()

@@ -4,10 +4,13 @@ reach, and the limits that stop it; and what the grader takes back from it (cour
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import uuid
@@ -178,11 +181,55 @@ def test_no_process_outlives_the_sandbox(library, tmp_path):
     assert _running_with(marker) == []
 
 
+def _can_make(controller: str) -> bool:
+    return any(controller in names for names in sb._cgroup_parents().values())
+
+
+SPREAD = """
+import os, select
+ready_r, ready_w = os.pipe()
+release_r, release_w = os.pipe()
+kids = set()
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        os.close(release_w)  # else no child ever sees the release
+        share = b"x" * ({mib} << 20)  # written, so resident
+        os.write(ready_w, b"%d " % os.getpid())
+        os.read(release_r, 1)  # hold it until every child holds its share or is dead
+        os._exit(0)
+    kids.add(pid)
+ready, ended = set(), dict()
+while ready | set(ended) != kids:
+    if select.select([ready_r], [], [], 0.1)[0]:
+        ready.update(int(p) for p in os.read(ready_r, 4096).split())
+    for pid in kids - set(ended):
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            ended[pid] = status
+os.close(release_w)
+ended.update((pid, os.waitpid(pid, 0)[1]) for pid in kids - set(ended))
+held = [pid for pid in ready if ended[pid] & 0x7F != 9]
+print(len(held), sum(status & 0x7F == 9 for status in ended.values()))
+"""
+
+
+@pytest.mark.skipif(not _can_make("memory"), reason="no memory cgroup can be made here (not root, no delegation)")
+def test_memory_spread_over_forked_processes_is_capped_for_the_whole_sandbox(library, tmp_path):
+    """Six children of 128 MiB, each far under the per-process cap: no more than 512 MiB is held at once."""
+    limits = sb.Limits(memory=512 << 20, wall=120)
+    result = _run(library, tmp_path, SPREAD.format(n=6, mib=128), limits)
+    survivors, killed = map(int, _lines(result))  # the parent lives on to count them
+    assert survivors * 128 < 512 and killed >= 2
+    assert result.limit == "memory (512 MiB)"
+
+
 def test_a_memory_bomb_is_stopped_and_named(library, tmp_path):
-    """Allocating past the address-space limit fails, and the result names the memory limit."""
+    """One allocation past the memory limit fails at once (RLIMIT_AS), and the result names the memory limit."""
     limits = sb.Limits(memory=512 << 20, wall=60)
     result = _run(library, tmp_path, "x = bytearray(1 << 30)", limits)
-    assert result.returncode != 0 and result.limit == "memory (512 MiB)"
+    assert result.returncode != 0 and b"MemoryError" in result.stderr
+    assert result.limit == "memory (512 MiB)"
 
 
 def test_a_fork_bomb_is_stopped_and_named(library, tmp_path):
@@ -205,6 +252,137 @@ def test_a_disk_filler_is_stopped_at_the_file_size_limit(library, tmp_path):
     result = _run(library, tmp_path, "open('big', 'wb').write(b'x' * (4 << 20))", limits)
     assert result.limit == "file size (1 MiB)"
     assert (tmp_path / "big").stat().st_size <= 1 << 20
+
+
+FILLER = """
+import errno
+written = 0
+try:
+    for i in range(100_000):
+        with open(f"small-{i}", "wb") as f:
+            f.write(b"x" * 1000)
+        written += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], written)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_a_disk_filler_of_small_files_is_stopped_at_the_disk_limit(library, tmp_path):
+    """Many small files stop at the disk limit, named; what the folder held before is there and does not count."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "submitted.bin").write_bytes(b"s" * (8 << 20))  # twice the quota, already there
+    code = "import os; print(os.path.getsize('submitted.bin'))" + FILLER
+    result = _run(library, scratch, code, sb.Limits(disk=4 << 20, wall=120))
+    size, (error, written) = _lines(result)[0], _lines(result)[1:]
+    assert size == str(8 << 20) and error == "ENOSPC" and 0 < int(written) <= 1024
+    assert result.limit == "disk (4 MiB)"
+    kept = sorted(p.name for p in scratch.iterdir())
+    assert len(kept) == int(written) + 1 and "submitted.bin" in kept  # what it wrote comes back to the host
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scratch"]  # the mount point beside it went, with its mount
+    assert str(tmp_path) not in Path("/proc/self/mounts").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_only_folders_and_regular_files_come_back_from_scratch(library, tmp_path):
+    """A symlink to a host file, a fifo and a symlinked folder left in scratch never reach the grader."""
+    code = """
+        import os
+        os.symlink("/etc/hostname", ".result.ipynb")
+        os.symlink("/etc", "etc")
+        os.mkfifo("pipe")
+        os.makedirs("deep/er")
+        open("deep/er/kept.txt", "w").write("kept")
+        """
+    result = _run(library, tmp_path, code)
+    assert result.returncode == 0 and result.limit is None
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["deep", "deep/er", "deep/er/kept.txt"]
+
+
+def test_rw_binds_are_writable_and_ro_binds_read_only(library, tmp_path):
+    """An ``rw`` bind takes writes that reach the host; an ``ro`` bind is readable and refuses them."""
+    scratch, ro, rw = tmp_path / "scratch", tmp_path / "ro", tmp_path / "rw"
+    for folder in (scratch, ro, rw):
+        folder.mkdir()
+    (ro / "given.txt").write_text("given")
+    code = """
+        print(open("/grading/in/given.txt").read())
+        for path in ("/grading/in/x", "/grading/out/x"):
+            try:
+                open(path, "w").write("written")
+                print("wrote", path)
+            except OSError as e:
+                print(type(e).__name__, path)
+        """
+    box = sb.Sandbox(library, sb.Limits(wall=60))
+    result = box.run(
+        [sys.executable, "-c", textwrap.dedent(code)], scratch, ro=[(ro, "/grading/in")], rw=[(rw, "/grading/out")]
+    )
+    assert result.stdout.decode().splitlines() == ["given", "OSError /grading/in/x", "wrote /grading/out/x"]
+    assert (rw / "x").read_text() == "written" and not (ro / "x").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a capped folder needs a tmpfs the grader mounts, as root")
+def test_a_capped_folder_bound_rw_takes_no_more_than_its_size(library, tmp_path, monkeypatch):
+    """Writes into a capped folder bound ``rw`` stop at its size; it goes, mount and all, at the end."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    code = """
+        try:
+            with open("/grading/shared/big", "wb") as f:
+                for _ in range(4):
+                    f.write(b"x" * (1 << 20))
+        except OSError as e:
+            print(e.strerror)
+        """
+    with sb.capped_folder(2 << 20) as shared:
+        box = sb.Sandbox(library, sb.Limits(wall=60))
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        result = box.run([sys.executable, "-c", textwrap.dedent(code)], scratch, rw=[(shared, "/grading/shared")])
+        assert result.stdout.decode().strip() == "No space left on device"
+        assert (shared / "big").stat().st_size <= 2 << 20
+    assert list((tmp_path / "tmp").iterdir()) == [] and str(tmp_path) not in Path("/proc/self/mounts").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_what_a_grader_that_died_mid_run_left_is_removed_by_the_next_sandbox(library, tmp_path):
+    """A mounted scratch tmpfs and an empty cgroup named for an ended process go; a live grader's stay."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead, alive = f"resumable-sandbox-disk-{ended.pid}-x", f"resumable-sandbox-disk-{os.getpid()}-x"
+    for name in (dead, alive):
+        (tmp_path / name).mkdir()
+        sb._mount_tmpfs(tmp_path / name, 0, "size=1m")
+    cgroups = [parent / f"resumable-sandbox-{ended.pid}-x" for parent in sb._cgroup_parents()]
+    for folder in cgroups:
+        folder.mkdir()
+    try:
+        assert _run(library, tmp_path / alive, "print('ran')").stdout == b"ran\n"
+        assert not (tmp_path / dead).exists() and [f for f in cgroups if f.exists()] == []
+        assert str(tmp_path / alive) in Path("/proc/self/mounts").read_text()
+    finally:
+        sb._umount(tmp_path / alive)
+        for folder in cgroups:
+            with contextlib.suppress(FileNotFoundError):
+                folder.rmdir()
+
+
+def test_cgroup_v2_limits_and_out_of_memory_are_read_from_its_files(tmp_path):
+    """In a cgroup v2 folder: memory.max is the memory limit, no swap, pids.max the process cap; an OOM names memory."""
+    for name in ("memory.max", "memory.swap.max", "pids.max"):
+        (tmp_path / name).write_text("max\n")  # as the kernel makes them in a fresh cgroup
+    sb._set_limits(tmp_path, frozenset({"memory", "pids"}), sb.Limits(memory=1 << 30, processes=64))
+    assert [(tmp_path / n).read_text() for n in ("memory.max", "memory.swap.max", "pids.max")] == [
+        str(1 << 30),
+        "0",
+        "64",
+    ]
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 0\noom_kill 0\n")
+    assert not sb._out_of_memory(tmp_path)  # reclaimed at the limit ("max") is not out of memory
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 40\noom 1\noom_kill 1\n")
+    assert sb._out_of_memory(tmp_path)
 
 
 def test_an_output_flood_is_capped_and_named(library, tmp_path):
@@ -311,3 +489,14 @@ def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path
     assert not (tmp_path / "left-behind.txt").exists()
     for cell in out.cells[2:]:
         assert cell.outputs[0].ename == sb.NOT_RUN and "the kernel died" in cell.outputs[0].evalue
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
+def test_a_result_that_is_not_a_regular_file_is_no_result(tmp_path, kind):
+    """A result made a link to /dev/zero, a fifo or a folder is refused at once, never read or waited on."""
+    from resumable_core.course.grading.execute import _read_result
+
+    path = tmp_path / ".result.ipynb"
+    {"symlink": lambda: path.symlink_to("/dev/zero"), "fifo": lambda: os.mkfifo(path), "folder": path.mkdir}[kind]()
+    result, why = _read_result(path, 1 << 20)
+    assert result is None and why in ("the sandbox wrote no result", "the sandbox's result is not a regular file")

@@ -32,7 +32,7 @@ from ...loop import run_agent
 from ...scenarios import EMAIL_TASK, SCENARIOS, Sandbox
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
-from .support import CheckFailed, require, scratch
+from .support import CheckFailed, beside, require, scratch
 
 Resume = Callable[..., Any]
 """``resume(path, task, tools, client, *, reconcile, max_turns=...)``: the learner's function."""
@@ -95,7 +95,7 @@ def delegated_to(fn: Any) -> str | None:
 
 def require_own_loop(fn: Any) -> None:
     """Refuse a ``resume`` that calls the library's loop instead of writing its own."""
-    loop = delegated_to(fn)
+    loop = beside(fn, delegated_to)
     require(loop is None, f"resume calls {loop}, the library's loop; write the loop yourself (that is the exercise)")
 
 

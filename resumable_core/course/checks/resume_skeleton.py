@@ -11,6 +11,7 @@ import copy
 import io
 import json
 import os
+import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 from ...crash import CrashError, kill_self, run_in_child
 from ...errors import CheckpointError
 from ...scenarios import NOTES_TASK
-from .support import CheckFailed, require, scratch
+from .support import CheckFailed, beside, require, scratch
 
 Save = Callable[[dict[str, Any], str], None]
 Load = Callable[[str], Any]
@@ -178,12 +179,63 @@ def kill_during_save(save: Save, path: str | Path, state: dict[str, Any], *, tim
     return "killed mid-write" if ended == "killed" else "finished"
 
 
+Event = tuple[str, Any]
+
+
+def record_save(save: Save, path: Path) -> list[Event]:
+    """A probe (it runs beside ``save``, :func:`.support.beside`): run ``save(sample_state(), path)`` with spies on open-for-writing, fsync/fdatasync and replace/rename."""
+    events: list[Event] = []
+    real_open, real_fsync, real_fdatasync, real_replace, real_rename = (
+        io.open,
+        os.fsync,
+        os.fdatasync,
+        os.replace,
+        os.rename,
+    )
+
+    def spy_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if any(ch in mode for ch in "wax+") and not isinstance(file, int):
+            events.append(("open", Path(file).resolve()))
+        return real_open(file, mode, *args, **kwargs)
+
+    def spy_sync(real: Callable[[int], None]) -> Callable[[Any], None]:
+        def sync(fd: Any) -> None:
+            st = os.fstat(fd if isinstance(fd, int) else fd.fileno())
+            events.append(("fsync", (stat.S_ISDIR(st.st_mode), st.st_dev, st.st_ino)))
+            real(fd)
+
+        return sync
+
+    def spy_move(real: Callable[..., None]) -> Callable[..., None]:
+        def move(src: Any, dst: Any, *a: Any, **k: Any) -> None:
+            events.append(("replace", (Path(src).resolve(), Path(dst).resolve())))
+            real(src, dst, *a, **k)
+
+        return move
+
+    namespace = getattr(save, "__globals__", {})  # IPython puts its own ``open`` in a notebook's globals
+    ns_open = namespace.get("open")
+    builtins.open = io.open = spy_open  # restored in the finally below
+    if ns_open is not None:
+        namespace["open"] = spy_open
+    os.fsync, os.fdatasync = spy_sync(real_fsync), spy_sync(real_fdatasync)  # type: ignore[assignment]  # likewise
+    os.replace, os.rename = spy_move(real_replace), spy_move(real_rename)
+    try:
+        save(sample_state(), str(path))
+    finally:
+        builtins.open = io.open = real_open
+        if ns_open is not None:
+            namespace["open"] = ns_open
+        os.fsync, os.fdatasync, os.replace, os.rename = real_fsync, real_fdatasync, real_replace, real_rename
+    return events
+
+
 def check_kill_during_save(save: Save, load: Load) -> None:
     """SIGKILL mid-write of a second save: load_state still returns the first, good state; saving works after."""
     path = scratch("kill") / "state.json"
     good, new = sample_state(turns=3), sample_state(turns=4, size=2_000_000)
     save(copy.deepcopy(good), str(path))
-    how = kill_during_save(save, path, new)
+    how = beside(save, kill_during_save, path, new)
     require(how == "killed mid-write", f"the save was expected to be killed while writing, but it {how}")
     got = load_or_fail(load, path, "after a kill in the middle of a save")
     require(got == good, "after a kill in the middle of a save, load_state must return the previous good state")

@@ -16,7 +16,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,18 @@ def require(condition: object, message: str) -> None:
     """Raise :class:`CheckFailed` with ``message`` unless ``condition`` holds."""
     if not condition:
         raise CheckFailed(message)
+
+
+def beside(fn: Any, probe: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``probe(fn, *args, **kwargs)`` in the process where ``fn`` lives.
+
+    In the learner's kernel that is here. In the isolated re-check ``fn`` is a function of the
+    learner's process, called across a process boundary, and a probe that must watch it from the
+    inside (its code, its file writes) runs there, beside it; only the probe's answer comes back.
+    A probe is a function of ``resumable_core.course.checks``: the learner's process has no other.
+    """
+    remote = getattr(type(fn), "rpc_beside", None)  # on the type: nothing the learner made defines it there
+    return remote(fn, probe, *args, **kwargs) if remote is not None else probe(fn, *args, **kwargs)
 
 
 _SCRATCH_ROOT: list[Path] = []

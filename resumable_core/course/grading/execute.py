@@ -3,9 +3,12 @@
 :class:`SandboxedExecute` takes the place of nbgrader's ``Execute`` in ``Autograde.autograde_preprocessors``
 (the working course's ``nbgrader_config.py``, :func:`.workspace.write_course`). For one notebook it
 
-1. copies the notebook's folder into a fresh scratch folder and writes the notebook there;
+1. copies the notebook's folder into a fresh scratch folder and writes the notebook there, its
+   test cells without their hidden blocks (:func:`.learner_view.kernel_notebook`: those run only in
+   the re-check's checker process, outside the learner's reach);
 2. runs :mod:`.kernel_runner` inside the sandbox (:mod:`.sandbox`), which starts the kernel there and
-   saves the notebook after every cell;
+   saves the notebook after every cell; the kernel sees the library without the hidden checks
+   (:func:`.learner_view.learner_library`);
 3. reads back only that result file (size-capped), and takes from it only the outputs and execution
    counts of the cells that ran, after checking that every cell is the one it sent (type, id,
    source, metadata): nothing the submission writes can change which cells there are or what they
@@ -20,7 +23,9 @@ With ``sandboxed = False`` (``grade --no-sandbox``) the same runner runs as a pl
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -32,6 +37,7 @@ from traitlets import Bool, Integer, Unicode
 
 from .. import nbgrader_cli
 from .kernel_runner import KEY
+from .learner_view import kernel_notebook, learner_library
 from .sandbox import NOT_RUN, SCRATCH, Limits, Result, Sandbox, run_plain
 
 RUNNER = "resumable_core.course.grading.kernel_runner"
@@ -58,15 +64,25 @@ def _stderr_as_stdout(outputs: list[Any]) -> list[Any]:
 
 
 def _read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
-    """The runner's notebook (None if unusable) and why it is not usable."""
+    """The runner's notebook (None if unusable) and why it is not usable.
+
+    Opened without following a link and without blocking: a submission may have made the file a
+    symlink to ``/dev/zero`` or a fifo; anything but a regular file under ``cap`` is no result.
+    """
     try:
-        size = path.stat().st_size
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None, "the sandbox wrote no result"
-    if size > cap:
-        return None, f"the executed notebook is over the output cap ({size >> 20} MiB > {cap >> 20} MiB)"
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None, "the sandbox's result is not a regular file"
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > cap:
+            return None, f"the executed notebook is over the output cap ({st.st_size >> 20} MiB > {cap >> 20} MiB)"
+        data = f.read(cap + 1)
     try:
-        return nbformat.read(str(path), as_version=4), None
+        return nbformat.reads(data.decode("utf-8"), as_version=4), None
     except Exception as e:  # noqa: BLE001 - anything unreadable is just no result
         return None, f"the sandbox's result is not a notebook ({type(e).__name__})"
 
@@ -131,7 +147,9 @@ class SandboxedExecute(NbGraderPreprocessor):
 
     timeout = Integer(60, help="seconds a cell may run before it is interrupted").tag(config=True)
     wall = Integer(0, help="seconds for the whole notebook (0: the timeout per code cell, plus 60)").tag(config=True)
-    memory = Integer(Limits.memory, help="bytes of address space of each process in the sandbox").tag(config=True)
+    memory = Integer(
+        Limits.memory, help="bytes of memory of the whole sandbox (and of address space of each process in it)"
+    ).tag(config=True)
     library = Unicode("", help="the pristine copy of resumable_core the sandbox sees").tag(config=True)
     sandboxed = Bool(True, help="run in bubblewrap (False: grade --no-sandbox)").tag(config=True)
     result_cap = Integer(16 << 20, help="bytes: a larger executed notebook counts as no result").tag(config=True)
@@ -141,15 +159,17 @@ class SandboxedExecute(NbGraderPreprocessor):
         name = f"{(resources.get('metadata') or {}).get('name') or 'notebook'}.ipynb"
         n_code = sum(1 for c in nb.cells if c.cell_type == "code")
         limits = Limits(memory=self.memory, wall=float(self.wall or self.timeout * n_code + 60))
+        sent = kernel_notebook(nb)
         with tempfile.TemporaryDirectory(prefix="resumable-scratch-") as tmp:
             scratch = Path(tmp) / "work"
             shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-            nbformat.write(nb, str(scratch / name))
+            nbformat.write(sent, str(scratch / name))
             inside = SCRATCH if self.sandboxed else str(scratch)
             argv = [sys.executable, "-m", RUNNER, f"{inside}/{name}", f"{inside}/.result.ipynb"]
             argv += ["--timeout", str(int(self.timeout))]
             if self.sandboxed:
-                run = Sandbox(Path(self.library) if self.library else None, limits).run(argv, scratch)
+                library = learner_library(Path(self.library)) if self.library else None
+                run = Sandbox(library, limits).run(argv, scratch)
             else:
                 run = run_plain(argv, scratch, limits, nbgrader_cli.env())
             result, unusable = _read_result(scratch / ".result.ipynb", self.result_cap)
@@ -157,4 +177,8 @@ class SandboxedExecute(NbGraderPreprocessor):
         if why is None and run.returncode not in (0, 1):
             why = f"the sandbox ended with exit code {run.returncode}"
         self.log.info("executed %s in %.1f s (%s)", name, run.seconds, why or "complete")
-        return merge_result(nb, result, why), resources
+        merged = merge_result(sent, result, why)
+        for cell, ran in zip(nb.cells, merged.cells, strict=True):  # the outputs onto the cells as graded
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
+        return nb, resources

@@ -74,6 +74,7 @@ def execute(in_path: Path, out_path: Path, timeout: int) -> int:
         kernel_name="python3",
         error_on_timeout=ERROR_ON_TIMEOUT,
         extra_arguments=["--HistoryManager.hist_file=:memory:"],
+        shutdown_kernel="immediate",  # nothing of the kernel is needed after its last cell: no graceful wait
         resources={"metadata": {"path": str(in_path.parent)}},
         on_cell_executed=executed,
     )

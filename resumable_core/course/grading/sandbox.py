@@ -4,29 +4,34 @@
 loopback, its own PID namespace, ``--die-with-parent``, ``--new-session``), read-only binds of only
 what Python needs (``/usr``, ``/lib*``, a few files of ``/etc``, the interpreter's real prefix, the
 venv) and of a pristine copy of ``resumable_core`` made once per grading run
-(:func:`library_copy`, first on ``PYTHONPATH``), one writable scratch folder, a private tmpfs
-``/tmp`` and ``HOME``, a clean environment (an allowlist), resource limits set in the child before
-``exec`` (:class:`Limits`), a process cap (a pids cgroup where one can be made, else
-``RLIMIT_NPROC``), a wall clock after which the whole sandbox is killed, and caps on the output it
-may write to its pipes. Why and what it still lets through: ``docs/architecture.md``, "The sandbox".
+(:func:`library_copy`, first on ``PYTHONPATH``), one writable scratch folder (on a size-capped tmpfs
+of its own where the grader may mount one, :class:`_Disk`), a private tmpfs ``/tmp`` and ``HOME``, a
+clean environment (an allowlist), resource limits set in the child before ``exec`` (:class:`Limits`),
+a cgroup for the whole sandbox where one can be made (:class:`_Cgroup`: its memory and process caps;
+else only ``RLIMIT_AS`` per process and ``RLIMIT_NPROC``), a wall clock after which the whole
+sandbox is killed, and caps on the output it may write to its pipes. Why and what it still lets
+through: ``docs/architecture.md``, "The sandbox".
 """
 
 from __future__ import annotations
 
 import compileall
 import contextlib
+import ctypes
 import functools
 import os
+import re
 import resource
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,11 +69,13 @@ class Limits:
     """What one sandbox may use; every limit it hits is named in :attr:`Result.limit`."""
 
     memory: int = 1 << 30
-    """Address space of each process (``RLIMIT_AS``), bytes."""
+    """Memory of the whole sandbox (a memory cgroup, no swap), and address space of each process (``RLIMIT_AS``), bytes."""
     processes: int = 128
     """Processes and threads at once (a pids cgroup, else ``RLIMIT_NPROC``)."""
     file_size: int = 64 << 20
     """Largest file it may write (``RLIMIT_FSIZE``), bytes."""
+    disk: int = 256 << 20
+    """What it may add to its scratch folder (a tmpfs of its own, where the grader may mount one), bytes."""
     output: int = 1 << 20
     """Bytes kept of each of stdout and stderr; more kills the sandbox."""
     wall: float = 600.0
@@ -82,6 +89,7 @@ class Limits:
             "memory": _mib(self.memory),
             "processes": str(self.processes),
             "file size": _mib(self.file_size),
+            "disk": _mib(self.disk),
             "output": _mib(self.output),
             "wall clock": f"{self.wall:g} s",
         }
@@ -131,50 +139,340 @@ def library_copy(dest: Path) -> Path:
     return dest  # read-only inside: bound with --ro-bind
 
 
-# --- the process cap ---------------------------------------------------------------------------
+# --- the cgroup: processes and memory of the whole sandbox ---------------------------------------
+
+CGROUP_CONTROLLERS = frozenset({"pids", "memory"})
+"""The cgroup controllers a sandbox's cgroup uses: ``pids`` caps its processes, ``memory`` its memory."""
 
 
-def _pids_root() -> Path | None:
-    """A pids cgroup folder this process may make children in (cgroup v1's ``pids`` hierarchy), or None."""
+def _cgroup_mounts() -> tuple[dict[str, Path], Path | None]:
+    """Where each cgroup v1 controller's hierarchy is mounted, and where the v2 hierarchy is (or None)."""
+    v1: dict[str, Path] = {}
+    v2 = None
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "cgroup":
+            for option in fields[3].split(","):
+                v1.setdefault(option, Path(fields[1]))
+        elif len(fields) >= 4 and fields[2] == "cgroup2" and v2 is None:
+            v2 = Path(fields[1])
+    return v1, v2
+
+
+def _enable_v2(folder: Path) -> set[str]:
+    """The controllers of ours a child of v2 ``folder`` gets, enabled in its ``cgroup.subtree_control`` if need be.
+
+    Enabling fails, and the controller is left out, where ``folder`` is not delegated to this user or
+    holds processes itself (cgroup v2's "no internal processes" rule; the root cgroup is exempt).
+    """
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        available = set((folder / "cgroup.controllers").read_text().split()) & CGROUP_CONTROLLERS
+        enabled = set((folder / "cgroup.subtree_control").read_text().split())
     except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            folder = Path("/sys/fs/cgroup/pids") / path.lstrip("/")
-            if os.access(folder, os.W_OK) and (folder / "cgroup.procs").exists():
-                return folder
-    return None
+        return set()
+    for name in sorted(available - enabled):
+        with contextlib.suppress(OSError):
+            (folder / "cgroup.subtree_control").write_text(f"+{name}")
+            enabled.add(name)
+    return available & enabled
 
 
-class _PidsCgroup:
-    """A fresh pids cgroup holding the whole sandbox: the process cap, and a kill that misses no one."""
+def _cgroup_parents() -> dict[Path, frozenset[str]]:
+    """Folders this process may make a cgroup in, each with the controllers of ours a child there gets.
 
-    def __init__(self, root: Path, limit: int) -> None:
-        self.path = root / f"resumable-sandbox-{uuid.uuid4().hex[:12]}"
-        self.path.mkdir()
-        (self.path / "pids.max").write_text(str(limit))
+    cgroup v1 mounts each controller in its own hierarchy (a folder per controller); v2 has one.
+    """
+    try:
+        own = Path("/proc/self/cgroup").read_text().splitlines()
+        v1, v2 = _cgroup_mounts()
+    except OSError:
+        return {}
+    parents: dict[Path, set[str]] = {}
+    for line in own:
+        _, names, path = line.split(":", 2)
+        if names:
+            for name in set(names.split(",")) & CGROUP_CONTROLLERS & set(v1):
+                parents.setdefault(v1[name] / path.lstrip("/"), set()).add(name)
+        elif v2 is not None and (enabled := _enable_v2(v2 / path.lstrip("/"))):
+            parents.setdefault(v2 / path.lstrip("/"), set()).update(enabled)
+    return {
+        folder: frozenset(names)
+        for folder, names in parents.items()
+        if os.access(folder, os.W_OK) and (folder / "cgroup.procs").exists()
+    }
+
+
+def _counter(path: Path, key: str) -> int:
+    """The value of ``key`` in a cgroup file of ``key value`` lines (``pids.events``, ``memory.events``), 0 if absent."""
+    for line in path.read_text().splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
+def _out_of_memory(folder: Path) -> bool:
+    """Whether the memory cgroup ``folder`` ran out: its OOM (v2) or OOM-kill (v1 and v2) count is not 0."""
+    v2 = folder / "memory.events"
+    if v2.exists():
+        return _counter(v2, "oom") + _counter(v2, "oom_kill") > 0
+    return _counter(folder / "memory.oom_control", "oom_kill") > 0
+
+
+def _set_limits(folder: Path, controllers: frozenset[str], limits: Limits) -> None:
+    if "pids" in controllers:
+        (folder / "pids.max").write_text(str(limits.processes))
+    if "memory" not in controllers:
+        return
+    if (folder / "memory.max").exists():  # cgroup v2
+        (folder / "memory.max").write_text(str(limits.memory))
+        if (folder / "memory.swap.max").exists():
+            (folder / "memory.swap.max").write_text("0")
+    else:  # cgroup v1; memory plus swap no more than memory: no swap
+        (folder / "memory.limit_in_bytes").write_text(str(limits.memory))
+        if (folder / "memory.memsw.limit_in_bytes").exists():
+            (folder / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
+
+
+class _Cgroup:
+    """A fresh cgroup holding the whole sandbox: its process cap, its memory cap, and a kill that misses no one.
+
+    One folder per hierarchy it is made in (cgroup v1 has one per controller, v2 one for all); a
+    hierarchy where the folder or its limit cannot be made is left out, and so is its controller.
+    """
+
+    def __init__(self, parents: Mapping[Path, frozenset[str]], limits: Limits) -> None:
+        name = f"{_owned('resumable-sandbox-')}{uuid.uuid4().hex[:12]}"
+        self.folders: dict[Path, frozenset[str]] = {}
+        for parent, controllers in parents.items():
+            folder = parent / name
+            try:
+                folder.mkdir()
+            except OSError:
+                continue
+            try:
+                _set_limits(folder, controllers, limits)
+            except OSError:
+                folder.rmdir()
+                continue
+            self.folders[folder] = controllers
+        self.controllers = frozenset().union(*self.folders.values())
 
     def enter(self) -> None:
         """Called in the child before ``exec``: it and all its descendants are in the cgroup."""
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        for folder in self.folders:
+            (folder / "cgroup.procs").write_text(str(os.getpid()))
 
-    def hit(self) -> bool:
-        events = (self.path / "pids.events").read_text().split()
-        return len(events) == 2 and int(events[1]) > 0
+    def hit(self) -> str | None:
+        """The limit the kernel counted a hit of: ``"memory"`` (out of memory) or ``"processes"``; else None."""
+        for folder, controllers in self.folders.items():
+            if "memory" in controllers and _out_of_memory(folder):
+                return "memory"
+        for folder, controllers in self.folders.items():
+            if "pids" in controllers and _counter(folder / "pids.events", "max"):
+                return "processes"
+        return None
 
     def kill_and_remove(self) -> None:
         for _ in range(100):
-            pids = (self.path / "cgroup.procs").read_text().split()
+            pids = {pid for folder in self.folders for pid in (folder / "cgroup.procs").read_text().split()}
             if not pids:
                 break
             for pid in pids:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
             time.sleep(0.02)
+        for folder in self.folders:
+            folder.rmdir()
+        self.folders = {}
+
+
+# --- what a grader that died mid-run left -------------------------------------------------------
+
+_LEFT_BEHIND = re.compile(r"resumable-sandbox-(?:disk-|shared-)?(\d+)-")
+"""The names of the cgroups and mount points a sandbox makes, with the grader's process id."""
+
+
+def _owned(prefix: str) -> str:
+    """``prefix`` with this process's id: what it leaves behind if it dies mid-run can be found and removed."""
+    return f"{prefix}{os.getpid()}-"
+
+
+def _gone(name: str) -> bool:
+    """Whether ``name`` is a cgroup or mount point of ours whose grader process has ended."""
+    found = _LEFT_BEHIND.match(name)
+    if found is None:
+        return False
+    try:
+        os.kill(int(found.group(1)), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, someone else's
+        return False
+    return False
+
+
+def _sweep_left_behind() -> None:
+    """Unmount the tmpfs and remove the (empty) cgroups of graders that died mid-run (a SIGKILL skips ``finally``)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            point = Path(line.split()[1])
+            if line.startswith("tmpfs ") and _gone(point.name):
+                with contextlib.suppress(OSError):
+                    _umount(point)
+                    point.rmdir()
+    for parent in _cgroup_parents():
+        with contextlib.suppress(OSError):
+            for folder in parent.glob("resumable-sandbox-*"):
+                if _gone(folder.name):
+                    with contextlib.suppress(OSError):  # not empty: a process of it still runs
+                        folder.rmdir()
+
+
+def _cgroup(limits: Limits) -> _Cgroup | None:
+    """The sandbox's cgroup, or None where no controller of ours can be used (not root, no delegation)."""
+    parents = _cgroup_parents()
+    cgroup = _Cgroup(parents, limits) if parents else None
+    return cgroup if cgroup is not None and cgroup.folders else None
+
+
+# --- the disk quota ------------------------------------------------------------------------------
+
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MNT_DETACH = 2, 4, 32, 2
+_FULL = 64 << 10
+"""Free bytes under which the scratch tmpfs counts as full (the disk limit hit)."""
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _mount_tmpfs(target: Path, flags: int, options: str) -> None:
+    if _libc().mount(b"tmpfs", os.fsencode(target), b"tmpfs", flags, options.encode()) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
+
+def _umount(target: Path) -> None:
+    if _libc().umount2(os.fsencode(target), _MNT_DETACH) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err), str(target))
+
+
+def _copy_file(src: str, dest: Path) -> None:
+    """Copy ``src`` if it is a regular file; a symlink, fifo, socket or device (even one swapped in) is skipped."""
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:  # a symlink (ELOOP), a fifo with no writer, or gone
+        return
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            with open(dest, "wb") as out:
+                shutil.copyfileobj(f, out, 1 << 20)
+            os.chmod(dest, stat.S_IMODE(mode) & 0o777)
+
+
+def _copy_regular(src: Path, dest: Path) -> None:
+    """The folders and regular files under ``src`` into ``dest``; nothing else, no link followed."""
+    todo = [(src, dest)]  # a loop, not recursion: a learner may nest folders thousands deep
+    while todo:
+        here, there = todo.pop()
+        with os.scandir(here) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    (there / entry.name).mkdir(exist_ok=True)
+                    todo.append((Path(entry.path), there / entry.name))
+                elif entry.is_file(follow_symlinks=False):
+                    _copy_file(entry.path, there / entry.name)
+
+
+def _empty(folder: Path) -> None:
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+
+
+class _Disk:
+    """The scratch folder on a tmpfs of its own for one run: what the sandbox writes there is capped.
+
+    The choice: the host's scratch folder, bound as it is, is capped only by the host's disk
+    (``RLIMIT_FSIZE`` caps each file, not their number), and a tmpfs made inside the sandbox is gone
+    with the result file when the sandbox ends. So the grader (as root: mounting needs it) mounts a
+    tmpfs on the host, copies the scratch folder in, remounts it at that size plus ``Limits.disk``
+    (plus as many inodes as pages), binds it at :data:`SCRATCH`, and once the sandbox is dead puts its
+    folders and regular files back into the scratch folder: never a symlink, fifo or device, so the
+    grader reads nothing a learner points it at. Its pages count against the memory cgroup as well.
+    """
+
+    def __init__(self, scratch: Path, size: int) -> None:
+        # Beside the scratch folder, never inside it (a TMPDIR under it): the copy in would copy itself.
+        self.path = Path(tempfile.mkdtemp(prefix=_owned("resumable-sandbox-disk-"), dir=scratch.parent))
+        self.mounted = False
+        try:
+            _mount_tmpfs(self.path, _MS_NOSUID | _MS_NODEV, "mode=0700")
+            self.mounted = True
+            _copy_regular(scratch, self.path)
+            used = os.statvfs(self.path)
+            blocks, inodes = used.f_blocks - used.f_bfree, used.f_files - used.f_ffree
+            options = f"size={blocks * used.f_frsize + size},nr_inodes={inodes + max(1024, size // 4096)}"
+            _mount_tmpfs(self.path, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV, options)
+        except OSError:
+            self.remove()
+            raise
+
+    def full(self) -> bool:
+        """Whether the sandbox filled it: less than :data:`_FULL` bytes or no inode left."""
+        free = os.statvfs(self.path)
+        return free.f_bavail * free.f_frsize < _FULL or free.f_favail == 0
+
+    def copy_back(self, scratch: Path) -> None:
+        """Make ``scratch`` hold what the sandbox left (call only when every process of it is dead)."""
+        _empty(scratch)
+        _copy_regular(self.path, scratch)
+
+    def remove(self) -> None:
+        if self.mounted:
+            _umount(self.path)
+        self.mounted = False
         self.path.rmdir()
+
+
+@contextlib.contextmanager
+def capped_folder(size: int) -> Iterator[Path]:
+    """A fresh folder to bind read-write (``rw=``) into sandboxes, on a tmpfs of ``size`` bytes.
+
+    Where the grader may not mount (not root) it is a plain temporary folder, capped only by the
+    disk. Removed, with all in it, at the end.
+    """
+    _sweep_left_behind()
+    path = Path(tempfile.mkdtemp(prefix=_owned("resumable-sandbox-shared-")))
+    try:
+        _mount_tmpfs(path, _MS_NOSUID | _MS_NODEV, f"size={size},nr_inodes={max(1024, size // 4096)},mode=0700")
+    except PermissionError:
+        mounted = False
+    else:
+        mounted = True
+    try:
+        yield path
+    finally:
+        if mounted:
+            _umount(path)  # detached: its files go with it
+            path.rmdir()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _disk(scratch: Path, size: int) -> _Disk | None:
+    """The scratch folder's own tmpfs, or None where the grader may not mount one (not root): no quota."""
+    try:
+        return _Disk(scratch, size)
+    except PermissionError:
+        return None
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -233,10 +531,18 @@ class Sandbox:
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables set inside besides the allowlist (trusted values only: never a secret)."""
 
-    def command(self, argv: Sequence[str], scratch: Path, etc: Path, ro: Sequence[tuple[Path, str]] = ()) -> list[str]:
+    def command(
+        self,
+        argv: Sequence[str],
+        scratch: Path,
+        etc: Path,
+        ro: Sequence[tuple[Path, str]] = (),
+        rw: Sequence[tuple[Path, str]] = (),
+    ) -> list[str]:
         """The ``bwrap`` command line running ``argv`` with ``scratch`` writable at :data:`SCRATCH`.
 
-        ``etc``: an empty folder for the sandbox's own ``/etc/passwd`` and ``/etc/group``.
+        ``etc``: an empty folder for the sandbox's own ``/etc/passwd`` and ``/etc/group``. ``ro`` and
+        ``rw``: more (host path, path inside) binds, read-only and writable, mounted after all others.
         """
         uid, gid = os.getuid(), os.getgid()
         (etc / "passwd").write_text(PASSWD.format(uid=uid, gid=gid))
@@ -254,47 +560,73 @@ class Sandbox:
         args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
         for host, inside in ro:
             args += ["--ro-bind", str(host), inside]
+        for host, inside in rw:
+            args += ["--bind", str(host), inside]
         args += ["--remount-ro", "/"]  # bwrap's root is an uncapped tmpfs in memory: nothing may be written there
         args += ["--clearenv"]
         for k, v in sorted(_environment(self.env).items()):
             args += ["--setenv", k, v]
         return [*args, "--", *argv]
 
-    def run(self, argv: Sequence[str], scratch: Path, ro: Sequence[tuple[Path, str]] = ()) -> Result:
-        """Run ``argv`` in the sandbox until it ends or hits a limit; whatever it started dies with it."""
+    def run(
+        self,
+        argv: Sequence[str],
+        scratch: Path,
+        ro: Sequence[tuple[Path, str]] = (),
+        rw: Sequence[tuple[Path, str]] = (),
+    ) -> Result:
+        """Run ``argv`` in the sandbox until it ends or hits a limit; whatever it started dies with it.
+
+        ``ro``, ``rw``: more binds (:meth:`command`), none inside ``scratch``; an ``rw`` folder is not under
+        the disk quota (:func:`capped_folder` makes one that is). Afterwards ``scratch`` holds what the
+        sandbox left there.
+        """
         if shutil.which(BWRAP) is None:
             raise SandboxError("bwrap is not installed")
         scratch = Path(scratch).resolve()
-        root = _pids_root()
-        cgroup = _PidsCgroup(root, self.limits.processes) if root else None
-        etc = tempfile.TemporaryDirectory(prefix="resumable-sandbox-etc-")
         started = time.monotonic()
-        try:
-            cmd = self.command(argv, scratch, Path(etc.name), ro)
-            nproc = self.limits.processes + (0 if cgroup else _processes_of_this_user())
-            setup = functools.partial(_child_setup, self.limits, nproc, cgroup)  # the limits: in the child, before exec
-            proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-                preexec_fn=setup,
-            )
+        _sweep_left_behind()
+        with tempfile.TemporaryDirectory(prefix="resumable-sandbox-etc-") as etc:
+            cgroup = _cgroup(self.limits)
+            disk = None
             try:
-                stdout, stderr, limit = _pump(proc, self.limits, started + self.limits.wall)
+                disk = _disk(scratch, self.limits.disk)
+                cmd = self.command(argv, disk.path if disk else scratch, Path(etc), ro, rw)
+                returncode, stdout, stderr, limit = self._start_and_wait(cmd, cgroup)
+                limit = limit or (cgroup.hit() if cgroup else None)
+                if cgroup is not None:  # before the copy back: no process of it is left to race it (without a
+                    cgroup.kill_and_remove()  # cgroup its PID namespace is dying; the copy skips a swapped-in link)
+                if disk is not None:
+                    limit = limit or ("disk" if disk.full() else None)
+                    disk.copy_back(scratch)
             finally:
-                _kill(proc)
-            if limit is None and cgroup is not None and cgroup.hit():
-                limit = "processes"
-        finally:
-            if cgroup is not None:
-                cgroup.kill_and_remove()
-            etc.cleanup()
-        limit = limit or _limit_from_exit(proc.returncode, stderr)
-        return Result(
-            proc.returncode, stdout, stderr, self.limits.describe(limit) if limit else None, time.monotonic() - started
+                if cgroup is not None:
+                    cgroup.kill_and_remove()
+                if disk is not None:
+                    disk.remove()
+        limit = limit or _limit_from_exit(returncode, stderr)
+        seconds = time.monotonic() - started
+        return Result(returncode, stdout, stderr, self.limits.describe(limit) if limit else None, seconds)
+
+    def _start_and_wait(self, cmd: list[str], cgroup: _Cgroup | None) -> tuple[int, bytes, bytes, str | None]:
+        """Run ``cmd`` (bwrap) with the limits set before ``exec``; its exit code, output and the limit it hit."""
+        enforced = cgroup.controllers if cgroup else frozenset()
+        nproc = self.limits.processes + (0 if "pids" in enforced else _processes_of_this_user())
+        setup = functools.partial(_child_setup, self.limits, nproc, cgroup)  # in the child, before exec
+        deadline = time.monotonic() + self.limits.wall
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=setup,
         )
+        try:
+            stdout, stderr, limit = _pump(proc, self.limits, deadline)
+        finally:
+            _kill(proc)
+        return proc.returncode, stdout, stderr, limit
 
 
 def run_plain(argv: Sequence[str], cwd: Path, limits: Limits, env: Mapping[str, str]) -> Result:
@@ -331,11 +663,14 @@ def _processes_of_this_user() -> int:
     return count
 
 
-def _child_setup(limits: Limits, nproc: int, cgroup: _PidsCgroup | None) -> None:
+def _child_setup(limits: Limits, nproc: int, cgroup: _Cgroup | None) -> None:
     """In the child, before ``exec bwrap``: the limits every process of the sandbox inherits.
 
     ``RLIMIT_NPROC`` (``nproc``) is what caps processes for a grader that is not root and has no
-    pids cgroup; root is exempt from it, even inside a user namespace.
+    pids cgroup; root is exempt from it, even inside a user namespace. ``RLIMIT_AS`` stays beside the
+    memory cgroup: one allocation over the limit fails at once with a ``MemoryError`` the cell can
+    report (the kernel lives on), where the cgroup would let it be mapped and OOM-kill a process
+    when its pages are touched; and it is the only memory cap where no memory cgroup can be made.
     """
     if cgroup is not None:
         cgroup.enter()

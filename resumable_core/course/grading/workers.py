@@ -5,8 +5,9 @@ own copy of the working course (the gradebook included). For one student at a ti
 nbgrader's autograde (each notebook in the sandbox: :mod:`.execute`), re-checks outside the
 learner's kernel, in the sandbox too, every test cell that scored (:mod:`.recheck`: a learner cell
 can monkeypatch the checks its kernel runs), zeroes the cells that fail there (an inconclusive
-re-run zeroes them too, "needs review": a learner can make it inconclusive at will), makes the
-feedback, and writes ``reports/<student>.json``. Only those files cross back: the grading process
+re-run zeroes them too, "needs review": a learner can make it inconclusive at will), and writes
+``reports/<student>.json`` (the feedback pages are drawn later, by :mod:`.report`, from the merged
+gradebook: nbgrader's own would show the hidden tests). Only those files cross back: the grading process
 reads the ones of the students it gave that worker and validates them; the worker's stdout and
 stderr go to ``worker.log``.
 
@@ -60,12 +61,13 @@ class StudentReport:
     success: bool
     log: str = ""
     error: str = ""
-    feedback: bool = False
     isolated: Cells = field(default_factory=dict)
     """{notebook: {grade_id: why}} of the cells zeroed by the isolated re-check."""
     isolated_kept: Cells = field(default_factory=dict)
     """{notebook: {"why": ..., "cells": "grade_id, ..."}} where the re-check was inconclusive (those cells score 0)."""
     seconds: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds of this student's ``autograde`` (nbgrader with the sandboxed kernel) and ``recheck``."""
 
 
 # --- inside a worker process -------------------------------------------------------------------
@@ -140,9 +142,10 @@ def recheck_isolated(
 def autograde_student(
     api: Any, root: Path, assignment: str, student: str, timeout: int, sandbox: Sandbox | None = None
 ) -> StudentReport:
-    """Autograde, re-check and give feedback to one student with nbgrader's API."""
+    """Autograde and re-check one student with nbgrader's API."""
     started = time.monotonic()
     result = api.autograde(assignment, student, force=True, create=True)
+    autograded = time.monotonic()
     report = StudentReport(
         student,
         str(root),
@@ -152,8 +155,9 @@ def autograde_student(
     )
     if report.success:
         report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, sandbox)
-        report.feedback = bool(api.generate_feedback(assignment, student, force=True).get("success"))
-    report.seconds = round(time.monotonic() - started, 2)
+    ended = time.monotonic()
+    report.timings = {"autograde": round(autograded - started, 2), "recheck": round(ended - autograded, 2)}
+    report.seconds = round(ended - started, 2)
     return report
 
 

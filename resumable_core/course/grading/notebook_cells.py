@@ -1,0 +1,86 @@
+"""The cells of a notebook, read as plain JSON: the instructor's setup, the learner's code, the tests.
+
+Used on both sides of the re-check's process boundary (:mod:`.recheck`, :mod:`.learner_server`).
+It reads plain JSON rather than going through ``course.notebooks`` (``nbgrader.utils``): it runs
+once per submission in fresh processes, and importing nbgrader costs seconds.
+"""
+
+from __future__ import annotations
+
+from .sandbox import NOT_RUN
+
+HARMLESS_MAGICS = {"matplotlib", "config", "load_ext", "reload_ext", "autoreload", "precision", "pprint"}
+"""Line magics that only configure the kernel's display or reloading: skipped without a word."""
+
+
+def info(cell: dict) -> dict:
+    """The cell's nbgrader metadata ({} if none)."""
+    return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def source_of(cell: dict) -> str:
+    """The cell's source as one string."""
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def setup_cells(nb: dict) -> list[tuple[str | None, str]]:
+    """(grade_id, source) of the instructor's locked code cells before the first solution cell."""
+    out = []
+    for c in nb.get("cells", []):
+        meta = info(c)
+        if c.get("cell_type") != "code":
+            continue
+        if meta.get("solution"):
+            break
+        if meta.get("locked") and not meta.get("grade"):
+            out.append((meta.get("grade_id"), source_of(c)))
+    return out
+
+
+def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
+    """(label, source, error the kernel showed or None) of every code cell the learner could write.
+
+    That is every code cell except nbgrader test cells and the instructor's locked cells: the
+    solution cells and cells without nbgrader metadata (added by the learner), in notebook order;
+    but not the cells the sandbox stopped (the one that killed the kernel and those after it): no
+    test cell that scored ran after them.
+    """
+    out = []
+    for n, c in enumerate((c for c in nb.get("cells", []) if c.get("cell_type") == "code"), start=1):
+        meta = info(c)
+        if not meta.get("solution") and (meta.get("grade") or meta.get("locked")):
+            continue
+        label = f"cell {meta['grade_id']!r}" if meta.get("grade_id") else f"added code cell {n}"
+        errors = [o for o in c.get("outputs") or [] if o.get("output_type") == "error"]
+        if any(o.get("ename") == NOT_RUN for o in errors):
+            continue
+        kernel = f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}" if errors else None
+        out.append((label, source_of(c), kernel))
+    return out
+
+
+def python_source(source: str) -> tuple[str, str | None]:
+    """The cell as plain Python (IPython magics and shell escapes blanked) and the first one that
+    does more than configure the kernel (None if none), which a plain process cannot run."""
+    lines, unrunnable = [], None
+    for ln in source.splitlines():
+        s = ln.lstrip()
+        if s.startswith(("%", "!")):
+            name = s.lstrip("%!").split(maxsplit=1)[0] if s.lstrip("%!") else ""
+            if not (s.startswith("%") and not s.startswith("%%") and name in HARMLESS_MAGICS):
+                unrunnable = unrunnable or s.split(maxsplit=1)[0]
+            lines.append("")
+        else:
+            lines.append(ln)
+    return "\n".join(lines), unrunnable
+
+
+def graded_sources(nb: dict) -> dict[str, str]:
+    """grade_id -> source of every graded code cell."""
+    out = {}
+    for c in nb.get("cells", []):
+        meta = info(c)
+        if c.get("cell_type") == "code" and meta.get("grade") and not meta.get("solution"):
+            out[meta["grade_id"]] = source_of(c)
+    return out
