@@ -33,7 +33,7 @@ WINGS = (
     Wing("lab", "resumable_core.lab.cli", "add_parsers", ("matrix", "simulate", "fixtures")),
     # check needs nbclient and nbformat, which the [lab] extra installs; it ships in the student kit
     Wing("lab", "resumable_core.course.self_check", "add_parser", ("check",)),
-    Wing("course", "resumable_core.course.grading.cli", "add_parser", ("grade",)),
+    Wing("course", "resumable_core.course.grading.cli", "add_parser", ("grade", "grades")),
 )
 
 DESCRIPTION = "Resumable Agents: crash and resume agent runs, check an exercise, grade a class."

@@ -1,9 +1,10 @@
-"""The ``grade`` subcommand of ``python -m resumable_core``: its options and what it prints."""
+"""The ``grade`` and ``grades`` subcommands of ``python -m resumable_core``: their options and what they print."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..assignments import ASSIGNMENTS
@@ -26,7 +27,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out",
         default=None,
-        help="working course folder (default: ./grading-<assignment>/, wiped if made by an earlier run)",
+        help=(
+            "a dry run in this working course folder: the course's gradebook is left alone "
+            "(default: work in ./grading-<assignment>/, wiped if made by an earlier run, then publish into the course)"
+        ),
     )
     p.add_argument(
         "--timeout",
@@ -40,7 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="folder with the assignment's source notebooks (default: <course>/solutions/<assignment>)",
     )
     p.add_argument(
-        "--course", default=None, help="course root holding solutions/<assignment> (default: this repository)"
+        "--course",
+        default=None,
+        help=(
+            "the nbgrader course (the folder of its nbgrader_config.py) holding solutions/<assignment>, "
+            "whose gradebook receives the grades (default: this repository)"
+        ),
     )
     p.add_argument(
         "--no-sandbox",
@@ -50,19 +59,74 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``grade`` to ``python -m resumable_core``'s subcommands (``subparsers`` from ``add_subparsers``)."""
+    """Add ``grade`` and ``grades`` to ``python -m resumable_core``'s subcommands (``subparsers`` from ``add_subparsers``)."""
     p = subparsers.add_parser(
         "grade",
-        help="autograde a class's submissions with nbgrader",
+        help="autograde a class's submissions with nbgrader, into the course's gradebook",
         description=(
-            "Autograde a class's submissions of one assignment with real nbgrader, re-check every test\n"
-            "that scored in a fresh process, and write grades.csv, feedback HTML and a score plot."
+            "Autograde a class's submissions of one assignment with real nbgrader, each in a sandbox,\n"
+            "re-check every test that scored in a fresh process, write grades.csv, feedback HTML and\n"
+            "a score plot, then put the grades and autograded notebooks into the course's gradebook\n"
+            "(the one its nbgrader_config.py names) for formgrader, generate_feedback and export.\n"
+            "With --out it is a dry run: the course is left alone."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_arguments(p)
     p.set_defaults(func=main)
+    add_grades_parser(subparsers)
     return p
+
+
+def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The ``grades`` subcommand: grades.csv rewritten from the course gradebook (after manual grading)."""
+    p = subparsers.add_parser(
+        "grades",
+        help="write grades.csv and feedback pages from the course's gradebook, manual grades included",
+        description=(
+            "Write one assignment's grades.csv (grade's columns) and each student's feedback page\n"
+            "(no test code) from the course's gradebook, which it only reads: run it after manual\n"
+            "grading in formgrader, and its scores agree with nbgrader export. Every student of the\n"
+            "gradebook gets a row; the reason names the cells that lost points or wait for a human."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--assignment",
+        default=ASSIGNMENTS[0],
+        metavar="NAME",
+        help=f"the assignment: this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})",
+    )
+    p.add_argument(
+        "--course",
+        default=None,
+        help="the nbgrader course (the folder of its nbgrader_config.py) (default: this repository)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="folder written: grades.csv and feedback-html/<student>.html (default: ./grades-<assignment>/)",
+    )
+    p.set_defaults(func=grades_main)
+    return p
+
+
+def grades_main(args: argparse.Namespace) -> int:
+    """Run ``grades``: 0 once the CSV is written, 2 when the course or the assignment is not there."""
+    from ..release import COURSE_ROOT  # imported here, as grade's pipeline: nbgrader loads only when used
+    from .course_grades import write_course_grades
+    from .publish import find_course
+
+    out = Path(args.out) if args.out else Path.cwd() / f"grades-{args.assignment}"
+    try:
+        subs = write_course_grades(find_course(args.course or COURSE_ROOT), args.assignment, out)
+    except GradingError as e:
+        print(f"grades: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(subs)} students' grades of {args.assignment} from the course gradebook")
+    print(f"grades:   {out / 'grades.csv'}")
+    print(f"feedback: {out / 'feedback-html'}/<student>.html")
+    return 0
 
 
 def _echo(*args: Any, flush: bool = False, **kwargs: Any) -> None:
@@ -101,4 +165,5 @@ def main(args: argparse.Namespace) -> int:
     print(f"grades:   {run.csv_path}")
     print(f"feedback: {run.out / 'feedback-html'}/<student>.html")
     print(f"plot:     {run.plot_path}")
+    print(f"course:   {run.published.db_url if run.published else 'left alone (--out: a dry run)'}")
     return 0

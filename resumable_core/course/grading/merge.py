@@ -31,7 +31,7 @@ class _NotebookRecord:
 
 
 @dataclass
-class _SubmissionRecord:
+class SubmissionRecord:
     """One student's submission read out of a gradebook as plain values (no session attached)."""
 
     student: str
@@ -40,7 +40,8 @@ class _SubmissionRecord:
     notebooks: list[_NotebookRecord]
 
 
-def _read(source_db: str, assignment: str, students: list[str]) -> list[_SubmissionRecord]:
+def read_submissions(source_db: str, assignment: str, students: list[str]) -> list[SubmissionRecord]:
+    """The students' submissions of ``assignment`` in a gradebook, as plain values (students without one: none)."""
     found = []
     with Gradebook(source_db) as src:
         for s in students:
@@ -59,16 +60,24 @@ def _read(source_db: str, assignment: str, students: list[str]) -> list[_Submiss
                 for nb in sub.notebooks
             ]
             names = {"first_name": st.first_name, "last_name": st.last_name, "email": st.email}
-            found.append(_SubmissionRecord(s, names, sub.timestamp, notebooks))
+            found.append(SubmissionRecord(s, names, sub.timestamp, notebooks))
     return found
 
 
-def _write(target_db: str, assignment: str, records: list[_SubmissionRecord]) -> None:
-    with warnings.catch_warnings(), Gradebook(target_db) as dst:
+def write_submissions(dst: Gradebook, assignment: str, records: list[SubmissionRecord]) -> None:
+    """Write ``records`` into ``dst``: each submission's grades, comments and flags replace what it held.
+
+    A student missing from ``dst`` is added with the record's names; one already there keeps its own
+    (a course's roster). The caller commits: nbgrader's own calls here commit as they go.
+    """
+    with warnings.catch_warnings():
         # nbgrader's add_submission trips SQLAlchemy autoflush warnings; the rows are right
         warnings.simplefilter("ignore")
         for rec in records:
-            dst.update_or_create_student(rec.student, **rec.names)
+            try:
+                dst.find_student(rec.student)
+            except MissingEntry:
+                dst.add_student(rec.student, **rec.names)
             dst.update_or_create_submission(assignment, rec.student, timestamp=rec.timestamp)
             for nb in rec.notebooks:
                 dst.find_submission_notebook(nb.name, assignment, rec.student).flagged = nb.flagged
@@ -78,12 +87,14 @@ def _write(target_db: str, assignment: str, records: list[_SubmissionRecord]) ->
                 for name, auto, manual in nb.comments:
                     c = dst.find_comment(name, nb.name, assignment, rec.student)
                     c.auto_comment, c.manual_comment = auto, manual
-            dst.db.commit()
 
 
 def merge_gradebook(target_db: str, source_db: str, assignment: str, students: list[str]) -> None:
     """Copy the students' submissions (grades, comments, flags) from a worker's gradebook."""
-    _write(target_db, assignment, _read(source_db, assignment, students))
+    records = read_submissions(source_db, assignment, students)
+    with Gradebook(target_db) as dst:
+        write_submissions(dst, assignment, records)
+        dst.db.commit()
 
 
 def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:

@@ -1,7 +1,7 @@
 """Grade a whole class with real nbgrader: ``python -m resumable_core grade PATH --assignment A``.
 
 :func:`grade` runs the steps, each a module of this package, in a fresh working course folder
-(``./grading-<assignment>/`` or ``--out``; the course's own gradebook is never touched):
+(``./grading-<assignment>/`` or ``--out``), then publish into the course:
 
 1. :mod:`.workspace`: make the working course, release the assignment there (which fills its
    gradebook with the test cells, hidden tests included); :mod:`.sandbox`: check that bubblewrap
@@ -14,7 +14,11 @@
    sandbox, :mod:`.execute`), re-check in the sandbox every test cell that scored, make the feedback;
 5. :mod:`.merge`: merge the workers' grades into the working gradebook, copy their outputs back;
 6. :mod:`.report`: say why each student lost points, write ``grades.csv`` and ``scores.png``
-   (and nbgrader's own export and ``feedback-html/<student>.html``).
+   (and nbgrader's own export and ``feedback-html/<student>.html``);
+7. :mod:`.publish`: unless ``--out`` was given (a dry run: the course is left alone), write the
+   students, their grades and ``autograded/`` into the course's own gradebook (the one its
+   ``nbgrader_config.py`` names), for formgrader, ``generate_feedback`` and ``export``. Whether the
+   assignment is released there is checked before the first student runs.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from pathlib import Path
 
 from ..nbgrader_cli import nbgrader
 from ..release import COURSE_ROOT
-from .collect import Submission, collect, unpacked
+from .collect import StudentIdError, Submission, check_id, collect, unpacked
 from .merge import copy_feedback_html, merge, set_scores
 from .prepare import prepare
+from .publish import Course, check_released, find_course, publish
 from .report import explain, plot_scores, write_csv
 from .sandbox import available, library_copy
 from .workers import Progress, run_workers
@@ -54,6 +59,17 @@ def _execution(work: Path, sandbox: bool, echo: Callable[..., None]) -> Executio
     return Execution(library=library_copy(work / "sandbox-lib"), sandboxed=True)
 
 
+def _student_ids(subs: list[Submission]) -> list[str]:
+    """The run's students by a usable id (a refused name's label is none): each one's course grades are replaced."""
+    ids = []
+    for sub in subs:
+        try:
+            ids.append(check_id(sub.student))
+        except StudentIdError:
+            continue
+    return ids
+
+
 @dataclass
 class GradeRun:
     """What ``grade`` produced."""
@@ -63,6 +79,8 @@ class GradeRun:
     csv_path: Path
     plot_path: Path
     seconds: float
+    published: Course | None = None
+    """The course the grades went into (None: a dry run with ``out``)."""
 
 
 def grade(
@@ -84,10 +102,15 @@ def grade(
         raise GradingError(f"{path} does not exist; pass the class's folder or zip")
     src = find_source(assignment, source, course)
     course_roots = [COURSE_ROOT, Path(course) if course else COURSE_ROOT, src.parent.parent]
+    target = None if out else find_course(course or COURSE_ROOT)
+    if target:
+        check_released(target, assignment)  # before any work: the fix is a release, not a re-run
     work = prepare_out(Path(out) if out else Path.cwd() / f"grading-{assignment}", course_roots)
     echo(f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, {jobs} job(s))")
     execution = _execution(work, sandbox, echo)
     releases = release_assignment(work, src, assignment, timeout, execution)
+    if target:
+        check_released(target, assignment, work)
     with unpacked(path) as root:
         subs = collect(root, assignment, sorted(releases))
         prepare(subs, work, assignment, releases)
@@ -112,4 +135,9 @@ def grade(
     plot_scores(work / "scores.png", subs, assignment)
     shutil.rmtree(work / "workers", ignore_errors=True)
     shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
-    return GradeRun(work, subs, work / "grades.csv", work / "scores.png", time.monotonic() - started)
+    if target:
+        students = _student_ids(subs)
+        publish(target, work, assignment, students)
+        echo(f"Published {len(students)} student(s) into the course gradebook {target.db_url}", flush=True)
+    seconds = time.monotonic() - started
+    return GradeRun(work, subs, work / "grades.csv", work / "scores.png", seconds, target)

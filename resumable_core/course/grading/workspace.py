@@ -1,7 +1,8 @@
 """Step 1 of grading: the working course folder, a throwaway nbgrader course with its own gradebook.
 
-The course's own gradebook is never touched: grading happens in ``./grading-<assignment>/`` (or
-``--out``), which this step refuses unless it is empty or was made by an earlier run (its marker).
+The work happens in ``./grading-<assignment>/`` (or ``--out``), which this step refuses unless it is
+empty or was made by an earlier run (its marker); only the last step, :mod:`.publish`, writes into
+the course's own gradebook, and not at all with ``--out`` (a dry run).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def prepare_out(out: Path, course_roots: list[Path]) -> Path:
     out = out.resolve()
     for root in course_roots:
         if out == root.resolve():
-            raise GradingError(f"--out {out} is the course folder itself: grading never writes into its gradebook")
+            raise GradingError(f"--out {out} is the course folder itself; pick another folder for the working course")
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             raise GradingError(f"{out} exists and was not made by this command; pick another --out")

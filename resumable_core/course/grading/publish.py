@@ -1,0 +1,228 @@
+"""Step 7 of grading: publish the run's results into the course's own gradebook and ``autograded/``.
+
+The course is the folder of its ``nbgrader_config.py``; its gradebook is the one that file names
+(``CourseDirectory.db_url``; by default SQLite ``gradebook.db`` at ``CourseDirectory.root``), so
+``nbgrader formgrader``, ``generate_feedback`` and ``export`` see what ``grade`` wrote. For every
+student of the run: the student (added if new; a roster's names are kept), the submission's grades,
+comments and flags (they replace what the course held: nothing is duplicated), and
+``autograded/<student>/<assignment>/`` (replaced; the course's stale ``feedback/`` of that student
+goes, so ``nbgrader generate_feedback`` writes it afresh). A student whose submission this run could
+not grade loses the course's old one, as ``grades.csv`` says 0.
+
+The assignment must already be in the course gradebook, with the same cells as the source graded
+(``make release`` puts it there); otherwise grading refuses before the first student runs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
+from nbgrader.coursedir import CourseDirectory
+from sqlalchemy.exc import SQLAlchemyError
+from traitlets.config.loader import PyFileConfigLoader
+
+from .merge import read_submissions, write_submissions
+from .workspace import GradingError, gradebook_url
+
+CONFIG_FILE = "nbgrader_config.py"
+LOCK_NAME = ".resumable-grading.lock"
+"""The lock file beside a course's SQLite gradebook (at the course root for other databases)."""
+
+
+@dataclass(frozen=True)
+class Course:
+    """An nbgrader course as its ``nbgrader_config.py`` describes it."""
+
+    root: Path
+    db_url: str
+    course_id: str
+    directory: CourseDirectory
+
+    def autograded(self, student: str, assignment: str) -> Path:
+        """``autograded/<student>/<assignment>/`` as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.autograded_directory, student, assignment))
+
+    def feedback(self, student: str, assignment: str) -> Path:
+        """``feedback/<student>/<assignment>/`` as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.feedback_directory, student, assignment))
+
+    @property
+    def sqlite_file(self) -> Path | None:
+        """The gradebook's file when it is SQLite (a relative path counts from the course root)."""
+        prefix = "sqlite:///"
+        if not self.db_url.startswith(prefix):
+            return None
+        return self.root / self.db_url[len(prefix) :]  # an absolute path stays itself under /
+
+    @property
+    def lock_file(self) -> Path:
+        """The file ``grade`` locks while it publishes, so two runs into one course take turns."""
+        db = self.sqlite_file
+        return db.with_name(db.name + ".lock") if db else self.root / LOCK_NAME
+
+
+def find_course(folder: str | Path) -> Course:
+    """The course at ``folder``: its root, gradebook URL, course id and layout, read from its ``nbgrader_config.py``."""
+    folder = Path(folder).resolve()
+    if not (folder / CONFIG_FILE).is_file():
+        raise GradingError(
+            f"{folder} has no {CONFIG_FILE}, so it is no nbgrader course; pass --course COURSE_DIR (or --out DIR "
+            "for a dry run that leaves every course alone)"
+        )
+    config = PyFileConfigLoader(CONFIG_FILE, path=str(folder)).load_config()
+    directory = CourseDirectory(config=config)
+    root = folder / directory.root  # '' or relative: from the course folder; absolute: itself
+    directory.root = str(root)  # before db_url is read: nbgrader's default gradebook sits at the root
+    return Course(root, directory.db_url, directory.course_id, directory)
+
+
+def _cells(gb: Gradebook, assignment: str) -> dict[str, list[tuple[str, str, float]]]:
+    """{notebook: its graded, answer and task cells with points}: what a submission's rows mirror."""
+    return {
+        nb.name: sorted(
+            [("grade", c.name, float(c.max_score)) for c in nb.grade_cells]
+            + [("solution", c.name, 0.0) for c in nb.solution_cells]
+            + [("task", c.name, float(c.max_score)) for c in nb.task_cells]
+        )
+        for nb in gb.find_assignment(assignment).notebooks
+    }
+
+
+def check_released(course: Course, assignment: str, work: Path | None = None) -> None:
+    """Refuse unless ``assignment`` is in the course gradebook (with the cells of the working course's, if given)."""
+    fix = f"release it there first: make release (nbgrader generate_assignment {assignment} in {course.root})"
+    db = course.sqlite_file
+    if db is not None and not db.is_file():
+        raise GradingError(f"the course gradebook {db} does not exist; {fix}")
+    with Gradebook(course.db_url, course.course_id) as gb:
+        try:
+            held = _cells(gb, assignment)
+        except MissingEntry:
+            raise GradingError(
+                f"assignment {assignment!r} is not in the course gradebook {course.db_url}; {fix}"
+            ) from None
+    if work is None:
+        return
+    with Gradebook(gradebook_url(work)) as gb:
+        graded = _cells(gb, assignment)
+    if graded != held:
+        raise GradingError(
+            f"assignment {assignment!r} in the course gradebook {course.db_url} has other notebooks or cells than "
+            f"the source graded (released before the source changed?); {fix}"
+        )
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (waiting for another ``grade`` publishing into the same course)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def one_transaction(gb: Gradebook) -> Iterator[None]:
+    """Everything done with ``gb`` inside commits once at the end, or not at all.
+
+    nbgrader's Gradebook commits after each of its calls; inside, its commits only flush (the
+    rows go to the database inside one open transaction) and the one real commit comes last, or
+    a rollback on any error. Why one transaction rather than writing a copy of an SQLite file and
+    ``os.replace``-ing it: it works for every database nbgrader supports, and a running formgrader
+    keeps its connection to the file: after a replace it would go on reading, and saving the
+    instructor's manual grades into, the old unlinked file.
+    """
+    session = gb.db()
+    session.commit = session.flush  # nbgrader's commits become flushes, on this session only
+    try:
+        yield
+    except BaseException:
+        del session.commit
+        session.rollback()
+        raise
+    del session.commit
+    session.commit()
+
+
+@contextmanager
+def replaced_folders(moves: list[tuple[Path | None, Path]], staging: Path) -> Iterator[None]:
+    """Put each new folder (or none) at its target, keeping the old ones aside; put them back if the block fails.
+
+    ``moves``: (new folder or None, target). The new folders are copied into ``staging`` first (on the
+    course's file system), so each swap is two renames.
+    """
+    done: list[tuple[Path, Path | None, Path | None]] = []  # (target, old kept aside or None, its new copy or None)
+    try:
+        for i, (new, target) in enumerate(moves):
+            incoming = staging / f"new-{i}"
+            if new is not None:
+                shutil.copytree(new, incoming)
+            old = staging / f"old-{i}" if target.exists() else None
+            if old is not None:
+                os.replace(target, old)
+            done.append((target, old, incoming if new is not None else None))
+            if new is not None:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(incoming, target)
+        yield
+    except BaseException:
+        for target, old, put in reversed(done):
+            if put is not None and target.exists():
+                shutil.rmtree(target)
+            if old is not None:
+                os.replace(old, target)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def publish(course: Course, work: Path, assignment: str, students: list[str]) -> None:
+    """Write the run's results for ``students`` (the run's ids) from the working course ``work`` into ``course``."""
+    records = read_submissions(gradebook_url(work), assignment, students)
+    graded = {r.student for r in records}
+    moves: list[tuple[Path | None, Path]] = []
+    for student in students:
+        new = work / "autograded" / student / assignment
+        moves.append((new if student in graded and new.is_dir() else None, course.autograded(student, assignment)))
+        moves.append((None, course.feedback(student, assignment)))
+    with locked(course.lock_file):
+        check_released(course, assignment, work)  # again under the lock: another run may have released since
+        staging = Path(tempfile.mkdtemp(prefix=".resumable-publish-", dir=course.root))
+        try:
+            with (
+                replaced_folders(moves, staging),
+                Gradebook(course.db_url, course.course_id) as gb,
+                one_transaction(gb),
+            ):
+                for student in students:
+                    _forget_ungraded(gb, assignment, student, graded)
+                write_submissions(gb, assignment, records)
+        except (SQLAlchemyError, InvalidEntry, OSError) as e:
+            why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise GradingError(
+                f"could not publish into the course gradebook {course.db_url} ({why}); nothing was written there, "
+                f"the graded run is in {work}: fix that and grade again"
+            ) from e
+
+
+def _forget_ungraded(gb: Gradebook, assignment: str, student: str, graded: set[str]) -> None:
+    """The student is on the roster; a submission this run could not grade drops the course's old one."""
+    try:
+        gb.find_student(student)
+    except MissingEntry:
+        gb.add_student(student)
+    if student in graded:
+        return
+    with suppress(MissingEntry):
+        gb.remove_submission(assignment, student)
