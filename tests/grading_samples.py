@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import nbformat
@@ -145,10 +146,13 @@ REAL_IS_ERROR_ALL = """def reconcile(cp, tools):
 
 REAL_FORGOT_PENDING = REAL_CORRECT.replace("    cp.pending_tool_use = None\n", "")
 
-REAL_INFINITE_LOOP = REAL_CORRECT.replace(
+REAL_INFINITE_LOOP = "import time\n\n\n" + REAL_CORRECT.replace(
     "        content, err = tools.execute(p.name, p.input), False",
-    "        while True:\n            pass",
+    "        while True:\n            time.sleep(1)",
 )
+"""Never returns on a read-only call. It waits instead of spinning: the timeout cuts both alike
+(tests/test_self_check.py cuts a spinning cell), and a spin would take a core of the test machine for
+every cut, in the kernel and again in the isolated re-check."""
 
 REAL_STDERR = REAL_CORRECT.replace(
     "        content, err = rc.STATUS_UNKNOWN, True",
@@ -251,12 +255,19 @@ def submission(
 
 
 def write_class(
-    source_nb_path: str | Path, out: str | Path, *, layout: str, assignment: str = "reconcile", copies: int = 1
+    source_nb_path: str | Path,
+    out: str | Path,
+    *,
+    layout: str,
+    assignment: str = "reconcile",
+    copies: int = 1,
+    students: Iterable[str] | None = None,
 ) -> dict[str, float]:
     """Write the sample class into ``out`` as a ``zip`` of flat files or a ``submitted`` folder.
 
     Returns the expected score of every student (``copies`` > 1 repeats the honest samples under
-    numbered names, for the bench). The notebook name is the source notebook's.
+    numbered names, for the bench). ``students`` picks some of ``SAMPLES`` (default all);
+    ``not_a_notebook`` and ``empty`` are always written. The notebook name is the source notebook's.
     """
     source_nb = nbformat.read(str(source_nb_path), as_version=4)
     nb_name = Path(source_nb_path).name
@@ -270,7 +281,8 @@ def write_class(
         else:
             files[f"submitted/{student}/{assignment}/{name or nb_name}"] = data
 
-    for student, (answer, opts, score) in SAMPLES.items():
+    chosen = SAMPLES if students is None else {s: SAMPLES[s] for s in students}
+    for student, (answer, opts, score) in chosen.items():
         for i in range(copies):
             sid = student if copies == 1 else f"{student}_{i:02d}"
             put(sid, nbformat.writes(submission(source_nb, answer, **opts)).encode(), opts.get("rename"))

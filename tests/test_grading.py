@@ -1,7 +1,8 @@
 """The grade command, end to end with real nbgrader, on a sample class of the real ``reconcile`` assignment.
 
-The class is graded twice (module fixtures): as a ``submitted/`` folder with ``--jobs 2`` and as a
-zip of flat ``<student>.ipynb`` files with ``--jobs 1``; every score is asserted on both.
+The class is graded twice (module fixtures): the whole class as a ``submitted/`` folder with
+``--jobs 2``, and one student of each way a submission can end (``ZIP_STUDENTS``) as a zip of flat
+``<student>.ipynb`` files with ``--jobs 1``; every score is asserted on both.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
+from resumable_core.course import release as course
 from resumable_core.course.grading import sandbox
 from resumable_core.course.grading.collect import collect, unpacked
 from resumable_core.course.grading.prepare import read_notebook, restore_cells, suspicious
@@ -26,6 +28,10 @@ REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
 TIMEOUT = 30  # per cell (a fresh kernel imports anthropic in ~10 s on a loaded 2-core box); the loop waits this long
 MAX = 19  # 16 autograded + 3 for the manually graded explanation
+ZIP_STUDENTS = ("correct", "rerun_everything", "monkeypatch", "os_exit")
+"""One of each way a graded notebook ends: full marks, failed checks, zeroed by the isolated re-check,
+a dead kernel (graded before the next student in the same worker); ``not_a_notebook`` and ``empty``
+come too. The other samples differ only in what their notebook holds, which no layout or --jobs changes."""
 
 pytestmark = pytest.mark.skipif(not SOURCE.exists(), reason="the course's reconcile assignment is not there")
 
@@ -35,10 +41,10 @@ def _rows(path: Path) -> dict[str, dict[str, str]]:
         return {r["student_id"]: r for r in csv.DictReader(f)}
 
 
-def _grade(tmp_path_factory, layout: str, jobs: int):
+def _grade(tmp_path_factory, layout: str, jobs: int, students: tuple[str, ...] | None = None):
     root = tmp_path_factory.mktemp(f"class-{layout}")
     path = root / ("class.zip" if layout == "zip" else "class")
-    expected = samples.write_class(SOURCE, path, layout=layout)
+    expected = samples.write_class(SOURCE, path, layout=layout, students=students)
     out = root / "out"
     code = cli_main(
         [
@@ -66,7 +72,7 @@ def folder_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def zip_run(tmp_path_factory):
-    return _grade(tmp_path_factory, "zip", jobs=1)
+    return _grade(tmp_path_factory, "zip", jobs=1, students=ZIP_STUDENTS)
 
 
 @pytest.mark.slow
@@ -84,15 +90,49 @@ def test_every_score_is_as_expected(run, request):
 @pytest.mark.slow
 @pytest.mark.nbgrader
 def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
-    """--jobs 2 (folder) and --jobs 1 (zip) give the same grades.csv row for row.
-
-    Only the renamed student's note differs: a flat file is named after the student, so there
-    is nothing to rename.
-    """
+    """--jobs 2 (folder) and --jobs 1 (zip) give the same grades.csv row, reason included, to every zip student."""
     a = {s: dict(r) for s, r in folder_run[2].items()}
     b = {s: dict(r) for s, r in zip_run[2].items()}
-    a["renamed"]["reason"] = b["renamed"]["reason"] = ""
-    assert a == b
+    assert set(b) == {*ZIP_STUDENTS, "not_a_notebook", "empty"}
+    assert {s: a[s] for s in b} == b
+
+
+WRONG_CELLS = {
+    # no dangling call is answered: only "nothing pending", the API (a deleted call is accepted) and the round trip pass
+    "delete_move": {
+        "test_reconcile_B",
+        "test_reconcile_C",
+        "test_read_only_tools",
+        "test_side_effect_tools",
+        "test_unknown_tool",
+    },
+    # pending_tool_use left set: every answered case fails and the checkpoint cannot be loaded back;
+    # the API only sees messages, so it accepts them
+    "forgot_pending": {
+        "test_reconcile_B",
+        "test_reconcile_C",
+        "test_read_only_tools",
+        "test_side_effect_tools",
+        "test_unknown_tool",
+        "test_round_trip",
+    },
+}
+"""The test cells each wrong move must fail (tests/test_checks.py's class does not grade these two again)."""
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+@pytest.mark.parametrize("student", sorted(WRONG_CELLS))
+def test_a_wrong_move_loses_exactly_the_cells_its_bug_breaks(folder_run, student):
+    """Per test cell in the gradebook: 0 on each cell the bug breaks, the cell's full points on every other."""
+    from nbgrader.api import Gradebook
+
+    _, out, _ = folder_run
+    auto = {c["grade_id"]: c["points"] for c in course.grade_cells(SOURCE) if c["kind"] == "auto"}
+    with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:
+        grades = gb.find_submission_notebook("reconcile", "reconcile", student).grades
+        got = {g.name: g.score for g in grades if g.name in auto}
+    assert got == {gid: 0 if gid in WRONG_CELLS[student] else points for gid, points in auto.items()}
 
 
 @pytest.mark.slow
@@ -146,16 +186,17 @@ def test_monkeypatching_the_checkers_does_not_pay(folder_run):
     """A rerun that also patches Toolbox.execute and the graders' checks scores like the plain rerun, and says why."""
     _, out, rows = folder_run
     assert rows["monkeypatch"]["score"] == rows["rerun_everything"]["score"]
-    reason = rows["monkeypatch"]["reason"]
-    for gid in ("test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"):
-        assert f"{gid} 0/" in reason
-    assert reason.count("failed in an isolated re-run") == 3
-    assert "isolated re-run" not in rows["rerun_everything"]["reason"] + rows["correct"]["reason"]
+    for student in ("monkeypatch", "rerun_everything"):
+        for gid in ("test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"):
+            assert f"{gid} 0/" in rows[student]["reason"], student
+    # the hidden-only cells run in the kernel without their hidden block: the isolated re-run decides them
+    assert rows["monkeypatch"]["reason"].count("failed in an isolated re-run") == 2
+    assert "isolated re-run" not in rows["correct"]["reason"]
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:  # nbgrader's own override, auto_score kept
-        g = gb.find_grade("test_reconcile_C", "reconcile", "reconcile", "monkeypatch")
-        assert (g.auto_score, g.manual_score, g.score) == (2.0, 0.0, 0.0)
+        g = gb.find_grade("test_unknown_tool", "reconcile", "reconcile", "monkeypatch")
+        assert (g.auto_score, g.manual_score, g.score) == (1.0, 0.0, 0.0)
 
 
 @pytest.mark.slow
