@@ -35,7 +35,7 @@ HONEST = ("correct", "rerun_everything", "delete_move", "is_error_all", "forgot_
 NBGRADER = "nbgrader"
 
 
-def _load_samples() -> ModuleType:
+def load_samples() -> ModuleType:
     """The test suite's sample class, loaded from its file (tests/ is not a package)."""
     spec = importlib.util.spec_from_file_location("grading_samples", REPO / "tests" / "grading_samples.py")
     if spec is None or spec.loader is None:
@@ -45,7 +45,7 @@ def _load_samples() -> ModuleType:
     return module
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
+def table(header: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
 
     def line(cells: list[str]) -> str:
@@ -66,7 +66,7 @@ def round_robin(students: list[str], n: int) -> list[str]:
 
 def write_class(folder: Path, n: int) -> dict[str, float]:
     """``n`` honest submissions in nbgrader's ``submitted/`` layout under ``folder``; their expected scores."""
-    samples = _load_samples()
+    samples = load_samples()
     keep = dict(samples.SAMPLES)
     samples.SAMPLES.clear()
     samples.SAMPLES.update({k: keep[k] for k in HONEST})
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = mismatches(expected, ways)
     if bad:
         print(f"GRADES DIFFER on {len(bad)} of {n} students:")
-        print(_table(["student", "expected", *ways], bad))
+        print(table(["student", "expected", *ways], bad))
         return 1
     kinds = len({s.rpartition("_")[0] for s in expected})
     agree = ", ".join(ways)
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         t = seconds[f"--jobs {j}"]
         label = f"kit grade --jobs {j} ({box}; + release, re-check, feedback, export)"
         rows.append([label, f"{t:.1f}", f"{t / n:.2f}", f"{seconds[NBGRADER] / t:.2f}x"])
-    print(_table(["way", "wall s", "per submission s", "speed-up vs nbgrader"], rows))
+    print(table(["way", "wall s", "per submission s", "speed-up vs nbgrader"], rows))
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"Load average at the end: {load} on {os.cpu_count()} cores; benchmark took {time.monotonic() - started:.0f} s."

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.util
 import inspect
 import io
 import os
@@ -36,7 +35,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import nbformat
@@ -47,29 +45,13 @@ from resumable_core.course.grading.kernel_runner import KEY
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.sandbox import SCRATCH, Limits, Sandbox, library_copy, run_plain
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench (bench/ is not a package)
+from bench_grading import load_samples, table
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
 PARTS = ("start", "kernel", "grade", "breakdown")
 RUNNER = [sys.executable, "-m", "resumable_core.course.grading.kernel_runner"]
-
-
-def _load_samples() -> ModuleType:
-    """The test suite's sample class, loaded from its file (tests/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("grading_samples", REPO / "tests" / "grading_samples.py")
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {REPO / 'tests' / 'grading_samples.py'}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 class BenchError(RuntimeError):
@@ -125,7 +107,7 @@ def _time_kernel(box: Sandbox | None, tmp: Path) -> float:
 
 def _write_class(folder: Path, copies: int) -> dict[str, float]:
     """Only the ``correct`` sample, ``copies`` times, in nbgrader's ``submitted/`` layout; expected scores."""
-    samples = _load_samples()
+    samples = load_samples()
     keep = samples.SAMPLES["correct"]
     samples.SAMPLES.clear()
     samples.SAMPLES["correct"] = keep
@@ -411,9 +393,9 @@ def breakdown_tables(clock: Clock, wall: float, worker_start: float) -> str:
     once.append(["whole grade (worker in-process; add the worker start for --jobs 1)", f"{wall:.3f}"])
     notes = "".join(f"\nNote: {n}" for n in dict.fromkeys(clock.notes))
     return (
-        _table(header, rows)
+        table(header, rows)
         + "\n\nOnce per grading run (the pipeline's steps; workers include the students above)\n"
-        + _table(["piece", "s"], once)
+        + table(["piece", "s"], once)
         + notes
     )
 
@@ -486,7 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = comparison(parts, repeats, tmp, why_not is None)
         if rows:
             print(f"What the sandbox costs (median of {repeats}, wall seconds; the two ways interleaved)")
-            print(_table(["what", "sandbox s", "no sandbox s", "sandbox/no sandbox"], rows))
+            print(table(["what", "sandbox s", "no sandbox s", "sandbox/no sandbox"], rows))
         if "breakdown" in parts and why_not:
             print("\nThe breakdown is of a sandboxed student: skipped without bwrap.")
         elif "breakdown" in parts:

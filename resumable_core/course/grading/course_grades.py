@@ -20,7 +20,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from .. import notebooks
 from .collect import Submission, check_id
-from .feedback import CellGrade, failure_message, write_feedback
+from .feedback import cell_grades, failure_message, write_feedback
 from .publish import Course
 from .report import write_csv
 from .workspace import GradingError
@@ -52,19 +52,6 @@ def _phrase(grade: Any, cell: Any) -> str | None:
     return f"{head} ({error[:120]})" if error else head
 
 
-def _cell_grades(nb: Any) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one submitted notebook, as the feedback page shows them."""
-    comments = {c.name: c.manual_comment or "" for c in nb.comments}
-    return {
-        g.name: CellGrade(
-            None if g.needs_manual_grade or g.score is None else float(g.score),
-            float(g.max_score),
-            comments.get(g.name, ""),
-        )
-        for g in nb.grades
-    }
-
-
 def _student(course: Course, sub: Any, assignment: str, feedback: Path, several: bool) -> list[str]:
     """One submission's reason phrases, cell by cell in notebook order; writes its feedback page(s)."""
     phrases = []
@@ -80,7 +67,7 @@ def _student(course: Course, sub: Any, assignment: str, feedback: Path, several:
             try:
                 page = feedback / f"{check_id(sub.student.id)}{f'-{nb.name}' if several else ''}.html"
                 title = f"{assignment}: {nb.name}.ipynb, {sub.student.id}"
-                write_feedback(autograded, _cell_grades(nb), page, title=title)
+                write_feedback(autograded, cell_grades(nb), page, title=title)
             except (OSError, ValueError) as e:  # ValueError: an id that is no safe file name, or a broken notebook
                 phrases.append(f"feedback HTML could not be written ({type(e).__name__})")
     return phrases

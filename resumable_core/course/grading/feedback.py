@@ -57,15 +57,20 @@ def gradebook_grades(db_url: str, assignment: str, student: str, notebook: str) 
             nb = gb.find_submission_notebook(notebook, assignment, student)
         except MissingEntry:
             return {}
-        comments = {c.name: c.manual_comment or "" for c in nb.comments}
-        return {
-            g.name: CellGrade(
-                None if g.needs_manual_grade or g.score is None else float(g.score),
-                float(g.max_score),
-                comments.get(g.name, ""),
-            )
-            for g in nb.grades
-        }
+        return cell_grades(nb)
+
+
+def cell_grades(nb: Any) -> dict[str, CellGrade]:
+    """{grade_id: CellGrade} of one gradebook ``SubmittedNotebook``, as the feedback page shows them."""
+    comments = {c.name: c.manual_comment or "" for c in nb.comments}
+    return {
+        g.name: CellGrade(
+            None if g.needs_manual_grade or g.score is None else float(g.score),
+            float(g.max_score),
+            comments.get(g.name, ""),
+        )
+        for g in nb.grades
+    }
 
 
 def feedback_path(folder: Path, student: str, notebook: str, assignment: str) -> Path:
