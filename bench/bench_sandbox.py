@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import importlib.util
 import inspect
 import io
 import os
@@ -35,6 +36,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import nbformat
@@ -45,8 +47,20 @@ from resumable_core.course.grading.kernel_runner import KEY
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.sandbox import SCRATCH, Limits, Sandbox, library_copy, run_plain
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench (bench/ is not a package)
-from bench_grading import load_samples, table
+
+def _bench_grading() -> ModuleType:
+    """bench_grading.py, loaded from its file (bench/ is not a package): its sample loader and table."""
+    path = Path(__file__).resolve().parent / "bench_grading.py"
+    spec = importlib.util.spec_from_file_location("bench_grading", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_GRADING = _bench_grading()
+load_samples, table = _GRADING.load_samples, _GRADING.table
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
