@@ -43,6 +43,7 @@ import nbformat
 
 from resumable_core.course import nbgrader_cli
 from resumable_core.course.grading import execute, feedback, pipeline, recheck, sandbox, workers
+from resumable_core.course.grading.budget import DEFAULT_TIMEOUT
 from resumable_core.course.grading.kernel_runner import KEY
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.sandbox import SCRATCH, Limits, Sandbox, library_copy, run_plain
@@ -103,7 +104,8 @@ def _time_kernel(box: Sandbox | None, tmp: Path) -> float:
         scratch = Path(scratch_name)
         _empty_notebook(scratch)
         inside = SCRATCH if box is not None else str(scratch)
-        argv = [*RUNNER, f"{inside}/empty.ipynb", f"{inside}/.result.ipynb", "--timeout", "60"]
+        argv = [*RUNNER, f"{inside}/empty.ipynb", f"{inside}/.result.ipynb", "--timeout", str(DEFAULT_TIMEOUT)]
+        argv += ["--kill-leftovers"] if box is not None else []  # as grading runs it
         started = time.perf_counter()
         if box is None:
             result = run_plain(argv, scratch, Limits(wall=120), nbgrader_cli.env())

@@ -385,6 +385,57 @@ def test_cgroup_v2_limits_and_out_of_memory_are_read_from_its_files(tmp_path):
     assert sb._out_of_memory(tmp_path)
 
 
+def test_the_cpu_cap_is_a_cfs_quota_on_cgroup_v2_and_v1(tmp_path):
+    """Half a CPU is cpu.max "50000 100000" on cgroup v2, cfs_quota_us 50000 per cfs_period_us 100000 on v1."""
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    for folder, names in ((v2, ["cpu.max"]), (v1, ["cpu.cfs_quota_us", "cpu.cfs_period_us"])):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("max 100000\n" if name == "cpu.max" else "-1\n")
+    assert sb._set_limits(v2, frozenset({"cpu"}), sb.Limits(cpus=0.5)) == {"cpu"}
+    assert (v2 / "cpu.max").read_text() == "50000 100000"
+    assert sb._set_limits(v1, frozenset({"cpu"}), sb.Limits(cpus=0.5)) == {"cpu"}
+    assert [(v1 / n).read_text() for n in ("cpu.cfs_quota_us", "cpu.cfs_period_us")] == ["50000", "100000"]
+
+
+def test_a_cgroup_limit_that_cannot_be_set_leaves_out_only_its_controller(tmp_path):
+    """A CPU quota the kernel refuses drops the cpu controller alone: memory and pids of that folder still hold."""
+    for name in ("memory.max", "memory.swap.max", "pids.max"):
+        (tmp_path / name).write_text("max\n")
+    (tmp_path / "cpu.max").mkdir()  # writing it fails as a refused quota does (an OSError)
+    held = sb._set_limits(tmp_path, frozenset({"memory", "pids", "cpu"}), sb.Limits(memory=1 << 30, processes=64))
+    assert held == {"memory", "pids"} and (tmp_path / "pids.max").read_text() == "64"
+
+
+BURNERS = """
+import os, resource, time
+started = time.monotonic()
+kids = []
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + {seconds}
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((used.ru_utime + used.ru_stime) / (time.monotonic() - started))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_make("cpu"), reason="no cpu cgroup can be made here (not root, no delegation)")
+def test_cpu_burners_get_no_more_than_the_cpu_cap(library, tmp_path):
+    """Eight forked spinners for 3 s get half a CPU's worth of time under a cap of half a CPU, whatever the cores."""
+    result = _run(library, tmp_path, BURNERS.format(n=8, seconds=3), sb.Limits(cpus=0.5, wall=60))
+    share = float(result.stdout)  # CPU seconds of the spinners per second of wall clock
+    assert 0.05 < share <= 0.5 * 1.2  # they did spin; a little over the cap: the first period, rounding
+    assert result.limit is None  # throttled, not stopped
+
+
 def test_an_output_flood_is_capped_and_named(library, tmp_path):
     """Writing without end to stdout stops at the output cap: what is kept is exactly the cap."""
     limits = sb.Limits(output=1 << 20, wall=60)
@@ -489,6 +540,81 @@ def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path
     assert not (tmp_path / "left-behind.txt").exists()
     for cell in out.cells[2:]:
         assert cell.outputs[0].ename == sb.NOT_RUN and "the kernel died" in cell.outputs[0].evalue
+
+
+LEFT_RUNNING = """
+import os, subprocess, sys, time
+from pathlib import Path
+
+def running(marker):
+    found = 0
+    for p in Path("/proc").iterdir():
+        try:
+            found += p.name.isdigit() and marker.encode() in (p / "cmdline").read_bytes()
+        except OSError:
+            pass
+    return found
+"""
+
+
+def _kernel_notebook(*sources: str) -> nbformat.NotebookNode:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(src)) for src in sources]
+    return nb
+
+
+@pytest.mark.slow
+def test_processes_a_cell_leaves_running_are_killed_with_the_cell(library, tmp_path):
+    """A spinning child, a sleeping child and a double-forked daemon left by a cell are gone when the next cell runs."""
+    from resumable_core.course.grading.execute import SandboxedExecute
+
+    marker = f"resumable-leftover-{uuid.uuid4().hex}"
+    start = f"""
+        spinning = subprocess.Popen([sys.executable, "-c", "while True: pass", "{marker}"])
+        sleeping = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+        middle = os.fork()
+        if middle == 0:  # the daemon: its parent exits, it lives on in a session of its own
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+            os._exit(0)
+        os.waitpid(middle, 0)
+        for _ in range(500):  # until the daemon has exec'd (its cmdline names the marker)
+            if running("{marker}") == 3:
+                break
+            time.sleep(0.02)
+        print(running("{marker}"))
+        """
+    nb = _kernel_notebook(LEFT_RUNNING, start, f"print(running('{marker}'))")
+    execute = SandboxedExecute(timeout=60, library=str(library), sandboxed=True)
+    out, _ = execute.preprocess(nb, {"metadata": {"path": str(tmp_path), "name": "learner"}})
+    assert [c.outputs[0].text for c in out.cells[1:]] == ["3\n", "0\n"]
+    assert _running_with(marker) == []
+
+
+# --- the wall clock's budget (execute.SandboxedExecute.wall_clock, budget.wall_budget) -----------
+
+
+def test_added_cells_do_not_stretch_the_wall_clock(tmp_path):
+    """A submission with 30 added empty code cells gets the wall clock of the release's code cells, no more."""
+    from traitlets.config import Config
+
+    from resumable_core.course.grading.budget import wall_budget
+    from resumable_core.course.grading.execute import SandboxedExecute
+
+    release = _kernel_notebook("x = 1", "print(x)", "assert x == 1")
+    release.cells.insert(1, nbformat.v4.new_markdown_cell("text"))
+    (tmp_path / "release" / "a1").mkdir(parents=True)
+    nbformat.write(release, str(tmp_path / "release" / "a1" / "nb.ipynb"))
+    submission = nbformat.reads(nbformat.writes(release), as_version=4)
+    submission.cells += [nbformat.v4.new_code_cell("") for _ in range(30)]
+    config = Config()
+    config.CourseDirectory.root = str(tmp_path)
+    execute = SandboxedExecute(config=config, timeout=10)
+    resources = {"nbgrader": {"assignment": "a1", "notebook": "nb"}, "metadata": {"path": str(tmp_path)}}
+    assert execute.wall_clock(submission, resources) == execute.wall_clock(release, resources) == wall_budget(3, 10)
+    assert wall_budget(3, 10) < wall_budget(33, 10)  # what the submission's own count would have given
 
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])

@@ -6,9 +6,11 @@
 1. copies the notebook's folder into a fresh scratch folder and writes the notebook there, its
    test cells without their hidden blocks (:func:`.learner_view.kernel_notebook`: those run only in
    the re-check's checker process, outside the learner's reach);
-2. runs :mod:`.kernel_runner` inside the sandbox (:mod:`.sandbox`), which starts the kernel there and
-   saves the notebook after every cell; the kernel sees the library without the hidden checks
-   (:func:`.learner_view.learner_library`);
+2. runs :mod:`.kernel_runner` inside the sandbox (:mod:`.sandbox`), which starts the kernel there,
+   saves the notebook after every cell and kills what each cell left running; the kernel sees the
+   library without the hidden checks (:func:`.learner_view.learner_library`). The sandbox's wall
+   clock is counted from the release's code cells (:func:`.budget.wall_budget`): added cells buy no
+   time;
 3. reads back only that result file (size-capped), and takes from it only the outputs and execution
    counts of the cells that ran, after checking that every cell is the one it sent (type, id,
    source, metadata): nothing the submission writes can change which cells there are or what they
@@ -23,6 +25,7 @@ With ``sandboxed = False`` (``grade --no-sandbox``) the same runner runs as a pl
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -32,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Integer, Unicode
+from traitlets import Bool, Float, Integer, Unicode
 
 from .. import nbgrader_cli
+from .budget import DEFAULT_TIMEOUT, code_cells, wall_budget
 from .kernel_runner import KEY
 from .learner_view import kernel_notebook, learner_library
 from .sandbox import NOT_RUN, SCRATCH, Limits, Result, Sandbox, run_plain
@@ -145,20 +150,55 @@ def _why(run: Result) -> str | None:
 class SandboxedExecute(NbGraderPreprocessor):
     """nbgrader's Execute step, run in the sandbox; see the module docstring."""
 
-    timeout = Integer(60, help="seconds a cell may run before it is interrupted").tag(config=True)
-    wall = Integer(0, help="seconds for the whole notebook (0: the timeout per code cell, plus 60)").tag(config=True)
+    timeout = Integer(DEFAULT_TIMEOUT, help="seconds a cell may run before it is interrupted").tag(config=True)
+    wall = Integer(0, help="seconds for the whole notebook (0: budget.wall_budget of the release's code cells)").tag(
+        config=True
+    )
     memory = Integer(
         Limits.memory, help="bytes of memory of the whole sandbox (and of address space of each process in it)"
     ).tag(config=True)
+    cpus = Float(Limits.cpus, help="CPUs' worth of time the whole sandbox may use at once").tag(config=True)
     library = Unicode("", help="the pristine copy of resumable_core the sandbox sees").tag(config=True)
     sandboxed = Bool(True, help="run in bubblewrap (False: grade --no-sandbox)").tag(config=True)
     result_cap = Integer(16 << 20, help="bytes: a larger executed notebook counts as no result").tag(config=True)
 
+    def sandbox(self) -> Sandbox:
+        """The sandbox this config runs learner code in, with the full library: the one factory of its limits.
+
+        The kernel's sandbox sees the learner view of that library; the re-check's gets the same
+        limits (:func:`.workers.sandbox_of`); each sets its own wall clock.
+        """
+        return Sandbox(Path(self.library) if self.library else None, Limits(memory=self.memory, cpus=self.cpus))
+
+    def release_notebook(self, resources: Any) -> Path | None:
+        """The trusted copy of the notebook being graded: the course's ``release/``, else ``source/``; None if neither."""
+        ids = resources.get("nbgrader") or {}
+        assignment, notebook = ids.get("assignment"), ids.get("notebook")
+        if not assignment or not notebook:
+            return None
+        course = CourseDirectory(config=self.config)
+        for step in (course.release_directory, course.source_directory):
+            path = Path(course.format_path(step, ".", assignment)) / f"{notebook}.ipynb"
+            if path.is_file():
+                return path
+        return None
+
+    def wall_clock(self, nb: Any, resources: Any) -> float:
+        """Seconds the notebook's sandbox may run: ``wall``, else the budget of the release's code cells."""
+        if self.wall:
+            return float(self.wall)
+        release = self.release_notebook(resources)
+        n_code = code_cells(release) if release is not None else None
+        if n_code is None:  # no course around it (a direct call): only then the submission's own count
+            self.log.warning("no release notebook found: the wall clock is counted from the submission's cells")
+            n_code = sum(1 for c in nb.cells if c.cell_type == "code")
+        return wall_budget(n_code, self.timeout)
+
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
         folder = Path((resources.get("metadata") or {}).get("path") or ".")
         name = f"{(resources.get('metadata') or {}).get('name') or 'notebook'}.ipynb"
-        n_code = sum(1 for c in nb.cells if c.cell_type == "code")
-        limits = Limits(memory=self.memory, wall=float(self.wall or self.timeout * n_code + 60))
+        box = self.sandbox()
+        limits = dataclasses.replace(box.limits, wall=self.wall_clock(nb, resources))
         sent = kernel_notebook(nb)
         with tempfile.TemporaryDirectory(prefix="resumable-scratch-") as tmp:
             scratch = Path(tmp) / "work"
@@ -168,8 +208,9 @@ class SandboxedExecute(NbGraderPreprocessor):
             argv = [sys.executable, "-m", RUNNER, f"{inside}/{name}", f"{inside}/.result.ipynb"]
             argv += ["--timeout", str(int(self.timeout))]
             if self.sandboxed:
-                library = learner_library(Path(self.library)) if self.library else None
-                run = Sandbox(library, limits).run(argv, scratch)
+                argv += ["--kill-leftovers"]  # only there: outside, /proc lists the whole machine
+                library = learner_library(box.library) if box.library else None
+                run = dataclasses.replace(box, library=library, limits=limits).run(argv, scratch)
             else:
                 run = run_plain(argv, scratch, limits, nbgrader_cli.env())
             result, unusable = _read_result(scratch / ".result.ipynb", self.result_cap)

@@ -7,8 +7,8 @@ venv) and of a pristine copy of ``resumable_core`` made once per grading run
 (:func:`library_copy`, first on ``PYTHONPATH``), one writable scratch folder (on a size-capped tmpfs
 of its own where the grader may mount one, :class:`_Disk`), a private tmpfs ``/tmp`` and ``HOME``, a
 clean environment (an allowlist), resource limits set in the child before ``exec`` (:class:`Limits`),
-a cgroup for the whole sandbox where one can be made (:class:`_Cgroup`: its memory and process caps;
-else only ``RLIMIT_AS`` per process and ``RLIMIT_NPROC``), a wall clock after which the whole
+a cgroup for the whole sandbox where one can be made (:class:`_Cgroup`: its memory, process and CPU
+caps; else only ``RLIMIT_AS`` per process and ``RLIMIT_NPROC``, and no CPU cap), a wall clock after which the whole
 sandbox is killed, and caps on the output it may write to its pipes. Why and what it still lets
 through: ``docs/architecture.md``, "The sandbox".
 """
@@ -18,6 +18,7 @@ from __future__ import annotations
 import compileall
 import contextlib
 import ctypes
+import enum
 import functools
 import os
 import re
@@ -64,14 +65,31 @@ def _mib(n: int) -> str:
     return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
 
 
+class Limit(enum.Enum):
+    """A limit a sandbox can hit (:attr:`Result.hit`); its value is the name learners read (``"memory (1 GiB)"``)."""
+
+    MEMORY = "memory"
+    PROCESSES = "processes"
+    FILE_SIZE = "file size"
+    DISK = "disk"
+    OUTPUT = "output"
+    WALL = "wall clock"
+
+
+CFS_PERIOD = 100_000
+"""Microseconds of the CPU cap's period (the kernel's default): the sandbox gets ``Limits.cpus`` times it per period."""
+
+
 @dataclass(frozen=True)
 class Limits:
-    """What one sandbox may use; every limit it hits is named in :attr:`Result.limit`."""
+    """What one sandbox may use; every limit it hits is named in :attr:`Result.limit` (a CPU cap slows, never stops)."""
 
     memory: int = 1 << 30
     """Memory of the whole sandbox (a memory cgroup, no swap), and address space of each process (``RLIMIT_AS``), bytes."""
     processes: int = 128
     """Processes and threads at once (a pids cgroup, else ``RLIMIT_NPROC``)."""
+    cpus: float = 1.0
+    """CPUs' worth of time the whole sandbox may use at once (a cpu cgroup's quota; where none can be made, no cap)."""
     file_size: int = 64 << 20
     """Largest file it may write (``RLIMIT_FSIZE``), bytes."""
     disk: int = 256 << 20
@@ -83,17 +101,17 @@ class Limits:
     tmp_size: int = 256 << 20
     """Size of the private ``/tmp`` and ``HOME`` tmpfs, bytes each."""
 
-    def describe(self, which: str) -> str:
-        """The limit named ``which`` with its value: ``"memory (1 GiB)"``."""
+    def describe(self, which: Limit) -> str:
+        """The limit ``which`` named with its value: ``"memory (1 GiB)"``."""
         values = {
-            "memory": _mib(self.memory),
-            "processes": str(self.processes),
-            "file size": _mib(self.file_size),
-            "disk": _mib(self.disk),
-            "output": _mib(self.output),
-            "wall clock": f"{self.wall:g} s",
+            Limit.MEMORY: _mib(self.memory),
+            Limit.PROCESSES: str(self.processes),
+            Limit.FILE_SIZE: _mib(self.file_size),
+            Limit.DISK: _mib(self.disk),
+            Limit.OUTPUT: _mib(self.output),
+            Limit.WALL: f"{self.wall:g} s",
         }
-        return f"{which} ({values[which]})"
+        return f"{which.value} ({values[which]})"
 
 
 @dataclass
@@ -104,8 +122,10 @@ class Result:
     stdout: bytes
     stderr: bytes
     limit: str | None
-    """The limit it hit, named with its value (``"wall clock (60 s)"``), or None."""
+    """The limit it hit, named with its value (``"wall clock (60 s)"``), or None: the text learners read."""
     seconds: float
+    hit: Limit | None = None
+    """Which limit it hit (:attr:`limit`'s kind), or None: compare this, never :attr:`limit`'s text."""
 
 
 @functools.cache
@@ -139,10 +159,10 @@ def library_copy(dest: Path) -> Path:
     return dest  # read-only inside: bound with --ro-bind
 
 
-# --- the cgroup: processes and memory of the whole sandbox ---------------------------------------
+# --- the cgroup: processes, memory and CPU of the whole sandbox ----------------------------------
 
-CGROUP_CONTROLLERS = frozenset({"pids", "memory"})
-"""The cgroup controllers a sandbox's cgroup uses: ``pids`` caps its processes, ``memory`` its memory."""
+CGROUP_CONTROLLERS = frozenset({"pids", "memory", "cpu"})
+"""The cgroup controllers a sandbox's cgroup uses: ``pids``, ``memory`` and ``cpu`` cap its processes, memory and CPU."""
 
 
 def _cgroup_mounts() -> tuple[dict[str, Path], Path | None]:
@@ -219,11 +239,7 @@ def _out_of_memory(folder: Path) -> bool:
     return _counter(folder / "memory.oom_control", "oom_kill") > 0
 
 
-def _set_limits(folder: Path, controllers: frozenset[str], limits: Limits) -> None:
-    if "pids" in controllers:
-        (folder / "pids.max").write_text(str(limits.processes))
-    if "memory" not in controllers:
-        return
+def _set_memory(folder: Path, limits: Limits) -> None:
     if (folder / "memory.max").exists():  # cgroup v2
         (folder / "memory.max").write_text(str(limits.memory))
         if (folder / "memory.swap.max").exists():
@@ -234,11 +250,43 @@ def _set_limits(folder: Path, controllers: frozenset[str], limits: Limits) -> No
             (folder / "memory.memsw.limit_in_bytes").write_text(str(limits.memory))
 
 
+def _set_cpu(folder: Path, limits: Limits) -> None:
+    quota = max(1000, round(limits.cpus * CFS_PERIOD))  # the kernel refuses a quota under 1 ms
+    if (folder / "cpu.max").exists():  # cgroup v2
+        (folder / "cpu.max").write_text(f"{quota} {CFS_PERIOD}")
+    else:  # cgroup v1
+        (folder / "cpu.cfs_period_us").write_text(str(CFS_PERIOD))
+        (folder / "cpu.cfs_quota_us").write_text(str(quota))
+
+
+def _set_pids(folder: Path, limits: Limits) -> None:
+    (folder / "pids.max").write_text(str(limits.processes))
+
+
+_SETTERS = {"pids": _set_pids, "memory": _set_memory, "cpu": _set_cpu}
+
+
+def _set_limits(folder: Path, controllers: frozenset[str], limits: Limits) -> frozenset[str]:
+    """Write the limits of ``controllers`` into the cgroup ``folder``; the controllers whose limit holds.
+
+    One that cannot be set (v1 refuses a CPU quota over the parent's) is left out alone: on v2, where
+    one folder holds every controller, it must not take the memory and process caps with it.
+    """
+    held = set()
+    for name in sorted(controllers & set(_SETTERS)):
+        try:
+            _SETTERS[name](folder, limits)
+        except OSError:
+            continue
+        held.add(name)
+    return frozenset(held)
+
+
 class _Cgroup:
-    """A fresh cgroup holding the whole sandbox: its process cap, its memory cap, and a kill that misses no one.
+    """A fresh cgroup holding the whole sandbox: its process, memory and CPU caps, and a kill that misses no one.
 
     One folder per hierarchy it is made in (cgroup v1 has one per controller, v2 one for all); a
-    hierarchy where the folder or its limit cannot be made is left out, and so is its controller.
+    controller whose limit cannot be set is left out, and so is a hierarchy left with none.
     """
 
     def __init__(self, parents: Mapping[Path, frozenset[str]], limits: Limits) -> None:
@@ -250,12 +298,11 @@ class _Cgroup:
                 folder.mkdir()
             except OSError:
                 continue
-            try:
-                _set_limits(folder, controllers, limits)
-            except OSError:
+            held = _set_limits(folder, controllers, limits)
+            if not held:
                 folder.rmdir()
                 continue
-            self.folders[folder] = controllers
+            self.folders[folder] = held
         self.controllers = frozenset().union(*self.folders.values())
 
     def enter(self) -> None:
@@ -263,14 +310,14 @@ class _Cgroup:
         for folder in self.folders:
             (folder / "cgroup.procs").write_text(str(os.getpid()))
 
-    def hit(self) -> str | None:
-        """The limit the kernel counted a hit of: ``"memory"`` (out of memory) or ``"processes"``; else None."""
+    def hit(self) -> Limit | None:
+        """The limit the kernel counted a hit of: memory (out of memory) or processes; else None."""
         for folder, controllers in self.folders.items():
             if "memory" in controllers and _out_of_memory(folder):
-                return "memory"
+                return Limit.MEMORY
         for folder, controllers in self.folders.items():
             if "pids" in controllers and _counter(folder / "pids.events", "max"):
-                return "processes"
+                return Limit.PROCESSES
         return None
 
     def kill_and_remove(self) -> None:
@@ -530,6 +577,8 @@ class Sandbox:
     limits: Limits = field(default_factory=Limits)
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables set inside besides the allowlist (trusted values only: never a secret)."""
+    tracer: tuple[str, ...] = ()
+    """A command put before ``bwrap``, outside the sandbox (the re-check's system-call tracer, :mod:`.syscalls`)."""
 
     def command(
         self,
@@ -591,13 +640,13 @@ class Sandbox:
             disk = None
             try:
                 disk = _disk(scratch, self.limits.disk)
-                cmd = self.command(argv, disk.path if disk else scratch, Path(etc), ro, rw)
+                cmd = [*self.tracer, *self.command(argv, disk.path if disk else scratch, Path(etc), ro, rw)]
                 returncode, stdout, stderr, limit = self._start_and_wait(cmd, cgroup)
                 limit = limit or (cgroup.hit() if cgroup else None)
                 if cgroup is not None:  # before the copy back: no process of it is left to race it (without a
                     cgroup.kill_and_remove()  # cgroup its PID namespace is dying; the copy skips a swapped-in link)
                 if disk is not None:
-                    limit = limit or ("disk" if disk.full() else None)
+                    limit = limit or (Limit.DISK if disk.full() else None)
                     disk.copy_back(scratch)
             finally:
                 if cgroup is not None:
@@ -606,9 +655,9 @@ class Sandbox:
                     disk.remove()
         limit = limit or _limit_from_exit(returncode, stderr)
         seconds = time.monotonic() - started
-        return Result(returncode, stdout, stderr, self.limits.describe(limit) if limit else None, seconds)
+        return Result(returncode, stdout, stderr, self.limits.describe(limit) if limit else None, seconds, limit)
 
-    def _start_and_wait(self, cmd: list[str], cgroup: _Cgroup | None) -> tuple[int, bytes, bytes, str | None]:
+    def _start_and_wait(self, cmd: list[str], cgroup: _Cgroup | None) -> tuple[int, bytes, bytes, Limit | None]:
         """Run ``cmd`` (bwrap) with the limits set before ``exec``; its exit code, output and the limit it hit."""
         enforced = cgroup.controllers if cgroup else frozenset()
         nproc = self.limits.processes + (0 if "pids" in enforced else _processes_of_this_user())
@@ -645,9 +694,8 @@ def run_plain(argv: Sequence[str], cwd: Path, limits: Limits, env: Mapping[str, 
         stdout, stderr, limit = _pump(proc, limits, started + limits.wall)
     finally:
         _kill(proc)
-    return Result(
-        proc.returncode, stdout, stderr, limits.describe(limit) if limit else None, time.monotonic() - started
-    )
+    described = limits.describe(limit) if limit else None
+    return Result(proc.returncode, stdout, stderr, described, time.monotonic() - started, limit)
 
 
 def _processes_of_this_user() -> int:
@@ -680,19 +728,19 @@ def _child_setup(limits: Limits, nproc: int, cgroup: _Cgroup | None) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def _pump(proc: subprocess.Popen[bytes], limits: Limits, deadline: float) -> tuple[bytes, bytes, str | None]:
+def _pump(proc: subprocess.Popen[bytes], limits: Limits, deadline: float) -> tuple[bytes, bytes, Limit | None]:
     """Read stdout and stderr until both close; stop at the wall clock or when either passes the cap."""
     if proc.stdout is None or proc.stderr is None:
         raise SandboxError("the sandbox's pipes were not opened")
     out = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
-    limit = None
+    limit: Limit | None = None
     with selectors.DefaultSelector() as sel:
         for f in (proc.stdout, proc.stderr):
             sel.register(f, selectors.EVENT_READ)
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                limit = "wall clock"
+                limit = Limit.WALL
                 break
             for key, _ in sel.select(timeout=min(left, 1.0)):
                 chunk = os.read(key.fd, 65536)
@@ -703,7 +751,7 @@ def _pump(proc: subprocess.Popen[bytes], limits: Limits, deadline: float) -> tup
                 kept = chunk[: max(0, limits.output - len(buf))]
                 buf += kept
                 if len(kept) < len(chunk):
-                    limit = "output"
+                    limit = Limit.OUTPUT
             if limit:
                 break
     return bytes(out[proc.stdout.fileno()]), bytes(out[proc.stderr.fileno()]), limit
@@ -719,13 +767,13 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
             f.close()
 
 
-def _limit_from_exit(returncode: int, stderr: bytes) -> str | None:
+def _limit_from_exit(returncode: int, stderr: bytes) -> Limit | None:
     """The limit a process that ended on its own hit, from how it ended (None if none shows)."""
     tail = stderr[-4000:]
     if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ) or b"File too large" in tail:
-        return "file size"
+        return Limit.FILE_SIZE
     if returncode != 0 and b"MemoryError" in tail:
-        return "memory"
+        return Limit.MEMORY
     if returncode != 0 and b"Resource temporarily unavailable" in tail:
-        return "processes"
+        return Limit.PROCESSES
     return None

@@ -15,11 +15,10 @@ import nbformat
 
 from ..nbgrader_cli import nbgrader
 from ..release import COURSE_ROOT, SOURCE_DIR
+from .budget import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT  # the one per-cell timeout, here for the grading commands
 
 MARKER = ".resumable-grading"
 """A file that marks a folder as made by this command (and safe to wipe on the next run)."""
-DEFAULT_TIMEOUT = 60
-"""Seconds a cell may run before it is interrupted (nbgrader's ``Execute.timeout``)."""
 
 CONFIG = """# Written by `python -m resumable_core grade`; a throwaway course for one grading run.
 c = get_config()  # noqa: F821

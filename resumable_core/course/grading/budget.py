@@ -1,0 +1,33 @@
+"""How long grading one notebook may take: counted from the release's cells, never the submission's.
+
+The kernel's sandbox (:mod:`.execute`) and the isolated re-check get a wall clock from
+:func:`wall_budget`; a submission that adds cells adds no time (its cells share the release's).
+Kept free of nbgrader and nbformat: the kernel runner imports :data:`DEFAULT_TIMEOUT` inside the
+sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DEFAULT_TIMEOUT = 60
+"""Seconds a cell may run before it is interrupted (nbgrader's ``Execute.timeout``, ``grade --timeout``)."""
+STARTUP = 60.0
+"""Seconds on top of the cells' for what is not a cell: starting the interpreter and the kernel."""
+
+
+def wall_budget(n_release_code_cells: int, timeout: float) -> float:
+    """Seconds one notebook's sandbox may run: ``timeout`` per code cell of the release, plus :data:`STARTUP`."""
+    return float(timeout) * max(0, n_release_code_cells) + STARTUP
+
+
+def code_cells(notebook: Path) -> int | None:
+    """How many code cells the (trusted) notebook at ``notebook`` has; None if it cannot be read as one."""
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(cells, list):
+        return None
+    return sum(1 for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
