@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
@@ -24,7 +25,7 @@ import pytest
 
 from resumable_core.course import notebooks
 from resumable_core.course.grading import prepare as prep
-from resumable_core.course.grading import report
+from resumable_core.course.grading import report, workers
 from resumable_core.course.grading.collect import StudentIdError, Submission, check_id, collect, student_id
 from resumable_core.course.grading.feedback import CSP, CellGrade, feedback_path, render_feedback, write_feedback
 from resumable_core.course.grading.merge import trusted_reports
@@ -203,6 +204,73 @@ def test_recheck_outcomes_become_feedback_messages():
         "test_b": "needs review: could not be re-checked in isolation (the re-run died)",
         "test_c": "needs review: could not be re-checked in isolation (the re-run died)",
     }
+
+
+def test_a_scored_cell_the_recheck_does_not_report_is_zeroed_for_review():
+    """A cell that scored in the kernel but is missing from the re-check's report scores 0, "needs review"."""
+    unreported = "needs review: the isolated re-check did not report this cell"
+    failed, review = workers.recheck_outcome(
+        ["test_a", "test_b", "test_c"], {"test_a": None, "test_b": "patched"}, None
+    )
+    assert failed == {"test_b": "patched", "test_c": unreported}  # test_a passed there: it keeps its score
+    assert review == {"why": "the isolated re-check did not report this cell", "cells": "test_c"}
+    failed, review = workers.recheck_outcome(["test_a", "test_b"], {"test_a": "died"}, "the re-run died")
+    assert failed == {"test_a": "needs review: the re-run died", "test_b": unreported}
+    assert review == {"why": "the re-run died", "cells": "test_a, test_b"}
+    assert workers.recheck_outcome(["test_a"], {"test_a": None, "test_x": "not asked"}, None) == ({}, None)
+
+
+def test_recheck_isolated_zeroes_the_cells_its_report_leaves_out(tmp_path, monkeypatch):
+    """recheck_isolated zeroes in the gradebook a scored cell the re-check did not report, and notes it for review."""
+    notebook = tmp_path / "autograded" / "s1" / "a1" / "nb.ipynb"
+    notebook.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(notebook))
+    (tmp_path / "source" / "a1").mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(tmp_path / "source" / "a1" / "nb.ipynb"))
+
+    class Report(dict):
+        inconclusive = None
+
+    zeroed: list[list[str]] = []
+    monkeypatch.setattr(workers, "_passed_cells", lambda *_: ["test_a", "test_b"])
+    monkeypatch.setattr(workers, "recheck", types.SimpleNamespace(run=lambda *a, **k: Report(test_a=None)))
+    monkeypatch.setattr(workers, "_zero", lambda db, cells, *_: zeroed.append(cells))
+    isolated, kept = workers.recheck_isolated(tmp_path, "a1", "s1", timeout=10)
+    assert zeroed == [["test_b"]]
+    assert isolated == {"nb": {"test_b": "needs review: the isolated re-check did not report this cell"}}
+    assert kept == {"nb": {"why": "the isolated re-check did not report this cell", "cells": "test_b"}}
+
+
+def test_recheck_isolated_without_a_source_keeps_no_kernel_score(tmp_path, monkeypatch):
+    """With no trusted source to re-check against, every scored cell is zeroed for review."""
+    notebook = tmp_path / "autograded" / "s1" / "a1" / "nb.ipynb"
+    notebook.parent.mkdir(parents=True)
+    nbformat.write(nbformat.v4.new_notebook(), str(notebook))
+    zeroed: list[list[str]] = []
+    monkeypatch.setattr(workers, "_passed_cells", lambda *_: ["test_a", "test_b"])
+    monkeypatch.setattr(workers, "_zero", lambda db, cells, *_: zeroed.append(cells))
+    isolated, kept = workers.recheck_isolated(tmp_path, "a1", "s1", timeout=10)
+    assert zeroed == [["test_a", "test_b"]]
+    assert kept["nb"]["why"] == "no source notebook nb.ipynb in the working course"
+
+
+def test_the_recheck_sandbox_gets_the_limits_configured_for_the_kernel():
+    """sandbox_of builds the re-check's sandbox with the kernel's factory: the course's memory and CPU caps."""
+    from traitlets.config import Config
+
+    from resumable_core.course.grading.execute import SandboxedExecute
+
+    config = Config()
+    assert workers.sandbox_of(config) is None  # plain nbgrader
+    config.SandboxedExecute.memory = 512 << 20
+    config.SandboxedExecute.cpus = 0.5
+    config.SandboxedExecute.library = "/grading-lib"
+    config.SandboxedExecute.sandboxed = True
+    box = workers.sandbox_of(config)
+    assert box is not None and box == SandboxedExecute(config=config).sandbox()
+    assert (box.limits.memory, box.limits.cpus, box.library) == (512 << 20, 0.5, Path("/grading-lib"))
+    config.SandboxedExecute.sandboxed = False
+    assert workers.sandbox_of(config) is None  # --no-sandbox
 
 
 # --- student ids ---------------------------------------------------------------------------------

@@ -49,3 +49,25 @@ def test_the_learner_library_has_no_hidden_package(tmp_path):
     assert not (view / HIDDEN_PACKAGE).exists()
     assert (view / "resumable_core" / "course" / "checks" / "reconcile.py").is_file()
     assert learner_library(full) == view
+
+
+def test_the_view_for_a_loop_assignment_has_a_loop_that_refuses(tmp_path):
+    """For resume, run_agent and everything built on it (Sandbox.run) refuse to run; other views keep the loop."""
+    import subprocess
+    import sys
+
+    full = library_copy(tmp_path / "lib")
+    loopless = learner_library(full, "resume")
+    assert loopless != learner_library(full, "reconcile") == learner_library(full)
+    probe = (
+        "import resumable_core as rc\n"
+        "for run in (lambda: rc.run_agent('t'), lambda: rc.Sandbox.create('/tmp/probe-box').run('t')):\n"
+        "    try:\n        run()\n    except RuntimeError as e:\n        print(e)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(loopless)}
+    run = [sys.executable, "-c", probe]
+    out = subprocess.run(run, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.stdout.count("write the loop yourself") == 2, out.stderr
+    # the loop's code is in no file of the view: not in loop.py, not in a stale compiled copy of it
+    for path in (loopless / "resumable_core").rglob("loop*"):
+        assert b"after reconcile: " not in path.read_bytes(), path

@@ -332,18 +332,19 @@ def test_the_level1_answer_key_cannot_be_imported_by_the_learner(tmp_path):
     assert "No module named 'resumable_core.course.hidden'" in report["test_level1_A"]
 
 
-STEAL_THE_SOLUTION = """import json
-for _cell in json.load(open("/grading/in/source.ipynb"))["cells"]:
-    if _cell["metadata"].get("nbgrader", {}).get("grade_id") == "reconcile":
-        exec("".join(_cell["source"]))"""
+STEAL_THE_SOURCE = """import os
+raise RuntimeError(repr(sorted(os.listdir("/grading/in"))) + repr(sorted(os.listdir("/grading"))))"""
 
 
 @pytest.mark.slow
-def test_the_source_notebook_in_the_sandbox_has_no_solutions(tmp_path):
-    """A submission that runs the solution cell of the source notebook it is re-checked against finds it blank."""
+def test_the_learners_process_gets_no_source_notebook(tmp_path):
+    """The learner's sandbox holds the submission and the release's setup cells, never the source notebook."""
     if not BOX:
         pytest.skip("bwrap is not installed (apt-get install bubblewrap)")
     report = _run(
-        _submit(tmp_path, STEAL_THE_SOLUTION), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
+        _submit(tmp_path, STEAL_THE_SOURCE), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
     )
-    assert "reconcile is not defined" in report["test_reconcile_B"] and report.inconclusive is None
+    assert (
+        report.load_errors[0]["error"]
+        == "RuntimeError: ['notebook.ipynb', 'setup.json']['in', 'lib', 'rpc', 'scratch', 'shared']"
+    )

@@ -22,6 +22,8 @@ class Assignment:
     """The nbgrader assignment name, its folder under ``solutions/`` and ``exercises/``."""
     order: int
     """Its place in the teaching order (1 first)."""
+    answer_is_a_loop: bool = False
+    """The learner writes an agent loop: while it is graded, the library's own loop refuses to run."""
 
     @property
     def notebook(self) -> str:
@@ -53,7 +55,7 @@ REGISTRY: dict[str, Assignment] = {
         Assignment("reconcile", 1),
         Assignment("postmortem", 2),
         Assignment("resume_skeleton", 3),
-        Assignment("resume", 4),
+        Assignment("resume", 4, answer_is_a_loop=True),
     )
 }
 """Every assignment, by name."""

@@ -26,13 +26,13 @@ from typing import Any
 
 from ...checkpoint import Checkpoint, load_checkpoint, text_of
 from ...claude import make_client
-from ...crash import CrashError, CrashPlan, kill_self, run_in_child
+from ...crash import CrashError, CrashPlan, run_in_child
 from ...errors import CheckpointError
 from ...loop import run_agent
 from ...scenarios import EMAIL_TASK, SCENARIOS, Sandbox
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
-from .support import CheckFailed, beside, require, scratch
+from .support import CheckFailed, die, handed, is_remote, require, scratch
 
 Resume = Callable[..., Any]
 """``resume(path, task, tools, client, *, reconcile, max_turns=...)``: the learner's function."""
@@ -94,8 +94,15 @@ def delegated_to(fn: Any) -> str | None:
 
 
 def require_own_loop(fn: Any) -> None:
-    """Refuse a ``resume`` that calls the library's loop instead of writing its own."""
-    loop = beside(fn, delegated_to)
+    """Refuse a ``resume`` that calls the library's loop instead of writing its own.
+
+    Only where ``fn`` runs here (the learner's kernel, as a hint): its code cannot be read from
+    outside its process, and nothing read inside it is believed. In the isolated re-check the
+    learner's process has a library whose loop refuses to run (``learner_view``), which decides.
+    """
+    if is_remote(fn):
+        return
+    loop = delegated_to(fn)
     require(loop is None, f"resume calls {loop}, the library's loop; write the loop yourself (that is the exercise)")
 
 
@@ -126,7 +133,7 @@ class _LoggedMessages:
             f.write(json.dumps({"key": reply_key(content), "tokens": spent_tokens(response.usage)}) + "\n")
         self._calls += 1
         if self._calls == self._die_after:  # the reply came back and the process dies before using it
-            kill_self()
+            die()
         return response
 
 
@@ -150,7 +157,7 @@ class DyingToolbox(Toolbox):
     def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
         output = super().execute(name, input, idempotency_key=idempotency_key)
         if name == self._dies_after:
-            kill_self()
+            die()
         return output
 
 
@@ -245,7 +252,7 @@ class Trial:
         out = self.sandbox.root / "resume-outcome.json"
         out.unlink(missing_ok=True)
         client = LoggedClient(self.log, die_after=die_after_call)
-        args = (str(self.path), task, tools or self.sandbox.toolbox, client)
+        args = (handed(self.path), task, tools or self.sandbox.toolbox, client)
         try:
             ended = run_in_child(
                 lambda: _record(fn, args, {"reconcile": reconcile, **kwargs}, out), timeout=RESUME_TIMEOUT
@@ -258,6 +265,24 @@ class Trial:
         if "checkpoint" in record:
             return Outcome("returned", checkpoint=Checkpoint.model_validate(record["checkpoint"]))
         return Outcome("raised", error=record["error"], refused=bool(record.get("refused")))
+
+    def replies_problem(self, cp: Checkpoint) -> str | None:
+        """Why ``cp``'s assistant messages are not replies the model gave, in the order it gave them, or None."""
+        order = {c["key"]: i for i, c in reversed(list(enumerate(self.calls())))}
+        seen = -1
+        for m in cp.messages:
+            if m.get("role") != "assistant":
+                continue
+            at = order.get(reply_key(m.get("content")))
+            if at is None:
+                return (
+                    "the conversation holds an assistant message the model never sent: record each reply "
+                    "exactly as messages.create returned it"
+                )
+            if at < seen:
+                return "the model's replies are out of the order it gave them in"
+            seen = at
+        return None
 
     def counter_problem(self, cp: Checkpoint) -> str | None:
         """How ``cp``'s counters disagree with the model calls logged across every process, or None."""
@@ -296,7 +321,7 @@ def require_sound_end(trial: Trial, outcome: Outcome, where: str, *, emails: int
     cp = outcome.checkpoint
     require(trial.emails() == emails, f"{where}: the team got {trial.emails()} emails; {emails} is right")
     require(cp.is_finished(), f"{where}: resume returned an unfinished run; keep calling the model until it is done")
-    problem = trial.disk_problem(cp) or trial.counter_problem(cp)
+    problem = trial.replies_problem(cp) or trial.disk_problem(cp) or trial.counter_problem(cp)
     require(problem is None, f"{where}: {problem}")
     return cp
 

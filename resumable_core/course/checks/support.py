@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, text_of
-from ...crash import CrashPlan, run_in_child
+from ...crash import CrashPlan, kill_self, run_in_child
 from ...ledger import Ledger
 from ...scenarios import NOTES_TASK, SCENARIOS, Sandbox
 from ...strategies import Reconcile
@@ -48,16 +48,67 @@ def require(condition: object, message: str) -> None:
         raise CheckFailed(message)
 
 
-def beside(fn: Any, probe: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``probe(fn, *args, **kwargs)`` in the process where ``fn`` lives.
+_DATA_TYPES = (type(None), bool, int, float, str)
 
-    In the learner's kernel that is here. In the isolated re-check ``fn`` is a function of the
-    learner's process, called across a process boundary, and a probe that must watch it from the
-    inside (its code, its file writes) runs there, beside it; only the probe's answer comes back.
-    A probe is a function of ``resumable_core.course.checks``: the learner's process has no other.
+
+def same_data(got: Any, expected: Any) -> bool:
+    """True when ``got`` is plain data (dicts, lists, str, numbers, None, exactly those types) equal to ``expected``.
+
+    No method of a learner's object runs: a value whose ``__eq__`` says yes to everything is not data.
     """
-    remote = getattr(type(fn), "rpc_beside", None)  # on the type: nothing the learner made defines it there
-    return remote(fn, probe, *args, **kwargs) if remote is not None else probe(fn, *args, **kwargs)
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, dict):
+        return len(got) == len(expected) and all(
+            type(k) in _DATA_TYPES and k in expected and same_data(dict.__getitem__(got, k), expected[k])
+            for k in dict.keys(got)
+        )
+    if isinstance(expected, list | tuple):
+        return len(got) == len(expected) and all(same_data(g, e) for g, e in zip(got, expected, strict=True))
+    return type(expected) in _DATA_TYPES and bool(got == expected)
+
+
+def is_remote(fn: Any) -> bool:
+    """True when ``fn`` runs in another process (the isolated re-check's learner's process), not here.
+
+    Read from the type: nothing the learner made defines it there. A check that would have to
+    watch the function from inside (its code, its file writes) cannot believe what it sees there,
+    so it judges the function by what the checker observes from outside instead.
+    """
+    return getattr(type(fn), "remote", False) is True
+
+
+class HandedPath(str):
+    """A path a check hands the learner's function to read and write: a plain ``str`` wherever it is used.
+
+    In the isolated re-check the checker copies the file into a folder the learner's process sees
+    before the call and reads it back after it (:mod:`resumable_core.course.grading.boundary`), so
+    the check's own folder stays out of the learner's reach.
+    """
+
+    __slots__ = ()
+
+
+class HandedFolder(HandedPath):
+    """A handed path whose whole folder is the function's: every file in it is copied in and read back."""
+
+    __slots__ = ()
+
+
+def handed(path: str | Path, *, folder: bool = False) -> HandedPath:
+    """``path`` to hand the learner's function (``folder=True``: the folder holds nothing but what it writes)."""
+    return (HandedFolder if folder else HandedPath)(str(path))
+
+
+BEFORE_DEATH: list[Callable[[], None]] = []
+"""What must run in a check's child before it kills itself (the re-check reads the handed files back)."""
+
+
+def die() -> None:
+    """SIGKILL this process, as a crash would, after :data:`BEFORE_DEATH` ran."""
+    for hook in BEFORE_DEATH:
+        hook()
+    kill_self()
 
 
 _SCRATCH_ROOT: list[Path] = []
@@ -141,9 +192,17 @@ def run_reconcile(fn: Reconcile, cp: Checkpoint, tools: Toolbox) -> tuple[Checkp
         out = fn(cp, tools)
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         raise CheckFailed(f"reconcile raised {type(e).__name__}: {e}") from None
-    if not isinstance(out, Checkpoint):
+    if type(out) is not Checkpoint:
         raise CheckFailed(f"reconcile must return the reconciled Checkpoint, it returned {type(out).__name__}")
-    return before, out
+    return before, as_data(out)
+
+
+def as_data(cp: Checkpoint) -> Checkpoint:
+    """``cp`` rebuilt from its JSON: what the checks compare holds no object of the learner's, only data."""
+    try:
+        return Checkpoint.model_validate(cp.model_dump(mode="json"))
+    except Exception as e:  # noqa: BLE001 - a value that is not JSON, or fields that no longer validate
+        raise CheckFailed(f"the returned Checkpoint does not hold plain JSON data: {str(e).splitlines()[0]}") from None
 
 
 def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:

@@ -9,6 +9,8 @@ a process boundary (:mod:`.rpc`). Why: ``docs/architecture.md``, "The isolated r
 
 from __future__ import annotations
 
+import ast
+import compileall
 import copy
 import os
 import re
@@ -23,22 +25,53 @@ LEARNER_COPY = ".learner"
 _HIDDEN_BLOCK = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS[^\n]*\n.*?^[^\n]*END HIDDEN TESTS[^\n]*(\n|$)", re.M | re.S)
 
 
-def learner_library(full: Path) -> Path:
-    """The learner's view of the library copy ``full``: the same files but ``course/hidden``; made once.
+LOOP_MODULE = Path("resumable_core", "loop.py")
+"""The module of the one agent loop the library ships (``run_agent``; ``Sandbox.run`` and the lab call it)."""
+REFUSING_LOOP = """def run_agent(*args, **kwargs):  # the graded view: this assignment's answer is the loop itself
+    raise RuntimeError(
+        "the library's run_agent is not available while this exercise is graded: write the loop yourself"
+    )
+"""
 
-    Safe when several grading workers ask at once: each builds its own and the first rename wins.
+
+def without_the_loop(source: str) -> str:
+    """``loop.py``'s source with ``run_agent``'s definition replaced by one that refuses: its code is not there."""
+    tree = ast.parse(source)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run_agent")
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)]) - 1
+    lines = source.splitlines(keepends=True)
+    return "".join([*lines[:first], REFUSING_LOOP, *lines[node.end_lineno or first :]])
+
+
+def learner_library(full: Path, assignment: str | None = None) -> Path:
+    """The learner's view of the library copy ``full``: the same sources but ``course/hidden``, compiled afresh; made once.
+
+    For an assignment whose answer is a loop (``Assignment.answer_is_a_loop``), ``run_agent`` in
+    that view is one that refuses to run, and its code is in no source or compiled file there: a
+    ``resume`` that hands its work to the library's loop (or anything built on it) fails, whatever
+    it does inside its own process. Safe when several grading workers ask at once: each builds its
+    own and the first rename wins.
     """
-    target = full / LEARNER_COPY
+    from ..assignments import REGISTRY
+
+    loopless = assignment is not None and REGISTRY[assignment].answer_is_a_loop
+    target = full / (f"{LEARNER_COPY}-loopless" if loopless else LEARNER_COPY)
     if target.is_dir():
         return target
-    tmp = full / f"{LEARNER_COPY}-{os.getpid()}"
+    tmp = full / f"{target.name}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     hidden = (full / HIDDEN_PACKAGE).resolve()
     shutil.copytree(
         full / "resumable_core",
         tmp / "resumable_core",
-        ignore=lambda folder, names: [n for n in names if (Path(folder) / n).resolve() == hidden],
+        ignore=lambda folder, names: [
+            n for n in names if n in ("__pycache__", LEARNER_COPY) or (Path(folder) / n).resolve() == hidden
+        ],
     )
+    if loopless:
+        loop = tmp / LOOP_MODULE
+        loop.write_text(without_the_loop(loop.read_text(encoding="utf-8")), encoding="utf-8")
+    compileall.compile_dir(str(tmp), quiet=1)
     try:
         os.rename(tmp, target)
     except OSError:  # another worker made it first

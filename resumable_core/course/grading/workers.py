@@ -25,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -35,6 +35,7 @@ from nbgrader.api import Gradebook, MissingEntry
 
 from .. import nbgrader_cli
 from . import recheck
+from .execute import SandboxedExecute
 from .sandbox import Sandbox
 from .workspace import DEFAULT_TIMEOUT, Execution, gradebook_url, write_course
 
@@ -45,6 +46,8 @@ REPORT_CAP = 200_000
 """Bytes: a larger report file is not read (a report is a few kB)."""
 REVIEW = "needs review: {why}"
 """The reason of a cell zeroed because its isolated re-run was inconclusive."""
+UNREPORTED = "the isolated re-check did not report this cell"
+"""Why a cell that scored in the kernel but is missing from the re-check's report needs review."""
 log = logging.getLogger(__name__)
 
 Cells = dict[str, dict[str, str]]
@@ -99,6 +102,27 @@ def _zero(db_url: str, cells: list[str], name: str, assignment: str, student: st
         gb.db.commit()
 
 
+def recheck_outcome(
+    passed: list[str], report: Mapping[str, str | None], inconclusive: str | None
+) -> tuple[dict[str, str], dict[str, str] | None]:
+    """The cells of ``passed`` (they scored in the kernel) to zero, each with why, and the review note, or None.
+
+    ``report``: the re-check's {grade_id: None (passed) | why it failed}. A failure zeroes its cell; an
+    inconclusive report turns every failure into "needs review: <why>", and a cell the report leaves
+    out is "needs review" too (:data:`UNREPORTED`): none keeps the kernel's score unconfirmed. The
+    note, {"why", "cells"}, names the cells left for review (:attr:`StudentReport.isolated_kept`).
+    """
+    failed = {gid: report[gid] or "failed" for gid in passed if gid in report and report[gid] is not None}
+    review = sorted(failed) if inconclusive else []
+    if inconclusive:
+        failed = dict.fromkeys(failed, REVIEW.format(why=inconclusive))
+    missing = [gid for gid in passed if gid not in report]
+    failed.update(dict.fromkeys(missing, REVIEW.format(why=UNREPORTED)))
+    if not review and not missing:
+        return failed, None
+    return failed, {"why": inconclusive or UNREPORTED, "cells": ", ".join(sorted([*review, *missing]))}
+
+
 def recheck_isolated(
     root: Path, assignment: str, student: str, timeout: int, sandbox: Sandbox | None = None
 ) -> tuple[Cells, Cells]:
@@ -107,7 +131,8 @@ def recheck_isolated(
     An inconclusive re-run (the isolated process died, hit a limit, or the learner's code raised
     while loading there but not in the kernel) zeroes its failed cells too, with "needs review:
     <why>": a learner can make the re-run inconclusive at will, so it never keeps the kernel's
-    score. Cells that failed in nbgrader are never re-checked and no score is raised.
+    score; so does a cell the re-run does not report (:func:`recheck_outcome`). Cells that failed in
+    nbgrader are never re-checked and no score is raised.
     Returns (every zeroed cell with why, the inconclusive ones), as :class:`StudentReport` describes them.
     """
     db_url = gradebook_url(root)
@@ -119,21 +144,23 @@ def recheck_isolated(
         if not passed:
             continue
         source = root / "source" / assignment / f"{name}.ipynb"
-        report = recheck.run(
-            nb_path,
-            assignment,
-            source=source if source.is_file() else None,
-            only=passed,
-            timeout=timeout,
-            env=nbgrader_cli.env(),
-            sandbox=sandbox,
-        )
-        failed = {gid: why for gid, why in report.items() if gid in passed and why}
+        if source.is_file():
+            report = recheck.run(
+                nb_path,
+                assignment,
+                source=source,
+                only=passed,
+                timeout=timeout,
+                env=nbgrader_cli.env(),
+                sandbox=sandbox,
+            )
+        else:  # nothing trusted to re-check against: no cell keeps its kernel score
+            report = recheck.Report(inconclusive=f"no source notebook {source.name} in the working course")
+        failed, review = recheck_outcome(passed, report, report.inconclusive)
         if not failed:
             continue
-        if report.inconclusive:
-            kept[name] = {"why": report.inconclusive, "cells": ", ".join(sorted(failed))}
-            failed = dict.fromkeys(failed, REVIEW.format(why=report.inconclusive))
+        if review is not None:
+            kept[name] = review
         _zero(db_url, sorted(failed), name, assignment, student)
         zeroed[name] = failed
     return zeroed, kept
@@ -162,11 +189,15 @@ def autograde_student(
 
 
 def sandbox_of(config: Any) -> Sandbox | None:
-    """The sandbox the course's config runs notebooks in (None: ``--no-sandbox`` or plain nbgrader)."""
-    settings = config.SandboxedExecute if "SandboxedExecute" in config else None
-    if settings is None or not settings.get("sandboxed", False):
+    """The sandbox the course's config runs notebooks in, its limits too (None: ``--no-sandbox`` or plain nbgrader).
+
+    Made by the kernel's own factory (:meth:`.execute.SandboxedExecute.sandbox`): the re-check gets
+    the memory and CPU caps the course configured for the kernel.
+    """
+    if "SandboxedExecute" not in config:
         return None
-    return Sandbox(Path(settings.library) if settings.get("library") else None)
+    execute = SandboxedExecute(config=config)
+    return execute.sandbox() if execute.sandboxed else None
 
 
 def write_report(root: Path, report: StudentReport) -> None:

@@ -76,6 +76,9 @@ def check_refusals(fn: Resume) -> None:
     data = json.loads(other_version.path.read_text(encoding="utf-8"))
     other_version.path.write_text(json.dumps({**data, "version": data["version"] + 1}), encoding="utf-8")
     _require_refused(other_version, fn, EMAIL_TASK, "a checkpoint of another version")
+    good = Trial.crashed("after_save_b", "read_file")  # refusing every file is no answer: a good one resumes
+    where = "a good checkpoint, after the refusals"
+    require_sound_end(good, good.resume(fn, reconcile_by_effect), where)
 
 
 def check_turn_cap(fn: Resume) -> None:

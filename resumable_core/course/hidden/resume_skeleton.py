@@ -8,8 +8,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..checks.resume_skeleton import Load, Save, check_state_version_refused, load_or_fail, record_save, sample_state
-from ..checks.support import beside, require, scratch
+from ..checks.resume_skeleton import (
+    Load,
+    Save,
+    check_state_version_refused,
+    load_or_fail,
+    observed_save,
+    record_save,
+    sample_state,
+)
+from ..checks.support import handed, is_remote, require, scratch
 
 OTHER_VERSIONS: tuple[Any, ...] = (0, 99, "1")
 """Versions the visible test does not try: older, newer, and the right number as a string."""
@@ -23,7 +31,7 @@ def check_other_versions_refused(load: Load) -> None:
 def check_load_never_modifies(save: Save, load: Load) -> None:
     """Loading a good file leaves its bytes and modification time as they were."""
     path = scratch("state") / "state.json"
-    save(sample_state(), str(path))
+    save(sample_state(), handed(path, folder=True))
     before, mtime = path.read_bytes(), path.stat().st_mtime_ns
     load_or_fail(load, path, "loading a good file")
     require(path.read_bytes() == before and path.stat().st_mtime_ns == mtime, "load_state must only read the file")
@@ -33,7 +41,11 @@ def check_durable_steps(save: Save) -> None:
     """save_state writes a temp file in the same folder, fsyncs it, os.replace()s it, then fsyncs the folder."""
     folder = scratch("durable")
     path = folder / "state.json"
-    events = beside(save, record_save, path)
+    if is_remote(save):  # traced from outside the learner's process
+        problem = observed_save(save, path, sample_state()).durable_problem()
+        require(problem is None, problem)
+        return
+    events = record_save(save, path)
     target = path.resolve()
     moves = [i for i, (kind, info) in enumerate(events) if kind == "replace" and info[1] == target]
     require(moves, "save_state must finish with os.replace(temp, path): the switch to the new file is one atomic step")

@@ -1,20 +1,22 @@
-"""The learner's side of the re-check: load the notebook's cells, then answer the checker's calls.
+"""The learner's process of the re-check: load the notebook's cells, then answer the checker's calls.
 
-``python -m resumable_core.course.grading.learner_server NOTEBOOK --socket PATH [--source SOURCE] [--timeout S]``
+``python -m resumable_core.course.grading.inside.learner_server NOTEBOOK --setup SETUP.json --socket PATH``
 
-It runs the trusted setup cells of ``SOURCE`` (default: the notebook), then every learner cell as
-the kernel did (on after an error), each under an alarm, and listens on the Unix socket ``PATH``.
-Each connection (one per process of the checker) is served by a fork of the loaded process, so a
-check that SIGKILLs its child ends only that copy. It stops when ``PATH.stop`` appears or after
-``--wall`` seconds. It runs in the sandbox with the library's learner view (no hidden checks,
-:mod:`.learner_view`); nothing it says is trusted: the checker takes only data from it (:mod:`.rpc`).
+It runs the release's setup cells (``SETUP.json``: their sources, a JSON list, written by the
+grader from the trusted source), then every learner cell of ``NOTEBOOK`` as the kernel did (on
+after an error), each under an alarm, and listens on the Unix socket ``PATH``. It never gets the
+source notebook, a hidden test or a check beyond the visible ones the student kit holds. Each
+connection (one per process of the checker) is served by a fork of the loaded process, so a check
+that kills its child ends only that copy. It answers three ops, ``loaded``, ``lookup`` and
+``call``, with data only (:mod:`..boundary`); the learner's function reaches the checker's world
+only through the stand-ins of :mod:`..boundary`. It stops when ``PATH.stop`` appears or after
+``--wall`` seconds. Nothing it says is trusted.
 """
 
 from __future__ import annotations
 
 import argparse
 import builtins
-import importlib
 import json
 import os
 import select
@@ -22,16 +24,12 @@ import signal
 import socket
 import sys
 import time
-import types
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .notebook_cells import learner_cells, python_source, setup_cells
-from .rpc import ProtocolError, Session
-
-PROBES = "resumable_core.course.checks."
-"""Where the functions a check may run beside the learner's function live (the visible checks)."""
+from .. import rpc
+from ..boundary import Stand, codec
+from ..notebook_cells import learner_cells, python_source
 
 
 class _Timeout(BaseException):
@@ -81,22 +79,30 @@ def preload() -> None:
         getattr(resumable_core, name)
 
 
-def probe_named(path: str) -> Callable[..., Any]:
-    """The check function ``module:name`` a check asked to run beside the learner's function."""
-    module, _, name = path.partition(":")
-    if not module.startswith(PROBES) or not name.isidentifier():
-        raise ProtocolError(f"no probe {path!r}")
-    fn = getattr(importlib.import_module(module), name, None)
-    if not isinstance(fn, types.FunctionType):
-        raise ProtocolError(f"no probe {path!r}")
-    return fn
+def ops(ns: dict[str, Any], load_errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """The three ops this side serves: how loading went, what a name is, a call of a notebook function."""
+
+    def lookup(name: Any) -> dict[str, Any]:
+        if type(name) is not str or name not in ns:
+            raise NameError(f"{name} is not defined by the notebook's cells")
+        value = ns[name]
+        return {"callable": True} if callable(value) else {"value": value}
+
+    def call(name: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(name) is not str or not callable(ns.get(name)):
+            raise NameError(f"{name} is not a function defined by the notebook's cells")
+        return ns[name](*args, **kwargs)
+
+    return {"loaded": lambda: load_errors, "lookup": lookup, "call": call}
 
 
 def _session(conn: socket.socket, ns: dict[str, Any], load_errors: list[dict[str, Any]]) -> None:
     """In a forked copy of the loaded process: answer one checker process until it hangs up."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the learner's code may wait for children of its own
-    serves = frozenset({"call", "getattr", "builtin", "get", "probe", "loaded"})
-    session = Session(conn, serves=serves, names=ns, probes=probe_named, loaded=load_errors)
+    stand = Stand()
+    session = rpc.Session(conn, codec(stand), ops(ns, load_errors), peer="the checker")
+    session.on_end = lambda: os._exit(0)  # the checker's process ended (a check killed it): so does this copy
+    stand.session = session
     session.serve_forever()
 
 
@@ -122,12 +128,12 @@ def serve(address: Path, ns: dict[str, Any], load_errors: list[dict[str, Any]], 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m resumable_core.course.grading.learner_server", description=__doc__)
-    p.add_argument("notebook", help="the graded notebook")
+    p = argparse.ArgumentParser(prog="python -m resumable_core.course.grading.inside.learner_server")
+    p.add_argument("notebook", help="the graded notebook (its learner cells run)")
+    p.add_argument("--setup", required=True, help="a JSON list of the release's setup cell sources (run first)")
     p.add_argument("--socket", required=True, help="the Unix socket to listen on")
-    p.add_argument("--source", default=None, help="the instructor's source notebook (its setup cells run first)")
-    p.add_argument("--timeout", type=int, default=60, help="seconds per learner cell while loading")
-    p.add_argument("--wall", type=float, default=600.0, help="seconds before it stops serving")
+    p.add_argument("--timeout", type=int, required=True, help="seconds per learner cell while loading")
+    p.add_argument("--wall", type=float, required=True, help="seconds before it stops serving")
     args = p.parse_args(argv)
     held = os.dup(1)  # held open, never written: the sandbox's runner waits for this pipe to close
     devnull = os.open(os.devnull, os.O_WRONLY)  # the learner's prints go nowhere: no channel to anyone
@@ -135,11 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(devnull, 2)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
     nb = json.loads(Path(args.notebook).read_text(encoding="utf-8"))
-    source = json.loads(Path(args.source).read_text(encoding="utf-8")) if args.source else nb
+    setup = json.loads(Path(args.setup).read_text(encoding="utf-8"))
     preload()
     ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    for _, src in setup_cells(source):  # the instructor's setup, as the kernel ran it
-        exec(compile(python_source(src)[0], "<setup>", "exec"), ns)
+    for src in setup:  # the release's setup, as the kernel ran it
+        exec(compile(python_source(str(src))[0], "<setup>", "exec"), ns)
     load_errors = load(ns, nb, args.timeout)
     serve(Path(args.socket), ns, load_errors, args.wall)
     os.close(held)

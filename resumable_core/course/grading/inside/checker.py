@@ -1,0 +1,134 @@
+"""The re-check's checker: every check, hidden ones included, run on the names of the learner's process.
+
+``python -m resumable_core.course.grading.inside.checker --source SOURCE --assignment A --learner SOCKET
+--shared DIR --timeout S [--only ID,...] [--trace FILE]`` prints one JSON line on stdout
+(:meth:`..recheck.report.Report.to_json`).
+
+It never runs a line of the learner's code: each test cell's check calls are read from the
+trusted source (:mod:`..recheck.plan`), and the learner's names reach the checks as
+:class:`..boundary.RemoteFunction` objects or as data. Its scratch folder (``TMPDIR``, where every
+check keeps its world, outbox, ledger and model-call log) is its own; only the copies of handed
+paths go to ``--shared``, the folder the learner's process sees too. ``--trace`` is the learner's
+process's system calls, written by a tracer outside both sandboxes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import rpc
+from ..boundary import Learner, observe_with
+from ..recheck.plan import CheckCall, planned_calls
+from ..recheck.report import Report, load_errors_of
+
+NO_CALL = "the re-check has no check call for this test cell"
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Timeout()
+
+
+def recheck_cell(calls: list[CheckCall], learner: Learner, timeout: int) -> str | None:
+    """Run one test cell's checks on the learner's names; None only if every check returned, else why not.
+
+    The reason is never empty: an exception is a failure whatever its message (the learner's side
+    chooses an exception's class and text, so neither may decide a verdict).
+    """
+    signal.alarm(max(1, int(timeout)))
+    try:
+        for call in calls:
+            call.run(learner.lookup)
+    except _Timeout:
+        return f"did not finish within {timeout} s"
+    except AssertionError as e:
+        return str(e) or "assertion failed"
+    except BaseException as e:  # noqa: BLE001 - anything else the learner's code raised
+        return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ or "failed"
+    finally:
+        signal.alarm(0)
+    return None
+
+
+def connect(learner: Learner, ended: Path, deadline: float) -> str | None:
+    """Wait until the learner's process answers; None, or why it never did."""
+    while True:
+        try:
+            learner.session()
+            return None
+        except OSError:
+            if ended.exists():
+                return "the learner's process ended while loading the notebook"
+            if time.monotonic() > deadline:
+                return "the learner's process did not finish loading the notebook in time"
+            time.sleep(0.05)
+
+
+def recheck(source: dict, assignment: str, learner: Learner, only: list[str] | None, timeout: int) -> Report:
+    """Run the test cells of ``source`` that call checks (those of ``only``), on the names of the learner's process.
+
+    A cell of ``only`` whose trusted source calls no check is reported failed (:data:`NO_CALL`):
+    the kernel's score of it could not be confirmed.
+    """
+    plan = planned_calls(source, assignment)
+    wanted = only if only is not None else sorted(plan)
+    if not wanted:
+        return Report()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        load_errors = load_errors_of(learner.loaded())
+    except (rpc.ProtocolError, rpc.ProcessEndedError, OSError) as e:
+        why = f"the learner's process did not answer ({type(e).__name__})"
+        return Report(dict.fromkeys(wanted, why), inconclusive=why)
+    report = Report(load_errors=load_errors)
+    loading = "; while loading, {cell} raised {error}".format(**load_errors[0]) if load_errors else ""
+    for gid in wanted:
+        reason = recheck_cell(plan[gid], learner, timeout) if gid in plan else NO_CALL
+        report[gid] = None if reason is None else (reason[: 300 - len(loading[:150])] + loading[:150])
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The checker's command line: print the re-check's JSON on stdout."""
+    p = argparse.ArgumentParser(prog="python -m resumable_core.course.grading.inside.checker")
+    p.add_argument("--source", required=True, help="the instructor's source notebook (trusted setup and test cells)")
+    p.add_argument("--assignment", required=True)
+    p.add_argument("--learner", required=True, help="the Unix socket of the learner's process")
+    p.add_argument("--shared", required=True, help="the folder both processes see: copies of handed paths")
+    p.add_argument("--only", default=None, help="comma-separated test cell ids (default: every one that calls a check)")
+    p.add_argument("--timeout", type=int, required=True, help="seconds per test cell")
+    p.add_argument("--load-timeout", type=float, default=600.0, help="seconds to wait for the learner's process")
+    p.add_argument("--trace", default=None, help="the learner's process's system calls (strace's output)")
+    args = p.parse_args(argv)
+    out = os.fdopen(os.dup(1), "w")  # the result goes here; whatever a check prints goes to /dev/null
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
+    source = json.loads(Path(args.source).read_text(encoding="utf-8"))
+    only = [g for g in args.only.split(",") if g] if args.only is not None else None
+    learner = Learner(args.learner, Path(args.shared))
+    if args.trace:
+        observe_with(Path(args.trace))
+    why = connect(learner, Path(f"{args.learner}.ended"), time.monotonic() + args.load_timeout)
+    if why:
+        wanted = only if only is not None else sorted(planned_calls(source, args.assignment))
+        report = Report(dict.fromkeys(wanted, why), inconclusive=why)
+    else:
+        report = recheck(source, args.assignment, learner, only, args.timeout)
+    out.write(report.to_json() + "\n")
+    out.flush()
+    os._exit(0)  # no atexit or finalizer runs after the result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,715 @@
+"""What a learner's ``save_state`` did to the file system, as strace saw it from outside the sandbox.
+
+The grader starts the learner's process under :func:`tracer_argv` (strace on the host, in front of
+``bwrap``), with each checked call told to write in a fresh folder of its own. :func:`read_events`
+reads the trace back as the :class:`Event` s that touch that folder; :func:`atomic_problem` and
+:func:`durable_problem` judge them. Nothing measured inside the learner's process is believed: the
+tracer and its output are out of the sandbox's reach, every string is printed in hex (``-xx``) so
+no file name can forge a line, and fd paths are the kernel's own (``-y``). What cannot be read or
+resolved counts as touching the folder (fail closed). The folder's old content must be put there
+before the traced process starts (from the host), or the setup's own writes are judged too.
+Stdlib only: this module is also imported inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STRACE = "strace"
+TRACED = (
+    # "?": a name this architecture lacks (aarch64 has no open, rename, ...) is skipped, not an error
+    *("?open", "openat", "openat2", "?creat", "open_by_handle_at"),
+    *("write", "pwrite64", "writev", "pwritev", "pwritev2", "?truncate", "ftruncate", "fallocate"),
+    *("?rename", "renameat", "renameat2", "?link", "linkat", "?symlink", "symlinkat"),
+    *("?unlink", "unlinkat", "?rmdir", "?mkdir", "mkdirat", "?mknod", "mknodat"),
+    *("fsync", "fdatasync", "sync_file_range", "syncfs", "sync"),
+    *("mmap", "copy_file_range", "sendfile", "splice", "ioctl"),
+    *("io_uring_setup", "io_uring_enter", "io_uring_register", "io_setup", "io_submit"),
+    # where relative paths point: the working folder, and who inherits it
+    *("chdir", "fchdir", "chroot", "pivot_root", "clone", "clone3", "?fork", "?vfork"),
+)
+"""The system calls traced: every way to change, sync or alias a file, and what relative paths depend on.
+``ioctl`` is here for ``FICLONE`` (a reflink copy into a file) and the like."""
+DELETED = " (deleted)"
+"""What the kernel appends to the path of an fd whose file was unlinked."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """One traced system call that may touch the folder, as strace printed it."""
+
+    line: int
+    """Line of the trace where the call started (1-based); events come in this order."""
+    pid: int | None
+    syscall: str
+    """The call's name ("" when its line could not be read)."""
+    paths: tuple[str | None, ...] = ()
+    """Its path arguments made absolute (with the dirfd's or the cwd's path); None: not resolvable."""
+    fds: tuple[str | None, ...] = ()
+    """The kernel's paths of its fd arguments, in order (``write(3</a/b>, ...)``); None: none shown."""
+    flags: tuple[str, ...] = ()
+    """Its symbolic flags: open flags, mmap's prot and flags, rename and link flags, an ioctl's request."""
+    result: int | None = None
+    """Its return value; None when unknown (killed in the call, or strace printed ``?``)."""
+    error: str | None = None
+    """The errno name when it failed (``ENOENT``)."""
+    returned: str | None = None
+    """The kernel's path of a returned fd (``openat(...) = 3</a/b>``)."""
+    end: int | None = None
+    """Line where its result was printed; None when it never returned."""
+    unparsed: bool = False
+    """The line could not be read as a call; ``raw`` holds it."""
+    raw: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """True when the kernel refused the call, so it changed nothing."""
+        return self.error is not None and self.result is not None
+
+
+def tracer_argv(output: Path) -> list[str]:
+    """The strace prefix to put before a command (ending in ``--``): it writes its trace to ``output``.
+
+    Follows forks (``-f``); decodes fds to the kernel's paths (``-y``); prints strings in hex
+    (``-xx``) and no written data (``-s 0``); stops the tracee only at :data:`TRACED` calls
+    (``--seccomp-bpf``); no signal, attach or exit lines.
+    """
+    # strace reads "-o |cmd" as a pipe to a command: an absolute path never starts with "|" or "!"
+    out = os.path.abspath(output)
+    follow = [STRACE, "-f", "--seccomp-bpf", "-qq", "-e", "signal=none"]
+    show = ["-y", "-xx", "-s", "0", "-e", f"trace={','.join(TRACED)}"]
+    return [*follow, *show, "-o", out, "--"]
+
+
+@functools.cache
+def available() -> str | None:
+    """None when strace traces here as :func:`tracer_argv` needs, else why not (one line)."""
+    if shutil.which(STRACE) is None:
+        return "strace is not installed (apt-get install strace)"
+    with tempfile.TemporaryDirectory(prefix="resumable-strace-probe-") as tmp:
+        folder = os.path.join(os.path.realpath(tmp), "probe")
+        os.mkdir(folder)
+        trace = Path(tmp, "trace")
+        argv = [*tracer_argv(trace), "/bin/sh", "-c", ': > "$1"', "sh", f"{folder}/probe.json"]
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"strace could not start: {e}"
+        if proc.returncode != 0:
+            last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+            hint = " (ptrace is refused: a container without CAP_SYS_PTRACE, or yama ptrace_scope)"
+            return f"strace failed (exit code {proc.returncode}): {last[:200]}" + (hint if "ptrace" in last else "")
+        seen = [e.returned for e in read_events(trace, folder) if e.syscall in _OPENS]
+    if f"{folder}/probe.json" not in seen:
+        return "strace ran but did not show the kernel's path of an opened file (-y); install strace 5.3 or newer"
+    return None
+
+
+# -- reading strace's lines ------------------------------------------------------------------
+
+_OPENS = frozenset({"open", "openat", "openat2", "creat", "open_by_handle_at"})
+_RENAMES = frozenset({"rename", "renameat", "renameat2"})
+_LINKS = frozenset({"link", "linkat"})
+_SYMLINKS = frozenset({"symlink", "symlinkat"})
+_UNLINKS = frozenset({"unlink", "unlinkat", "rmdir"})
+_MAKES = frozenset({"mkdir", "mkdirat", "mknod", "mknodat"})
+_ASYNC = frozenset({"io_uring_setup", "io_uring_enter", "io_uring_register", "io_setup", "io_submit"})
+_SYNCS = frozenset({"fsync", "fdatasync"})
+_NAMING = _RENAMES | _LINKS | _SYMLINKS | _UNLINKS
+"""Calls that move or remove names: one naming a folder above ours moves ours too."""
+_WRITTEN_FD = {"write": 0, "pwrite64": 0, "writev": 0, "pwritev": 0, "pwritev2": 0, "ftruncate": 0}
+_WRITTEN_FD |= {"fallocate": 0, "copy_file_range": 1, "sendfile": 0, "splice": 1}
+"""Calls that change a file's bytes, and which of their fds (:attr:`Event.fds`) they write."""
+
+# Each argument's role. D: a dirfd for the next P; P: a path; S: a symlink's content; f: an fd;
+# F: flags; H: a struct holding flags=; .: skipped. Missing arguments (a cut line) stay unresolved.
+_ARGS = {
+    "open": "PF",
+    "creat": "P",
+    "openat": "DPF",
+    "openat2": "DPH",
+    "open_by_handle_at": "f.F",
+    "truncate": "P",
+    "rename": "PP",
+    "renameat": "DPDP",
+    "renameat2": "DPDPF",
+    "link": "PP",
+    "linkat": "DPDPF",
+    "symlink": "SP",
+    "symlinkat": "SDP",
+    "unlink": "P",
+    "unlinkat": "DPF",
+    "rmdir": "P",
+    "mkdir": "P",
+    "mkdirat": "DP",
+    "mknod": "P",
+    "mknodat": "DP",
+    "mmap": "..FFf",
+    "copy_file_range": "f.f",
+    "sendfile": "ff",
+    "splice": "f.f",
+    "ioctl": "fF",
+    "fallocate": "fF",
+    "chdir": "P",
+    "fchdir": "f",
+    "chroot": "P",
+    "pivot_root": "PP",
+    "clone": "",
+    "clone3": "",
+    "fork": "",
+    "vfork": "",
+    "sync": "",
+    "io_uring_setup": "",
+    "io_setup": "",
+}
+_ARGS |= dict.fromkeys(["write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate"], "f")
+_ARGS |= dict.fromkeys(["fsync", "fdatasync", "syncfs", "sync_file_range"], "f")
+_ARGS |= dict.fromkeys(["io_uring_enter", "io_uring_register", "io_submit"], "f")
+
+_PREFIX = re.compile(r"\s*(?:\[pid\s+(\d{1,10})\]|(\d{1,10}))?\s*")
+_CALL = re.compile(r"([a-z_][a-z0-9_]*)\(")
+_RESUMED = re.compile(r"<\.\.\. ([a-z_][a-z0-9_]*) resumed>")
+_UNFINISHED = " <unfinished ...>"
+_RETURN = re.compile(r"\s*=\s*(\?|-?\d+|0x[0-9a-fA-F]+)")
+_ERRNO = re.compile(r"\s+([A-Z][A-Z0-9_]+)\b")
+_FD = re.compile(r"(-?\d+|AT_FDCWD)(?:<(.*)>)?", re.DOTALL)
+_STRING = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"', re.DOTALL)
+_ESCAPE = re.compile(r"\\(x[0-9a-fA-F]{2}|[0-7]{1,3}|.)|[^\\]+", re.DOTALL)
+_ALL_HEX = re.compile(r"(?:\\x[0-9a-fA-F]{2})*")
+_C_ESCAPES = {"n": 10, "t": 9, "r": 13, "v": 11, "f": 12, "a": 7, "b": 8, "e": 27}
+_MAGIC = re.compile(r"/proc/(?:[^/]+/(?:task/[^/]+/)?(?:cwd|root|fd|map_files)|thread-self)(?:/|$)|/dev/(?:fd|std)")
+"""Paths through /proc's links lead anywhere (``/proc/self/cwd/state.json``): never resolved."""
+
+
+def _unescape(text: str) -> str:
+    """A C string body as strace escapes it (``\\x2f``, ``\\n``, ``\\"``, octal), as the file name it names."""
+    if _ALL_HEX.fullmatch(text):  # what -xx prints: one C-speed conversion, not a match per byte
+        return bytes.fromhex(text.replace("\\x", "")).decode("utf-8", "surrogateescape")
+    out = bytearray()
+    for m in _ESCAPE.finditer(text):
+        esc = m.group(1)
+        if esc is None:
+            out += m.group(0).encode("utf-8", "surrogatepass")
+        elif esc[0] == "x":
+            out.append(int(esc[1:], 16))
+        elif esc[0] in "01234567":
+            out.append(int(esc, 8) & 0xFF)
+        else:
+            out += bytes([_C_ESCAPES[esc]]) if esc in _C_ESCAPES else esc.encode("utf-8", "surrogatepass")
+    return out.decode("utf-8", "surrogateescape")
+
+
+_QUOTED = {c: re.compile(rf"[^{c}\\]*(?:\\.[^{c}\\]*)*", re.DOTALL) for c in '">'}
+
+
+def _skip(text: str, i: int, close: str) -> int:
+    """Index of the ``close`` that ends a quoted part opened just before ``text[i]`` (backslash escapes)."""
+    m = _QUOTED[close].match(text, i)
+    return m.end() if m else len(text)
+
+
+def _split_args(text: str, i: int) -> tuple[list[str], str] | None:
+    """The top-level arguments of the call whose ``(`` is before ``text[i]``, and what follows its ``)``."""
+    args: list[str] = []
+    depth, start, n = 0, i, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i = _skip(text, i + 1, '"')
+        elif c == "<" and i > 0 and text[i - 1].isalnum():  # an fd's path: 3</a/b>, AT_FDCWD</a>
+            i = _skip(text, i + 1, ">")
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}" and depth:
+            depth -= 1
+        elif c == ")":
+            args.append(text[start:i].strip())
+            return ([] if args == [""] else args), text[i + 1 :]
+        elif c == "," and depth == 0:
+            args.append(text[start:i].strip())
+            start = i + 1
+        i += 1
+    return None
+
+
+def _norm(path: str) -> str:
+    path = posixpath.normpath(path)
+    return "/" + path.lstrip("/") if path.startswith("//") else path
+
+
+def _fd_path(arg: str) -> tuple[bool, str | None]:
+    """(is it an fd, its kernel path): ``3</a/b>`` is (True, "/a/b"); ``3`` is (True, None)."""
+    m = _FD.fullmatch(arg)
+    if m is None:
+        return False, None
+    if m.group(2) is None:
+        return True, None
+    path = _unescape(m.group(2))
+    return True, _norm(path) if path.startswith("/") else path
+
+
+def _string(arg: str | None) -> str | None:
+    """The decoded string of a complete ``"..."`` argument; None for a cut one, a pointer or NULL."""
+    if arg is None or len(arg) < 2 or arg[0] != '"' or arg[-1] != '"':
+        return None
+    m = _STRING.fullmatch(arg)
+    return _unescape(m.group(1)) if m else None
+
+
+def _flags(arg: str | None) -> tuple[str, ...]:
+    return tuple(t.strip() for t in arg.split("|")) if arg else ()
+
+
+@dataclass
+class _Call:
+    """A call's text gathered across an ``<unfinished ...>`` and its ``<... resumed>``."""
+
+    pid: int | None
+    text: str
+    line: int
+
+
+@dataclass
+class _Reader:
+    """Turns strace's lines into events, keeping each process's working folder where it is known."""
+
+    folder: str
+    cwd: dict[int | None, str | None] = field(default_factory=dict)
+    pending: dict[int | None, _Call] = field(default_factory=dict)
+    links: set[str] = field(default_factory=set)
+    """Symlinks the trace made: a path through one of them leads anywhere, so it is not resolved."""
+
+    def resolve(self, base: str | None, path: str | None, *, follows: bool = True, magic: bool = False) -> str | None:
+        """``path`` made absolute against the folder ``base``, or None when that cannot be known: no
+        base, a symlink the trace made on the way (or at its end, for a call that ``follows`` it), or
+        /proc's links (unless ``magic``: a symlink's content is only text until it is followed)."""
+        if path is None:
+            return None
+        if not path.startswith("/"):
+            if base is None or not base.startswith("/") or base.endswith(DELETED):
+                return None
+            path = f"{base}/{path}"
+        names = [name for name in path.split("/") if name not in ("", ".")]
+        parts: list[str] = []
+        for i, name in enumerate(names):
+            if name == "..":  # lexically: had a symlink the trace made come before, it was refused already
+                parts = parts[:-1]
+            else:
+                parts.append(name)
+            if (follows or i < len(names) - 1) and "/" + "/".join(parts) in self.links:
+                return None
+        resolved = "/" + "/".join(parts)
+        return None if _MAGIC.match(resolved) and not magic else resolved
+
+    def lines(self, lines: Iterable[str]) -> Iterator[Event]:
+        for number, line in enumerate(lines, 1):
+            try:
+                yield from self._line(line.rstrip("\r\n"), number)
+            except Exception:  # noqa: BLE001 - no trace, however odd, may stop the grading
+                yield Event(number, None, "", unparsed=True, raw=line)
+        for call in self.pending.values():  # killed in the call: it may have taken effect
+            try:
+                yield self._event(call, None)
+            except Exception:  # noqa: BLE001 - as above
+                yield Event(call.line, call.pid, "", unparsed=True, raw=call.text)
+        self.pending.clear()
+
+    def _line(self, line: str, number: int) -> Iterator[Event]:
+        m = _PREFIX.match(line)  # every part is optional: it matches any line
+        digits = (m.group(1) or m.group(2)) if m else None
+        pid = int(digits) if digits else None
+        body = line[m.end() :] if m else line
+        if not body or body.startswith(("+++", "---", "strace: ")):
+            if body.startswith("+++") and pid in self.pending:  # it exited or was killed in the call
+                yield self._event(self.pending.pop(pid), None)
+            return
+        resumed = _RESUMED.match(body)
+        if resumed:
+            call = self.pending.pop(pid, None)
+            if call is None or not call.text.startswith(resumed.group(1) + "("):
+                yield Event(number, pid, resumed.group(1), unparsed=True, raw=line)
+                return
+            yield self._event(_Call(pid, call.text + body[resumed.end() :], call.line), number)
+        elif body.endswith(_UNFINISHED) and _CALL.match(body):
+            if pid in self.pending:
+                yield self._event(self.pending.pop(pid), None)
+            self.pending[pid] = _Call(pid, body[: -len(_UNFINISHED)], number)
+        else:
+            yield self._event(_Call(pid, body, number), number)
+
+    def _event(self, call: _Call, end: int | None) -> Event:
+        unread = Event(call.line, call.pid, "", end=end, unparsed=True, raw=call.text)
+        m = _CALL.match(call.text)
+        if m is None or m.group(1) not in _ARGS:
+            return unread
+        name = m.group(1)
+        split = _split_args(call.text if end is not None else call.text + ")", m.end())
+        if split is None:
+            return unread
+        args, rest = split
+        ret = _RETURN.match(rest)
+        if end is not None and ret is None:
+            return unread
+        result, error, returned = None, None, None
+        if end is not None and ret is not None:
+            value = ret.group(1)
+            result = None if value == "?" else int(value, 16) if value.startswith("0x") else int(value)
+            tail = rest[ret.end() :]
+            if tail.startswith("<"):
+                close = _skip(tail, 1, ">")
+                returned = _fd_path(f"0{tail[: close + 1]}")[1]
+                tail = tail[close + 1 :]
+            err = _ERRNO.match(tail)
+            error = err.group(1) if err and (result is None or result < 0) else None
+        paths, fds, flags = self._arguments(name, args, call.pid)
+        ev = Event(call.line, call.pid, name, paths, fds, flags, result, error, returned, end, raw="")
+        self._remember(ev)
+        return ev
+
+    def _arguments(
+        self, name: str, args: list[str], pid: int | None
+    ) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[str, ...]]:
+        paths: list[str | None] = []
+        fds: list[str | None] = []
+        flags: list[str] = []
+        base: str | None = self.cwd.get(pid)
+        content: str | None = None
+        roles = _ARGS[name]
+        for i, role in enumerate(roles):
+            arg = args[i] if i < len(args) else None
+            if role == "D":
+                is_fd, where = _fd_path(arg) if arg is not None else (False, None)
+                if arg is not None and arg.startswith("AT_FDCWD") and where is not None:
+                    self.cwd[pid] = where  # the kernel's word on this process's working folder
+                base = where if is_fd and where is not None else (self.cwd.get(pid) if arg == "AT_FDCWD" else None)
+            elif role == "P":
+                path = _string(arg)
+                if path == "" and "AT_EMPTY_PATH" in (args[-1] if args else ""):
+                    paths.append(base)  # linkat(fd, "", ..., AT_EMPTY_PATH) links the fd's file itself
+                else:
+                    paths.append(self.resolve(base, path, follows=name not in _NAMING | _MAKES))
+                base = self.cwd.get(pid)
+            elif role == "S":
+                content = _string(arg)
+            elif role == "f":
+                fds.append(_fd_path(arg)[1] if arg is not None else None)
+            elif role == "F":
+                flags += _flags(arg)
+            elif role == "H" and arg is not None:
+                found = re.search(r"flags=([^,}]*)", arg)
+                flags += _flags(found.group(1)) if found else ("?",)
+        if name == "creat":
+            flags += ("O_CREAT", "O_WRONLY", "O_TRUNC")
+        if name == "mmap" and "MAP_ANONYMOUS" in flags:
+            fds.clear()
+        if roles.startswith("S"):  # a symlink's content is read from the folder the link is in
+            link = paths[0] if paths else None
+            paths.insert(0, self.resolve(posixpath.dirname(link) if link else None, content, magic=True))
+        return tuple(paths), tuple(fds), tuple(flags)
+
+    def _remember(self, ev: Event) -> None:
+        """Keep what later paths depend on: the symlinks made, and each process's working folder."""
+        if ev.failed:
+            return
+        old, new = (*ev.paths, None, None)[:2]
+        if ev.syscall in _SYMLINKS and new is not None:
+            self.links.add(new)
+        elif ev.syscall in _LINKS and old in self.links and new is not None:
+            self.links.add(new)  # a hard link to a symlink is one more symlink
+        elif ev.syscall in _RENAMES and old is not None and new is not None:
+            # a moved link, or a folder holding links, moves them (an exchange swaps them)
+            olds = {link for link in self.links if link == old or link.startswith(old + "/")}
+            news = {link for link in self.links if link == new or link.startswith(new + "/")}
+            swapped = news if "RENAME_EXCHANGE" in ev.flags else set()
+            self.links -= olds | news
+            self.links |= {new + link[len(old) :] for link in olds} | {old + link[len(new) :] for link in swapped}
+        elif ev.syscall in ("chdir", "fchdir"):
+            # threads share their working folder: any other process's knowledge may now be stale
+            new = (ev.paths or ev.fds or (None,))[0] if ev.result == 0 else None
+            self.cwd = {ev.pid: new if new is None or new.startswith("/") else None}
+        elif ev.syscall in ("chroot", "pivot_root"):
+            self.cwd = {}
+        elif ev.syscall in ("clone", "clone3", "fork", "vfork") and ev.result is not None and ev.result > 0:
+            self.cwd.setdefault(ev.result, self.cwd.get(ev.pid))
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path in (folder, folder + DELETED) or path.startswith(folder + "/")
+
+
+def _above(path: str, folder: str) -> bool:
+    return path == "/" or folder.startswith(path.rstrip("/") + "/")
+
+
+def _raw_could_touch(raw: str, folder: str) -> bool:
+    """Whether an unreadable line might name the folder: it names the folder's own name (as text or
+    strace's hex), or holds a relative or unterminated string."""
+    leaf = posixpath.basename(folder) or folder
+    if leaf in raw or "".join(f"\\x{b:02x}" for b in leaf.encode("utf-8", "surrogateescape")) in raw.lower():
+        return True
+    if raw.count('"') % 2:
+        return True
+    return any(not s.startswith("/") for s in map(_unescape, _STRING.findall(raw)) if s)
+
+
+def _touches(ev: Event, folder: str) -> bool:
+    if ev.unparsed:
+        return _raw_could_touch(ev.raw, folder)
+    if ev.syscall in _ASYNC:
+        return True  # no path in sight, yet its queued writes may go anywhere
+    near = ev.syscall in _NAMING
+    # an opened fd's path is the kernel's word on which file it is: the path argument no longer matters
+    named = (ev.returned,) if ev.returned is not None and ev.syscall in _OPENS else (*ev.paths, *ev.fds)
+    for path in named:
+        if path is None or (path.startswith("/") and (_inside(path, folder) or (near and _above(path, folder)))):
+            return True
+    return False
+
+
+def _text_lines(trace: Path | str) -> Iterator[str]:
+    if isinstance(trace, str):
+        yield from trace.split("\n")
+        return
+    with open(trace, "rb") as f:
+        for raw in f:
+            yield raw.decode("utf-8", "replace")
+
+
+def read_events(trace: Path | str, folder: str) -> list[Event]:
+    """The events of ``trace`` that touch ``folder`` (an absolute path, as the traced process saw it), in order.
+
+    ``trace`` is the strace output file (a :class:`~pathlib.Path`) or its text (a ``str``). Never
+    raises on what the trace holds: a line it cannot read becomes an ``unparsed`` event, kept when
+    it may touch the folder; a path it cannot resolve is kept as None.
+    """
+    if not folder.startswith("/"):
+        raise ValueError(f"the folder must be an absolute path, not {folder!r}")
+    folder = _norm(folder)
+    events = _Reader(folder).lines(_text_lines(trace))
+    return sorted((e for e in events if _touches(e, folder)), key=lambda e: e.line)
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+_HARMLESS_OPEN = frozenset(
+    {"O_RDONLY", "O_CLOEXEC", "O_NOFOLLOW", "O_DIRECTORY", "O_NONBLOCK", "O_NDELAY", "O_NOCTTY", "O_LARGEFILE"}
+    | {"O_PATH", "O_NOATIME", "O_DIRECT", "O_SYNC", "O_DSYNC", "O_RSYNC", "O_ASYNC", "O_EXCL"}
+)
+"""Open flags that cannot change a file; any other (O_WRONLY, O_TRUNC, an unknown bit) counts as writing."""
+_READING_IOCTL = re.compile(r"TCGETS|TIOCG|FIONREAD|FIOCLEX|FIONCLEX|FIONBIO|FIGETBSZ|FIOQSIZE|FS_IOC_(FS)?GET")
+_SHARED_MAP = frozenset({"MAP_SHARED", "MAP_SHARED_VALIDATE"})
+"""A mapping whose memory writes reach the file, with no system call the trace could show."""
+_FIX = "write a temp file in the same folder, fsync it and os.replace() it onto"
+
+
+def _writing(ev: Event) -> bool:
+    return any(flag not in _HARMLESS_OPEN for flag in ev.flags) or not ev.flags
+
+
+def _written_fd(ev: Event) -> tuple[bool, str | None]:
+    """(does the call change bytes through an fd, that fd's path)."""
+    if ev.syscall == "ioctl":
+        changes = not (ev.flags and _READING_IOCTL.match(ev.flags[0]))
+        return changes, ev.fds[0] if ev.fds else None
+    if ev.syscall in _WRITTEN_FD:
+        i = _WRITTEN_FD[ev.syscall]
+        return True, ev.fds[i] if i < len(ev.fds) else None
+    return False, None
+
+
+def _arg(items: tuple[str | None, ...], i: int) -> str | None:
+    return items[i] if i < len(items) else None
+
+
+def _is(path: str | None, target: str) -> bool:
+    """Might ``path`` be the target? An unresolved path might be anything."""
+    return path is None or path in (target, target + DELETED)
+
+
+def _installs(ev: Event, target: str) -> bool:
+    """A rename (or exchange) that put another file at ``target``, or may have."""
+    if ev.syscall not in _RENAMES or ev.failed:
+        return False
+    old, new = _arg(ev.paths, 0), _arg(ev.paths, 1)
+    return old != new and (new == target or ("RENAME_EXCHANGE" in ev.flags and old == target))
+
+
+def _event_problem(ev: Event, target: str) -> str | None:
+    """Why this one call may leave the target torn, missing or changed in place; None when it cannot."""
+    name, folder = posixpath.basename(target), posixpath.dirname(target)
+    if ev.unparsed:
+        if not _raw_could_touch(ev.raw, folder):
+            return None
+        return f"the grader could not read a call that may touch the folder of {name} (trace line {ev.line}), so it cannot vouch for the save; use plain open, write, os.fsync and os.replace"
+    if ev.failed or not _touches(ev, folder):
+        return None
+    call, in_place = ev.syscall, f"a crash mid-save leaves it torn; {_FIX} {name}"
+    if call in _ASYNC:
+        return f"save_state used {call} (io_uring or Linux AIO), whose writes the grader cannot see; {_FIX} {name} with plain writes"
+    if call in _NAMING | _MAKES | {"truncate"} and None in ev.paths:
+        return f"save_state called {call}() on a path the grader could not resolve (through a symlink it made, /proc, or an unknown working folder), so it may have changed {name}; use plain absolute paths in the folder of {name}"
+    changes, fd = _written_fd(ev)
+    opened = ev.returned if ev.returned is not None else _arg(ev.paths, 0)
+    if call in _OPENS and _writing(ev) and _is(opened, target):
+        if opened is None:
+            return f"save_state opened a file for writing by a path the grader could not resolve (it may be {name}); use absolute paths in the folder of {name}"
+        return f"save_state opened {name} for writing in place ({'|'.join(ev.flags)}): {in_place}"
+    if (changes and _is(fd, target)) or (call == "truncate" and _is(_arg(ev.paths, 0), target)):
+        if (fd if changes else _arg(ev.paths, 0)) is None:
+            return f"save_state changed a file with {call}() through an fd or path the grader could not resolve (it may be {name}); {_FIX} {name}"
+        return f"save_state changed {name} in place with {call}(): {in_place}"
+    if call == "mmap" and _SHARED_MAP & set(ev.flags) and ev.fds:
+        return f"save_state mapped {_shown(posixpath.basename(ev.fds[0] or '?'))} shared into memory, whose writes the grader cannot see; {_FIX} {name} with plain writes"
+    if call in _UNLINKS and (_is(_arg(ev.paths, 0), target) or _above(_arg(ev.paths, 0) or "/", target)):
+        return f"save_state deleted {name} (or its folder): a crash before the new file is in place leaves no state at all; {_FIX} {name} instead"
+    if call in _RENAMES:
+        return _rename_problem(ev, target)
+    if call in _LINKS | _SYMLINKS:
+        return f"save_state made a {'hard' if call in _LINKS else 'symbolic'} link in or to the folder of {name}, through which it can change {name} unseen; {_FIX} {name}"
+    if call in _MAKES and _is(_arg(ev.paths, 0), target):
+        return f"save_state created {name} with {call}(), not as a finished file; {_FIX} {name}"
+    return None
+
+
+def _rename_problem(ev: Event, target: str) -> str | None:
+    name, folder = posixpath.basename(target), posixpath.dirname(target)
+    old, new = _arg(ev.paths, 0), _arg(ev.paths, 1)
+    if old is None or new is None:
+        return f"save_state renamed a file by a path the grader could not resolve (it may be {name}); pass os.replace() the absolute paths of the temp file and {name}"
+    exchange = "RENAME_EXCHANGE" in ev.flags
+    if old == new:
+        return None
+    if (old == target and not exchange) or _above(old, target) or (exchange and _above(new, target)):
+        return f"save_state renamed {name} (or its folder) away: a crash before the new file is in place leaves none; {_FIX} {name} directly"
+    if _above(new, folder) or new == folder:
+        return f"save_state renamed something onto the folder of {name}; {_FIX} {name}"
+    return None
+
+
+def atomic_problem(events: Iterable[Event], target: str) -> str | None:
+    """Why a crash during the save could leave ``target`` neither its old nor its new content; None when it cannot.
+
+    Fails if the target is opened for writing, truncated, written through an fd, unlinked,
+    renamed away or mapped shared; if a link is made in or to its folder; if io_uring or AIO is
+    used at all; or if a call that may touch the folder could not be read or resolved. The new
+    content must arrive by a rename of another file onto the target; no such rename is "no save".
+    """
+    target = _norm(target)
+    installed = False
+    for ev in events:
+        problem = _event_problem(ev, target)
+        if problem:
+            return problem
+        installed = installed or _installs(ev, target)
+    if not installed:
+        name = posixpath.basename(target)
+        return f"save_state never replaced {name}: no save happened; {_FIX} {name}"
+    return None
+
+
+@dataclass
+class _File:
+    """What the trace shows of one file of the folder, followed across renames."""
+
+    outside: bool = False
+    """It was moved into the folder from elsewhere, with a past the trace does not show."""
+    writes: list[Event] = field(default_factory=list)
+    syncs: list[Event] = field(default_factory=list)
+    mapped: bool = False
+
+
+def _history(events: Iterable[Event], target: str) -> tuple[list[tuple[Event, str, _File]], list[Event]]:
+    """Each rename onto ``target`` with its source and that file's history, and the folder's fsyncs."""
+    folder = posixpath.dirname(target)
+    files: dict[str, _File] = {}
+    installs: list[tuple[Event, str, _File]] = []
+    folder_syncs: list[Event] = []
+    for ev in events:
+        if ev.unparsed or ev.failed:
+            continue
+        changes, fd = _written_fd(ev)
+        opened = ev.returned if ev.syscall in _OPENS else None
+        if opened is not None and {"O_TRUNC", "O_CREAT", "O_TMPFILE"} & set(ev.flags):
+            files.setdefault(opened, _File()).writes.append(ev)
+        elif changes and fd is not None:
+            files.setdefault(fd, _File()).writes.append(ev)
+        elif ev.syscall in _SYNCS and ev.fds and ev.fds[0] is not None:
+            if ev.fds[0] == folder:
+                folder_syncs.append(ev)
+            else:
+                files.setdefault(ev.fds[0], _File()).syncs.append(ev)
+        elif ev.syscall == "mmap" and _SHARED_MAP & set(ev.flags) and ev.fds and ev.fds[0] is not None:
+            files.setdefault(ev.fds[0], _File()).mapped = True
+        elif ev.syscall in _RENAMES and len(ev.paths) > 1 and None not in ev.paths[:2]:
+            old, new = str(ev.paths[0]), str(ev.paths[1])
+            moved = files.pop(old) if old in files else _File(outside=not _inside(old, folder))
+            if "RENAME_EXCHANGE" in ev.flags:  # both names stay, each on the other's file
+                files[old] = files.pop(new) if new in files else _File(outside=not _inside(new, folder))
+            files[new] = moved
+            if _installs(ev, target):
+                installs.append((ev, old if new == target else new, files[target]))
+    return installs, folder_syncs
+
+
+def _shown(name: str) -> str:
+    """A file name as a message can show it: quoted when it holds a newline or another unprintable character."""
+    return name if name.isprintable() else repr(name)
+
+
+def _temp_problem(rename: Event, source: str, file: _File, target: str) -> str | None:
+    """Why the file renamed onto ``target`` may not be on disk when its name is; None when it is."""
+    name, temp = posixpath.basename(target), _shown(posixpath.basename(source))
+    writes = [w for w in file.writes if w.line < rename.line]  # later ones change the target: atomic_problem's
+    if posixpath.dirname(source) != posixpath.dirname(target) or file.outside:
+        return f"the temp file {_shown(source)} is not created in the folder of {name}: create it beside {name} (a rename is atomic only within one file system, and fsyncing the folder covers only its own names)"
+    if source.endswith(DELETED):
+        return f"the temp file's name {temp} ends like the kernel's mark of a deleted file, so the grader cannot follow it; name it otherwise"
+    if file.mapped:
+        return f"save_state wrote the temp file {temp} through a shared memory map, whose writes cannot be ordered; write it with f.write()"
+    if not writes:
+        return f"save_state renamed {temp} onto {name} without writing it during the save; write the new state into a fresh temp file first"
+    if any(w.end is None for w in writes):
+        return f"a write to the temp file {temp} never returned before the rename; write, flush and fsync it before os.replace()"
+    last = max(w.end or 0 for w in writes)
+    synced = [s for s in file.syncs if s.result == 0 and s.line > last and s.end is not None and s.end < rename.line]
+    if synced:
+        return None
+    if any(s.line > rename.line for s in file.syncs):
+        return f"save_state fsynced the temp file only after the rename: fsync it before os.replace(), so its bytes are on disk before {name} points at them"
+    if file.syncs:
+        return f"save_state fsynced the temp file {temp} before its last write: call f.flush() and os.fsync(f.fileno()) after writing everything"
+    return f"save_state never fsynced the temp file {temp}: call f.flush() and os.fsync(f.fileno()) before os.replace(), or a power cut can leave {name} empty"
+
+
+def durable_problem(events: Iterable[Event], target: str) -> str | None:
+    """Why ``target``'s new content may not survive a power cut; None when each step is on disk in order.
+
+    The file renamed onto the target must be made in the target's folder during the save, and
+    fsynced (fsync or fdatasync on its fd) after its last write and before the rename; after the
+    last rename onto the target, an fd opened on the folder must be fsynced.
+    """
+    target = _norm(target)
+    name = posixpath.basename(target)
+    installs, folder_syncs = _history(events, target)
+    if not installs:
+        return f"save_state never renamed a file onto {name}; {_FIX} {name}"
+    for rename, source, file in installs:
+        problem = _temp_problem(rename, source, file, target)
+        if problem:
+            return problem
+    last = installs[-1][0]
+    after = last.end if last.end is not None else last.line
+    if any(s.result == 0 and s.line > after for s in folder_syncs):
+        return None
+    if folder_syncs:
+        return "save_state fsynced the folder only before the rename: fsync it after os.replace(), so the rename itself is on disk"
+    return "save_state never fsynced the folder after the rename: open it with os.open(folder, os.O_RDONLY) and os.fsync() that fd, so the rename itself survives a power cut"

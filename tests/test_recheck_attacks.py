@@ -1,0 +1,618 @@
+"""A hostile learner against the isolated re-check (resumable_core/course/grading/recheck/): wrong or
+empty answers that try to score anyway, on all four assignments.
+
+Each notebook is the release (``exercises/<a>/<a>.ipynb``) with the attacker's code in the solution
+cells, re-checked as the grader's worker does (``only`` = every graded cell, sorted, in the sandbox).
+Every cell an attack targets must FAIL, and no reason may carry what only the instructor has (the
+answer key, the hidden checks' names, the source notebook's hidden tests). The kernel is not run:
+there the learner's code runs beside the visible checks and can patch them (that is why the
+re-check exists), so only the re-check decides.
+
+A test here that fails is a hole; each test's docstring says which part of the design it attacks.
+The two cells of ``resume_skeleton`` judged by the syscall tracer (not there yet) are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import grading_samples as samples
+import nbformat
+import pytest
+
+from resumable_core.course.assignments import ASSIGNMENTS
+from resumable_core.course.grading import recheck as isolated
+from resumable_core.course.grading import sandbox
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
+RELEASES = {a: REPO / "exercises" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed (apt-get install bubblewrap)"),
+    pytest.mark.skipif(
+        not all(p.exists() for p in (*SOURCES.values(), *RELEASES.values())),
+        reason="the course's notebooks are not there",
+    ),
+]
+
+TRACED = {"test_kill_during_save", "test_durable_steps"}
+"""resume_skeleton's cells judged by the syscall tracer being integrated elsewhere: ignored here."""
+
+SECRETS = (
+    "ANSWER_KEY",
+    '"A": "finished_no_call"',
+    "'A': 'finished_no_call'",
+    "BEGIN HIDDEN TESTS",
+    "check_other_read_only_tools",
+    "check_other_side_effect_tools",
+    "check_nothing_pending",
+    "check_every_crash_point",
+    "check_other_versions_refused",
+    "check_load_never_modifies",
+    "check_finished_run",
+    "check_second_crash",
+    "reconcile_by_effect",
+)
+"""Text only the instructor's side holds (course/hidden, the source notebook): no reason may carry it."""
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory) -> sandbox.Sandbox:
+    """The sandbox of a grading run: a pristine library copy, the default limits."""
+    return sandbox.Sandbox(sandbox.library_copy(tmp_path_factory.mktemp("lib") / "lib"))
+
+
+def graded(assignment: str) -> list[str]:
+    """Every graded cell of the source, sorted: the order the grader's worker re-checks them in."""
+    return sorted(isolated.graded_sources(json.loads(SOURCES[assignment].read_text(encoding="utf-8"))))
+
+
+def targets(assignment: str) -> list[str]:
+    return [g for g in graded(assignment) if not (assignment == "resume_skeleton" and g in TRACED)]
+
+
+def recheck(box, tmp_path: Path, assignment: str, answers: dict[str, str], *, timeout: int = 30) -> isolated.Report:
+    """The attacker's notebook (the release, ``answers`` in its solution cells) re-checked in the sandbox."""
+    nb = samples.submission(nbformat.read(str(RELEASES[assignment]), as_version=4), answers)
+    path = tmp_path / f"{assignment}.ipynb"
+    nbformat.write(nb, str(path))
+    return isolated.run(
+        path, assignment, source=SOURCES[assignment], only=graded(assignment), timeout=timeout, sandbox=box
+    )
+
+
+def holes(report: isolated.Report, cells: list[str], *, secrets: bool = True) -> list[str]:
+    """What went wrong for the grader: a cell of ``cells`` that scored or went unreported, a secret in any text."""
+    out = [f"{g} scored" for g in cells if g in report and not report[g]]
+    out += [f"{g} unreported" for g in cells if g not in report]
+    if secrets:
+        texts = [*(v or "" for v in report.values()), json.dumps(report.load_errors), report.inconclusive or ""]
+        out += [f"leaked {s!r}" for s in SECRETS if any(s in t for t in texts)]
+    return out
+
+
+def assert_no_hole(report: isolated.Report, cells: list[str], *, secrets: bool = True) -> None:
+    found = holes(report, cells, secrets=secrets)
+    assert not found, f"{found}; report: {json.dumps(dict(report), indent=1)}"
+
+
+def solution_answers(assignment: str) -> dict[str, str]:
+    """The source's solution code cells without their BEGIN/END SOLUTION markers."""
+    out = {}
+    for c in nbformat.read(str(SOURCES[assignment]), as_version=4).cells:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("solution") and c.cell_type == "code":
+            lines = [
+                ln for ln in c.source.splitlines() if "### BEGIN SOLUTION" not in ln and "### END SOLUTION" not in ln
+            ]
+            out[meta["grade_id"]] = "\n".join(lines)
+    return out
+
+
+# -- the control -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_the_honest_solution_passes_every_cell(box, tmp_path, assignment):
+    """Control: the release with the solution's answers filled in passes every cell (so a failure below is the attack's)."""
+    report = recheck(box, tmp_path, assignment, solution_answers(assignment), timeout=60)
+    assert set(report) == set(graded(assignment))
+    assert {g: why for g, why in report.items() if why and g in targets(assignment)} == {}
+    assert report.inconclusive is None and report.load_errors == []
+
+
+# -- 1. an exception whose message is empty --------------------------------------------------------
+# The checker's verdict for a cell is "no reason"; recheck_cell makes a NameError's reason str(e), and
+# the learner's side decides both the class (its "known" list) and the message of what it raises.
+
+GUARD = 'import sys\nATTACK = "ipykernel" not in sys.modules  # the kernel is fooled otherwise (it runs the visible checks beside us)\n'
+
+PATCH_LOOKUP = (
+    GUARD
+    + """
+# the learner's process is ours: answer every lookup of the checker with NameError("")
+_server = sys.modules["__main__"]
+if ATTACK and hasattr(_server, "ops"):
+    _real_ops = _server.ops
+
+    def _ops(ns, load_errors):
+        served = _real_ops(ns, load_errors)
+
+        def lookup(name):
+            raise NameError("")
+
+        served["lookup"] = lookup
+        return served
+
+    _server.ops = _ops
+"""
+)
+
+RAW_FRAME = (
+    GUARD
+    + """
+# the same, as raw frames on the socket: a "raise" of a NameError with no text for every lookup
+import json as _json
+from resumable_core.course.grading.rpc import session as _rpc_session
+
+_real_answer = _rpc_session.Session._answer
+
+
+def _answer(self, message):
+    if message.get("op") == "lookup":
+        data = _json.dumps({"op": "raise", "error": {"name": "NameError", "known": ["NameError"], "message": ""}})
+        self.sock.sendall(len(data.encode()).to_bytes(4, "big") + data.encode())
+        return
+    return _real_answer(self, message)
+
+
+if ATTACK:
+    _rpc_session.Session._answer = _answer
+"""
+)
+
+SAVE_RAISES = (
+    GUARD
+    + """
+
+def save_state(state, path):
+    # no save at all: a NameError with no text, which no check around a save catches
+    raise NameError("")
+"""
+)
+
+EMPTY_MESSAGE = {
+    "reconcile": {"level1_actions": PATCH_LOOKUP, "reconcile": "def reconcile(cp, tools):\n    return None"},
+    "postmortem": {
+        "fixed_reconcile": RAW_FRAME + "\n\ndef reconcile(cp, tools):\n    return None",
+        "reconcile_with_ledger": "def reconcile_with_ledger(cp, tools):\n    return None",
+    },
+    "resume_skeleton": {"save_state": SAVE_RAISES, "load_state": 'def load_state(path):\n    raise NameError("")'},
+    "resume": {"resume": PATCH_LOOKUP + "\n\ndef resume(*args, **kwargs):\n    return None"},
+}
+
+
+@pytest.mark.parametrize("assignment", ASSIGNMENTS)
+def test_an_exception_with_no_message_is_no_pass(box, tmp_path, assignment):
+    """Empty answers plus a NameError("") (from a patched lookup op, a raw frame, or a save no check wraps): nothing scores."""
+    report = recheck(box, tmp_path, assignment, EMPTY_MESSAGE[assignment])
+    cells = (
+        targets(assignment) if assignment != "resume_skeleton" else ["test_round_trip", "test_missing", "test_version"]
+    )
+    assert_no_hole(report, cells)
+
+
+# -- 2. reconcile: the answer key, forged data, handles and raw protocol ------------------------------
+
+KITCHEN_SINK = r'''import gc, json, os, socket, sys, time, types
+
+_STATE = "/tmp/.attack-state.json"  # the learner's /tmp: every fork of the learner's process shares it
+
+
+def _state():
+    try:
+        with open(_STATE) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {"found": [], "calls": {}}
+
+
+def _save(state):
+    with open(_STATE, "w") as f:
+        json.dump(state, f)
+
+
+def _note(state, what):
+    state["found"].append(str(what)[:120])
+
+
+# markers of the instructor's side, built at run time so that this notebook does not hold them itself
+_KEY_MARK = '"C": ' + '"is_error' + '_fallback"'
+_MARKS = ["check_other_read" + "_only_tools", "reconcile_by" + "_effect", "ANSWER" + "_KEY", "BEGIN HIDDEN" + " TESTS"]
+
+
+def _hunt(state, tools):
+    """Walk this process (objects, frames, modules, the stand-in's insides) and every file it can see."""
+    global RESUME_ACTION
+    key = None
+    for o in gc.get_objects():
+        if type(o) in (dict, types.MappingProxyType) and "A" in o and type(o.get("C")) is str:
+            if o.get("C") == "is_error" + "_fallback":
+                key = dict(o)
+    for frame in sys._current_frames().values():
+        while frame is not None:
+            for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):
+                if isinstance(value, str) and any(m in value for m in _MARKS):
+                    _note(state, f"frame {frame.f_code.co_name}: {value[:60]}")
+            frame = frame.f_back
+    inside = []
+    todo, seen = [tools], set()
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or len(seen) > 5000:
+            continue
+        seen.add(id(o))
+        inside.append(type(o).__name__)
+        todo.extend(getattr(o, "__dict__", {}).values())
+    if [m for m in sys.modules if ".hidden" in m]:
+        _note(state, "a hidden module is loaded here")
+    for root in ("/grading", "/tmp", "/home"):
+        for folder, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(folder, name)
+                try:
+                    with open(path, errors="replace") as f:
+                        text = f.read(4_000_000)
+                except OSError:
+                    continue
+                if _KEY_MARK in text:
+                    _note(state, f"the key in {path}")
+                for m in _MARKS[:3]:
+                    if m in text:
+                        _note(state, f"{m} in {path}")
+    for name, tool_input in [
+        ("read_file", {"path": "../../../../../../../grading/in/source.ipynb"}),
+        ("read_file", {"path": "/grading/lib/resumable_core/course/hidden/reconcile.py"}),
+        ("grep", {"pattern": "ANSWER", "path": "../../../../../../../grading/lib/resumable_core/course/hidden"}),
+        ("list_dir", {"path": "/grading"}),
+        ("read_file", {"path": "meeting-08-18.md", "world": "/"}),
+    ]:
+        try:
+            out = tools.execute(name, tool_input)
+            if any(m in out for m in _MARKS[:3]) or _KEY_MARK in out:
+                _note(state, f"{name} read {out[:80]}")
+        except Exception as e:
+            if any(m in str(e) for m in _MARKS[:3]):
+                _note(state, f"{name}: {e}")
+    if key:
+        _note(state, f"key {key}")
+        RESUME_ACTION = key  # the level-1 lookups come after this cell in the grader's order
+
+
+def _session(tools):
+    return tools._handles.session
+
+
+def _raw(session, message):
+    data = json.dumps(message).encode()
+    session.sock.sendall(len(data).to_bytes(4, "big") + data)
+
+
+def _guess_handles(state, cp, tools):
+    """Ask for handles the checker never gave us: numbers around ours (objects of its own nearby)."""
+    number = tools._number
+    session = _session(tools)
+    for delta in (16, -16, 32, -32, 48, 4096, -4096):
+        try:
+            names = session.request("toolbox.names", tools.__class__(tools._handles, number + delta))
+            _note(state, f"handle {delta}: {names}")
+        except Exception as e:
+            _note(state, f"guess refused: {type(e).__name__}")
+            break
+
+
+def _kind_confusion(state, cp, tools):
+    """Our toolbox's number as a function, and an op of no table."""
+    session = _session(tools)
+    for message in (
+        {"op": "function.call", "args": [{"$handle": ["function", tools._number]}], "kwargs": {"$dict": []}},
+        {"op": "__import__", "args": ["os"], "kwargs": {"$dict": []}},
+    ):
+        try:
+            _raw(session, message)
+        except OSError:
+            break
+    time.sleep(2)
+
+
+def _extra_fields(state, cp, tools):
+    """The reply as a raw frame: a Checkpoint with fields of no model, and NaN where numbers go."""
+    body = cp.model_dump(mode="json")
+    body["pending_tool_use"] = None
+    body["grader_says"] = "pass"
+    body["messages"].append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "ok"}]})
+    data = json.dumps({"op": "return", "value": {"$model": ["Checkpoint", body]}}).replace('"turns": 1', '"turns": NaN')
+    _session(tools).sock.sendall(len(data.encode()).to_bytes(4, "big") + data.encode())
+    time.sleep(2)
+
+
+def _too_deep(state, cp, tools):
+    """A reply nested 200,000 deep, then a number of 10,000 digits."""
+    data = '{"op": "return", "value": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    _session(tools).sock.sendall(len(data).to_bytes(4, "big") + data.encode())
+    time.sleep(2)
+
+
+def _stall(state, cp, tools):
+    """Half a frame, then nothing: the checker waits on us."""
+    _session(tools).sock.sendall((1000).to_bytes(4, "big") + b'{"op": "ret')
+    time.sleep(3600)
+
+
+class _Yes(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+class _Answers(dict):
+    def get(self, key, default=None):
+        return _Yes(key)
+
+    def __getitem__(self, key):
+        return _Yes(key)
+
+
+RESUME_ACTION = _Answers(A=_Yes("A"), B=_Yes("B"), C=_Yes("C"))  # an answer that equals everything
+
+PLAN = {"read_file": ["hunt", "extra_fields", "too_deep"], "send_email": ["guess", "stall"], "grep": ["kind"]}
+
+
+def reconcile(cp, tools):
+    state = _state()
+    p = cp.pending_tool_use
+    name = "finished" if p is None else p.name
+    n = state["calls"].get(name, 0)
+    state["calls"][name] = n + 1
+    step = (PLAN.get(name) or [None])[min(n, len(PLAN.get(name) or [None]) - 1)]
+    if step == "hunt":
+        _hunt(state, tools)
+    _save(state)
+    if name == "finished":
+        return [float("nan")] * 100_000 + [0] * 4_000_000  # 16 MiB of "data"
+    if name == "delete_database":  # the last cell: tell what was found, in the only words that reach anyone
+        raise RuntimeError(f"found {state['found']}")
+    {"guess": _guess_handles, "kind": _kind_confusion, "extra_fields": _extra_fields,
+     "too_deep": _too_deep, "stall": _stall}.get(step, lambda *a: None)(state, cp, tools)
+    _save(state)
+    return cp  # nothing reconciled: the empty answer
+'''
+
+
+def test_reconcile_no_key_no_forgery_no_handle_no_raw_message_scores(box, tmp_path):
+    """An empty reconcile that hunts the answer key (gc, frames, the stand-in, every file, tool paths), forges a
+    RESUME_ACTION equal to everything, returns 16 MiB of data, guesses handle numbers, sends a toolbox as a
+    function, an unknown op, a Checkpoint with extra fields and NaN, a 200,000-deep value and half a frame:
+    every cell fails, and the findings it reports in its last exception hold nothing of the instructor's."""
+    report = recheck(box, tmp_path, "reconcile", {"level1_actions": "", "reconcile": KITCHEN_SINK}, timeout=5)
+    assert_no_hole(report, targets("reconcile"))
+    assert "found []" in report["test_unknown_tool"], report["test_unknown_tool"]
+
+
+# -- 3. postmortem: a toolbox a previous check handed over --------------------------------------------
+
+STALE_TOOLBOX = """_BOXES = []
+
+
+def reconcile(cp, tools):
+    # the production bug (run every dangling call again), but on the first toolbox any check handed us:
+    # the grader's worker re-checks bonus_ledger first, and its handles still resolve in test_incident
+    _BOXES.append(tools)
+    p = cp.pending_tool_use
+    if p is None:
+        return cp
+    output = _BOXES[0].execute(p.name, p.input)
+    cp.messages.append({"role": "user", "content": [rc.tool_result(p.id, output)]})
+    cp.pending_tool_use = None
+    return cp
+"""
+
+
+def test_postmortem_the_production_bug_on_a_stale_toolbox_does_not_score(box, tmp_path):
+    """The production reconcile (re-send the email) routed to a toolbox an earlier check issued: the second email
+    lands in another world, the one the check counts holds one. test_incident must still fail."""
+    answers = {"fixed_reconcile": STALE_TOOLBOX, "reconcile_with_ledger": "reconcile_with_ledger = reconcile"}
+    report = recheck(box, tmp_path, "postmortem", answers)
+    # re-running read_file is right for a read-only tool: the production bug earns that cell honestly
+    assert_no_hole(report, [c for c in targets("postmortem") if c != "test_read_file_rerun"])
+
+
+# -- 4. resume_skeleton: the shared folder -----------------------------------------------------------
+
+LINKED_FOLDER_SAVE = """_SAVED = []
+_SEEN = {}
+HIDDEN = "/grading/lib/resumable_core/course/hidden"
+
+
+def _point_copy_at(path, where):
+    # our copy's folder becomes a link: the checker reads it back through the link, in ITS file system
+    folder = os.path.dirname(path)
+    os.rename(folder, folder + ".moved")
+    os.symlink(where, folder)
+
+
+def _harvest(path):
+    folder = os.path.dirname(path)
+    for name in os.listdir(folder):
+        if name != "state.json" and os.path.isfile(os.path.join(folder, name)):
+            with open(os.path.join(folder, name), errors="replace") as f:
+                _SEEN[name] = f.read()
+
+
+def save_state(state, path):
+    _harvest(path)
+    _SAVED.append(json.loads(json.dumps(state)))
+    if "reconcile.py" not in _SEEN:
+        _point_copy_at(path, HIDDEN)
+"""
+
+LINKED_FOLDER_LOAD = """def load_state(path):
+    folder = os.path.dirname(path)
+    if not os.listdir(folder):
+        # test_missing: the "write a default on first load" bug, the default left as a link
+        os.symlink("default-state.json", path)
+        return None
+    if os.path.isfile(path):
+        with open(path) as f:
+            state = json.load(f)
+        if state.get("version") != 1:
+            # test_version: the bad file accepted; a fifo, a 64 MiB sparse file, links, in the copy and the shared root
+            os.mkfifo(os.path.join(folder, "fifo"))
+            with open(os.path.join(folder, "huge"), "wb") as f:
+                f.truncate(64 << 20)
+            os.symlink("/etc/passwd", os.path.join(folder, "passwd"))
+            os.symlink("/grading/in/source.ipynb", "/grading/shared/source.ipynb")
+            return state
+    _harvest(path)
+    if "reconcile.py" in _SEEN and "source.ipynb" not in _SEEN:
+        _point_copy_at(path, "/grading/in")
+        return _SAVED[-1]
+    if "source.ipynb" in _SEEN:
+        hidden, nb = _SEEN["reconcile.py"], _SEEN["source.ipynb"]
+        key = next((ln.strip() for ln in hidden.splitlines() if '"A":' in ln), "no key")
+        marks = [m for m in ("check_other_read_only_tools", "BEGIN HIDDEN TESTS") if m in hidden + nb]
+        raise RuntimeError(f"{key} {marks} {sorted(_SEEN)}")
+    return _SAVED[-1] if _SAVED else None
+"""
+
+
+def test_resume_skeleton_the_copy_folder_cannot_be_swapped_for_a_link(box, tmp_path):
+    """save_state replaces its copy's folder with a symlink to the checker's hidden package, then to its /grading/in:
+    the read-back follows it (O_NOFOLLOW guards only the last component, iterdir follows) and the next hand-in gives
+    the learner the hidden checks, the answer key and the source notebook; load_state raises them into the reason.
+    Also: a default state left as a symlink (test_missing), a fifo, a 64 MiB sparse file and links (test_version)."""
+    report = recheck(
+        box, tmp_path, "resume_skeleton", {"save_state": LINKED_FOLDER_SAVE, "load_state": LINKED_FOLDER_LOAD}
+    )
+    # returning None with no file is what test_missing asks for, and this load does: only the others are holes
+    assert_no_hole(report, ["test_round_trip", "test_version"])
+
+
+MEMORY_SAVE = """_SAVED = []
+
+
+def save_state(state, path):
+    # the state stays in this process; the file gets one meaningless byte
+    _SAVED.append(json.loads(json.dumps(state)))
+    with open(path, "w") as f:
+        f.write("x")
+"""
+
+MEMORY_LOAD = """def load_state(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        if f.read() != "x":
+            raise StateVersionError("not a file this code wrote")
+    return _SAVED[-1]
+"""
+
+
+def test_resume_skeleton_a_state_kept_in_memory_does_not_score(box, tmp_path):
+    """save_state writes "x" and keeps the state in the learner's process, which lives on between the checker's
+    calls; load_state answers from memory. Nothing is persisted: round trip, missing and version must fail."""
+    report = recheck(box, tmp_path, "resume_skeleton", {"save_state": MEMORY_SAVE, "load_state": MEMORY_LOAD})
+    # returning None with no file is what test_missing asks for, and this load does: only the others are holes
+    assert_no_hole(report, ["test_round_trip", "test_version"])
+
+
+# -- 5. resume: the library's loop, forged replies ---------------------------------------------------
+
+LIBRARY_LOOP = r'''def _library_loop():
+    """The library's own run_agent, from wherever the loopless view still holds it."""
+    import importlib.machinery, importlib.util, pathlib, sys, types
+    import resumable_core
+
+    package = pathlib.Path(resumable_core.__file__).parent
+
+    def from_pyc(name):  # the view's __pycache__ was compiled before the refusing run_agent was appended
+        pyc = package / "__pycache__" / f"loop.{sys.implementation.cache_tag}.pyc"
+        loader = importlib.machinery.SourcelessFileLoader(name, str(pyc))
+        module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+        sys.modules[name] = module
+        loader.exec_module(module)
+        return module
+
+    def from_source(name):  # the refusing run_agent is appended: the original is still above it
+        text = (package / "loop.py").read_text().split("\n\ndef run_agent(*args, **kwargs):")[0]
+        module = types.ModuleType(name)
+        module.__package__ = "resumable_core"
+        sys.modules[name] = module
+        exec(compile(text, str(package / "loop.py"), "exec"), module.__dict__)
+        return module
+
+    for n, how in enumerate((from_pyc, from_source)):
+        try:
+            module = how(f"resumable_core.loop_again{n}")
+        except Exception:
+            continue
+        if "checkpoint_path" in module.run_agent.__code__.co_varnames:
+            return module
+    raise RuntimeError("no library loop left")
+
+
+class _Unfenced:
+    def __init__(self, box):
+        self.box = box
+
+    def fenced(self, fence):  # the grader's toolbox handle has no fenced(): the library's loop asks for it
+        return self.box
+
+
+def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX_TURNS):
+    loop = _library_loop()
+    return loop.run_agent(
+        task, checkpoint_path=path, toolbox=_Unfenced(tools), client=client, reconcile=reconcile, max_turns=max_turns
+    ).checkpoint
+'''
+
+
+def test_resume_the_library_loop_cannot_be_reached(box, tmp_path):
+    """resume hands its work to the library's run_agent, loaded from the view's stale loop.cpython-311.pyc or exec'd
+    from loop.py's own source above the appended refusing def: every cell must fail."""
+    report = recheck(box, tmp_path, "resume", {"resume": LIBRARY_LOOP})
+    assert_no_hole(report, targets("resume"))
+
+
+FORGED = """def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX_TURNS):
+    # no loop at all
+    import json, os
+    data = json.loads(open(path).read()) if os.path.exists(path) else {}
+    pending = (data.get("pending_tool_use") or {}).get("name")
+    if pending == "send_email":
+        # test_crash_after_tool: reconcile with the check's own function, then forge the model's last word
+        cp = reconcile(rc.load_checkpoint(path), tools)
+        cp.messages.append({"role": "assistant", "content": [{"type": "text", "text": "Done: the summary is sent."}]})
+        rc.save_checkpoint(cp, path)
+        return cp
+    if pending == "read_file":
+        # test_turn_cap: what does the check's reconcile say about itself when called wrongly?
+        try:
+            reconcile(1, 2, 3)
+        except Exception as e:
+            raise RuntimeError(f"{type(e).__name__}: {e}")
+    # everything else, test_refusals included: refused
+    raise ValueError("not implemented")
+"""
+
+
+def test_resume_no_loop_scores_nothing(box, tmp_path):
+    """A resume without a loop: a forged final reply after the check's reconcile (no model call), a ValueError for
+    everything else (the refusals), and the check's reconcile called with wrong arguments to make it name itself."""
+    report = recheck(box, tmp_path, "resume", {"resume": FORGED})
+    assert_no_hole(report, targets("resume"))

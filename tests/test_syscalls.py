@@ -1,0 +1,338 @@
+"""The syscall verdicts: real savers under the real strace (plain and in bubblewrap), the parser on recorded lines."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resumable_core.course.grading import syscalls
+from resumable_core.course.grading.sandbox import Sandbox
+from resumable_core.course.grading.syscalls import Event, atomic_problem, durable_problem, read_events
+
+SAVERS = Path(__file__).parent / "syscall_savers"
+OLD = b'{"version": 1, "old": true}\n'
+NEW = b'{"version": 1, "task": "t", "turns": 2}\n'
+SHARED = "/grading/shared"
+"""Where the folder of the checked calls appears inside the sandbox."""
+MODES = [
+    pytest.param("plain"),
+    pytest.param(
+        "bwrap",
+        marks=pytest.mark.skipif(
+            shutil.which("bwrap") is None, reason="bwrap is not installed (apt-get install bubblewrap)"
+        ),
+    ),
+]
+
+
+@dataclass
+class Saved:
+    """One traced run of a saver: what the trace showed of its folder and what it left there."""
+
+    events: list[Event]
+    target: str
+    """The target's path as the saver saw it (inside the sandbox, in bwrap mode)."""
+    content: bytes | None
+    returncode: int
+    stderr: str
+
+
+def _save(saver: str, tmp_path: Path, mode: str) -> Saved:
+    """Run ``savers.py saver`` under the tracer, in bubblewrap or not, on a fresh folder holding OLD."""
+    reason = syscalls.available()
+    if reason is not None:
+        pytest.skip(reason)
+    tmp_path = tmp_path.resolve()
+    unique = uuid.uuid4().hex
+    shared = tmp_path / "shared"
+    host = shared / unique
+    host.mkdir(parents=True)
+    (host / "state.json").write_bytes(OLD)  # from the host, before the trace starts
+    trace = tmp_path / "trace.txt"  # beside the shared folder, not in it: the sandbox never sees it
+    if mode == "bwrap":
+        folder = f"{SHARED}/{unique}"
+        (tmp_path / "etc").mkdir()
+        (tmp_path / "scratch").mkdir()
+        command = [sys.executable, "/grading/savers/savers.py", saver, f"{folder}/state.json"]
+        argv = Sandbox(library=None).command(
+            command, tmp_path / "scratch", tmp_path / "etc", ro=[(SAVERS, "/grading/savers")], rw=[(shared, SHARED)]
+        )
+    else:
+        folder = str(host)
+        argv = [sys.executable, str(SAVERS / "savers.py"), saver, f"{folder}/state.json"]
+    proc = subprocess.run([*syscalls.tracer_argv(trace), *argv], capture_output=True, timeout=120, check=False)
+    target = host / "state.json"
+    content = target.read_bytes() if target.exists() else None
+    return Saved(read_events(trace, folder), f"{folder}/state.json", content, proc.returncode, proc.stderr.decode())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_correct_saver_passes_both_verdicts(tmp_path, mode):
+    """Temp file in the folder, fsync, os.replace, fsync of the folder: atomic and durable."""
+    saved = _save("correct", tmp_path, mode)
+    assert saved.returncode == 0, saved.stderr
+    assert saved.content == NEW
+    assert atomic_problem(saved.events, saved.target) is None
+    assert durable_problem(saved.events, saved.target) is None
+
+
+WRONG = [
+    # saver, what atomic_problem says (None: nothing), what durable_problem says, content left (None: not checked)
+    ("plain_open", "opened state.json for writing in place", "never renamed a file onto state.json", None),
+    ("os_write_in_place", "opened state.json for writing in place", "never renamed a file onto state.json", NEW),
+    ("no_fsync", None, "never fsynced the temp file", NEW),
+    ("fsync_after_rename", None, "fsynced the temp file only after the rename", NEW),
+    ("no_folder_fsync", None, "never fsynced the folder after the rename", NEW),
+    ("relative_after_chdir", None, None, NEW),
+    ("relative_in_place", "opened state.json for writing in place", "never renamed a file onto state.json", None),
+    ("rename_away", "renamed state.json (or its folder) away", None, NEW),
+    ("fake_fsync", None, "never fsynced the temp file", NEW),
+    ("killed_mid_save", "no save happened", "never renamed a file onto state.json", OLD),
+    ("threaded", None, None, NEW),
+    ("hostile_correct", None, None, NEW),
+    ("hostile_in_place", "opened state.json for writing in place", None, None),
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("saver", "atomic", "durable", "content"), WRONG, ids=[w[0] for w in WRONG])
+def test_each_saver_gets_its_verdicts(tmp_path, mode, saver, atomic, durable, content):
+    """Each saver's trace gives the verdicts its code deserves, whatever it printed or named its files."""
+    saved = _save(saver, tmp_path, mode)
+    killed = (-9, 128 + 9)  # strace passes the signal on; bwrap's init reports it as an exit code
+    assert saved.returncode in (killed if saver == "killed_mid_save" else (0,)), saved.stderr
+    got_atomic, got_durable = atomic_problem(saved.events, saved.target), durable_problem(saved.events, saved.target)
+    assert (got_atomic is None) == (atomic is None) and (atomic is None or atomic in str(got_atomic)), got_atomic
+    assert (got_durable is None) == (durable is None) and (durable is None or durable in str(got_durable)), got_durable
+    if content is not None:
+        assert saved.content == content
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_temp_file_in_another_folder_is_refused(tmp_path, mode):
+    """A temp file in /tmp: renamed across folders it is not durable; where that rename fails, the copy is in place."""
+    saved = _save("temp_elsewhere", tmp_path, mode)
+    assert saved.returncode == 0, saved.stderr
+    one_disk = mode == "plain" and os.stat(tempfile.gettempdir()).st_dev == os.stat(tmp_path).st_dev
+    atomic, durable = atomic_problem(saved.events, saved.target), durable_problem(saved.events, saved.target)
+    if one_disk:
+        assert atomic is None
+        assert durable is not None and "is not created in the folder of state.json" in durable
+    else:  # the sandbox's /tmp is a tmpfs of its own: shutil.move copies into the target
+        assert atomic is not None and "for writing in place" in atomic
+        assert durable is not None
+
+
+# -- the parser on recorded lines -------------------------------------------------------------
+
+F = "/f"
+T = "/f/state.json"
+GOOD = """\
+7  openat(AT_FDCWD</w>, "/f/t", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666) = 3</f/t>
+7  write(3</f/t>, ""..., 40) = 40
+7  fsync(3</f/t>) = 0
+7  rename("/f/t", "/f/state.json") = 0
+7  openat(AT_FDCWD</w>, "/f", O_RDONLY|O_CLOEXEC) = 4</f>
+7  fsync(4</f>) = 0
+"""
+
+
+def _events(text: str) -> list[Event]:
+    return read_events(text, F)
+
+
+def test_recorded_correct_save_passes():
+    """The recorded lines of a right save pass both verdicts, with every field read."""
+    events = _events(GOOD)
+    assert [e.syscall for e in events] == ["openat", "write", "fsync", "rename", "openat", "fsync"]
+    first = events[0]
+    assert (first.pid, first.paths, first.returned, first.result, first.end) == (7, ("/f/t",), "/f/t", 3, 1)
+    assert first.flags == ("O_WRONLY", "O_CREAT", "O_TRUNC", "O_CLOEXEC")
+    assert events[3].paths == ("/f/t", T)
+    assert atomic_problem(events, T) is None and durable_problem(events, T) is None
+
+
+def test_unfinished_and_resumed_lines_make_one_event():
+    """An ``<unfinished ...>`` line and its ``<... resumed>`` make one event that starts and ends where they are."""
+    text = """\
+[pid   101] openat(AT_FDCWD</w>, "/f/t", O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC, 0666 <unfinished ...>
+[pid   102] write(1<pipe:[7]>, ""..., 1) = 1
+[pid   101] <... openat resumed>)      = 3</f/t>
+[pid   101] fsync(3</f/t> <unfinished ...>
+[pid   102] write(1<pipe:[7]>, ""..., 1 <unfinished ...>
+[pid   101] <... fsync resumed>)       = 0
+[pid   102] <... write resumed>)       = 1
+"""
+    events = _events(text)
+    assert [(e.syscall, e.line, e.end, e.result) for e in events] == [("openat", 1, 3, 3), ("fsync", 4, 6, 0)]
+    assert events[0].returned == "/f/t" and events[0].paths == ("/f/t",)
+
+
+def test_a_call_killed_midway_may_have_happened():
+    """A call the process was killed in has no result and no end, and is not counted as failed."""
+    text = '9  rename("/f/t", "/f/state.json" <unfinished ...>\n9  +++ killed by SIGKILL +++\n'
+    [event] = _events(text)
+    assert (event.syscall, event.paths, event.result, event.end, event.failed) == (
+        "rename",
+        ("/f/t", T),
+        None,
+        None,
+        False,
+    )
+
+
+def test_escaped_names_are_decoded():
+    """Hex (-xx) and C escapes decode to the file's real name; a quote or newline in it splits nothing."""
+    hexed = '3  rename("\\x2f\\x66\\x2f\\x61\\x22\\x0a\\x3d\\x20\\x30", "\\x2f\\x66\\x2f\\x62") = 0\n'
+    plain = '3  rename("/f/a\\"\\n= 0", "/f/c\\\\d\\303\\251") = 0\n'
+    assert _events(hexed)[0].paths == ('/f/a"\n= 0', "/f/b")
+    assert _events(plain)[0].paths == ('/f/a"\n= 0', "/f/c\\d\u00e9")
+
+
+def test_relative_paths_follow_the_working_folder():
+    """Relative paths resolve against the cwd strace showed or a chdir; another process's chdir makes them unknown."""
+    known = '5  openat(AT_FDCWD</f>, "x", O_RDONLY) = 3</f/x>\n5  rename("t", "state.json") = 0\n'
+    assert _events(known)[1].paths == ("/f/t", T)
+    moved = '5  chdir("/f") = 0\n5  unlink("t") = 0\n6  chdir("/") = 0\n5  unlink("state.json") = 0\n'
+    assert [e.paths for e in _events(moved)] == [("/f",), ("/f/t",), (None,)]
+    unknown = _events('5  rename("t", "state.json") = 0\n')
+    assert unknown[0].paths == (None, None)
+    assert "could not resolve" in str(atomic_problem(unknown, T))
+
+
+def test_dirfd_and_proc_links():
+    """A dirfd's kernel path anchors a relative name; a path through /proc's links is never trusted."""
+    text = '5  renameat2(4</f>, "t", 4</f>, "state.json", RENAME_NOREPLACE) = 0\n'
+    assert _events(text)[0].paths == ("/f/t", T)
+    proc = '5  rename("/proc/self/cwd/t", "/proc/self/cwd/state.json") = 0\n'
+    assert _events(proc)[0].paths == (None, None)
+    assert "could not resolve" in str(atomic_problem(_events(proc), T))
+
+
+def test_failed_calls_change_nothing():
+    """An open for writing the kernel refused is no write in place."""
+    text = '7  openat(AT_FDCWD</w>, "/f/state.json", O_WRONLY|O_TRUNC) = -1 EACCES (Permission denied)\n' + GOOD
+    events = _events(text)
+    assert events[0].failed and events[0].error == "EACCES"
+    assert atomic_problem(events, T) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("7  ftruncate(5</f/state.json>, 0) = 0", "in place with ftruncate()"),
+        ('7  unlink("/f/state.json") = 0', "deleted state.json"),
+        ('7  rename("/f/state.json", "/f/old") = 0', "renamed state.json (or its folder) away"),
+        ('7  rename("/f", "/g") = 0', "renamed state.json (or its folder) away"),
+        ("7  io_uring_setup(8, {flags=0}) = 5<anon_inode:[io_uring]>", "io_uring"),
+        ("7  mmap(NULL, 40, PROT_READ|PROT_WRITE, MAP_SHARED, 3</f/t>, 0) = 0x7f00", "mapped t shared"),
+        ('7  linkat(AT_FDCWD</w>, "/f/t", AT_FDCWD</w>, "/tmp/alias", 0) = 0', "hard link"),
+        ('7  symlink("/f", "/tmp/f") = 0', "symbolic link"),
+        ("7  copy_file_range(4</tmp/x>, NULL, 5</f/state.json>, NULL, 9, 0) = 9", "in place with copy_file_range()"),
+        ("7  ioctl(5</f/state.json>, FICLONE, 4) = 0", "in place with ioctl()"),
+        ('7  write(5, ""..., 9) = 9', "could not resolve"),
+        ('7  symlink("/proc/self/cwd", "/tmp/l") = 0\n7  unlink("/tmp/l/state.json") = 0', "could not resolve"),
+        ('7  symlink("/g", "/tmp/l") = 0\n7  truncate("/tmp/l", 0) = 0', "could not resolve"),
+        ('7  symlink("/g", "/tmp/l") = 0\n7  rename("/tmp/l/../f/t", "/f/old") = 0', "could not resolve"),
+        ('7  renameat2(AT_FDCWD</f>, "/f/state\\x', "could not read"),
+    ],
+)
+def test_each_way_of_changing_the_target_is_caught(line, reason):
+    """Truncating, deleting, moving, aliasing or mapping the target, io_uring, or an unreadable call each fail (a)."""
+    problem = atomic_problem(_events(GOOD + line + "\n"), T)
+    assert problem is not None and reason in problem, problem
+
+
+def test_an_exchange_onto_the_target_is_atomic():
+    """renameat2(RENAME_EXCHANGE) swaps the new file in without the target ever missing."""
+    text = GOOD.replace(
+        '7  rename("/f/t", "/f/state.json") = 0',
+        '7  renameat2(AT_FDCWD</w>, "/f/t", AT_FDCWD</w>, "/f/state.json", RENAME_EXCHANGE) = 0',
+    )
+    assert atomic_problem(_events(text), T) is None
+    assert durable_problem(_events(text), T) is None
+
+
+def test_durable_order_on_recorded_lines():
+    """fdatasync counts as fsync; an fsync before the last write, or a folder fsync before the rename, does not."""
+    assert durable_problem(_events(GOOD.replace("fsync(3", "fdatasync(3")), T) is None
+    late_write = GOOD.replace("7  fsync(3</f/t>) = 0\n", '7  fsync(3</f/t>) = 0\n7  write(3</f/t>, ""..., 1) = 1\n')
+    assert "before its last write" in str(durable_problem(_events(late_write), T))
+    early_folder = GOOD.replace("7  fsync(4</f>) = 0\n", "").replace(
+        '7  openat(AT_FDCWD</w>, "/f/t"', '7  fsync(4</f>) = 0\n7  openat(AT_FDCWD</w>, "/f/t"'
+    )
+    assert "only before the rename" in str(durable_problem(_events(early_folder), T))
+
+
+def test_lines_that_cannot_touch_the_folder_are_left_out():
+    """Other folders, strace's own status lines and garbage naming nothing are no events; garbage naming the folder is."""
+    text = '7  openat(AT_FDCWD</w>, "/g/x", O_WRONLY|O_CREAT, 0666) = 3</g/x>\n7  +++ exited with 0 +++\nhello world\n'
+    assert _events(text) == []
+    assert _events('7  symlink("/proc/self/fd/0", "/newroot/dev/stdin") = 0\n') == []  # bwrap's own
+    [odd] = read_events("7  frobnicate(the folder f3a9 is here) = 0\n", "/grading/shared/f3a9")
+    assert odd.unparsed
+
+
+def test_tracer_argv_is_a_prefix_writing_to_an_absolute_file():
+    """The prefix follows forks, decodes fds, hides data, filters in the kernel, and never reads "|x" as a pipe."""
+    argv = syscalls.tracer_argv(Path("|x"))
+    assert argv[0] == "strace" and argv[-1] == "--"
+    assert {"-f", "-y", "-xx", "--seccomp-bpf"} <= set(argv) and argv[argv.index("-s") + 1] == "0"
+    assert Path(argv[argv.index("-o") + 1]).is_absolute()
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        "7  ",
+        "[pid 8] ",
+        "openat(",
+        "rename(",
+        "mmap(",
+        "AT_FDCWD</f>",
+        '"',
+        "\\x2f",
+        "\\",
+        ", ",
+        ") = ",
+        "0x7f",
+        "-1 ENOENT (No such file)",
+        "?",
+        "3</f/state.json>",
+        " <unfinished ...>",
+        "<... openat resumed>",
+        "+++ killed by SIGKILL +++",
+        "O_WRONLY|O_TRUNC",
+        "RENAME_EXCHANGE",
+        "MAP_SHARED",
+        "<",
+        ">",
+        "{",
+        "}",
+        "[",
+        "]",
+        "(",
+        ")",
+        "0123",
+    ]
+)
+LINES = st.lists(st.one_of(FRAGMENTS, st.text(max_size=12)), max_size=14).map("".join)
+
+
+@settings(max_examples=250, deadline=None)
+@given(st.lists(LINES, max_size=20))
+def test_read_events_never_raises(lines):
+    """Any text at all reads as events without raising, and both verdicts judge them without raising."""
+    events = read_events("\n".join(lines), F)
+    assert all(isinstance(e, Event) for e in events)
+    for verdict in (atomic_problem, durable_problem):
+        assert verdict(events, T) is None or isinstance(verdict(events, T), str)
