@@ -521,7 +521,7 @@ def test_a_forged_result_cannot_change_the_cells():
 
 
 def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path):
-    """A real kernel in the sandbox: stderr comes back as stdout, writes are thrown away, a kill's later cells say why."""
+    """The learner's process in the sandbox: stderr comes back as stdout, writes are thrown away, a kill's later cells say why."""
     from resumable_core.course.grading.execute import SandboxedExecute
 
     nb = nbformat.v4.new_notebook()
@@ -539,7 +539,7 @@ def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path
     assert out.cells[1].outputs[0].text == "the learner's own file\n"
     assert not (tmp_path / "left-behind.txt").exists()
     for cell in out.cells[2:]:
-        assert cell.outputs[0].ename == sb.NOT_RUN and "the kernel died" in cell.outputs[0].evalue
+        assert cell.outputs[0].ename == sb.NOT_RUN and "the learner's process ended" in cell.outputs[0].evalue
 
 
 LEFT_RUNNING = """
@@ -620,7 +620,7 @@ def test_added_cells_do_not_stretch_the_wall_clock(tmp_path):
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
 def test_a_result_that_is_not_a_regular_file_is_no_result(tmp_path, kind):
     """A result made a link to /dev/zero, a fifo or a folder is refused at once, never read or waited on."""
-    from resumable_core.course.grading.execute import _read_result
+    from resumable_core.course.grading.recheck import read_result as _read_result
 
     path = tmp_path / ".result.ipynb"
     {"symlink": lambda: path.symlink_to("/dev/zero"), "fifo": lambda: os.mkfifo(path), "folder": path.mkdir}[kind]()

@@ -31,3 +31,21 @@ def code_cells(notebook: Path) -> int | None:
     if not isinstance(cells, list):
         return None
     return sum(1 for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
+
+
+def recheck_budget(n_checked: int, timeout: float) -> float:
+    """Seconds the isolated re-check of ``n_checked`` test cells may take: ``timeout`` per cell, one more, and :data:`STARTUP`."""
+    return float(timeout) * (max(0, n_checked) + 1) + STARTUP
+
+
+def graded_cells(notebook: Path) -> int:
+    """How many graded test cells the (trusted) notebook at ``notebook`` has (0 if it cannot be read)."""
+    try:
+        cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    if not isinstance(cells, list):
+        return 0
+    return sum(
+        1 for c in cells if isinstance(c, dict) and ((c.get("metadata") or {}).get("nbgrader") or {}).get("grade")
+    )

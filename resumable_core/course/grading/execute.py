@@ -3,34 +3,30 @@
 :class:`SandboxedExecute` takes the place of nbgrader's ``Execute`` in ``Autograde.autograde_preprocessors``
 (the working course's ``nbgrader_config.py``, :func:`.workspace.write_course`). For one notebook it
 
-1. copies the notebook's folder into a fresh scratch folder and writes the notebook there, its
-   test cells without their hidden blocks (:func:`.learner_view.kernel_notebook`: those run only in
-   the re-check's checker process, outside the learner's reach);
-2. runs :mod:`.kernel_runner` inside the sandbox (:mod:`.sandbox`), which starts the kernel there,
-   saves the notebook after every cell and kills what each cell left running; the kernel sees the
-   library without the hidden checks (:func:`.learner_view.learner_library`). The sandbox's wall
-   clock is counted from the release's code cells (:func:`.budget.wall_budget`): added cells buy no
-   time;
-3. reads back only that result file (size-capped), and takes from it only the outputs and execution
-   counts of the cells that ran, after checking that every cell is the one it sent (type, id,
-   source, metadata): nothing the submission writes can change which cells there are or what they
-   are worth;
-4. gives every cell that did not run an error output naming why (the kernel died, or which limit
+1. starts the learner's process of that notebook in the sandbox (:class:`.recheck.LearnerProcess`,
+   :mod:`.inside.learner_server`) with a copy of the notebook's folder beside it and the notebook
+   as the kernel would get it: test cells without their hidden blocks
+   (:func:`.learner_view.kernel_notebook`: those run only in the re-check's checker, outside the
+   learner's reach), on the library without the hidden checks (:func:`.learner_view.learner_library`).
+   It runs every cell once, in an IPython shell of its own (no Jupyter kernel to start), saves the
+   notebook after every cell and kills what each cell left running; then it stays, serving the
+   re-check (:data:`RUNNING`, taken by :mod:`.workers`). Its wall clock is counted from the
+   release's cells (:mod:`.budget`): added cells buy no time;
+2. reads back only the executed notebook (size-capped), and takes from it only the outputs and
+   execution counts of the cells that ran, after checking that every cell is the one it sent
+   (type, id, source, metadata): nothing the submission writes can change which cells there are or
+   what they are worth;
+3. gives every cell that did not run an error output naming why (the process died, or which limit
    of the sandbox was hit), so the cells that passed before a crash keep their points;
-5. turns stderr stream outputs into stdout ones: nbgrader scores a test cell 0 when anything
+4. turns stderr stream outputs into stdout ones: nbgrader scores a test cell 0 when anything
    reached stderr, and a warning or a log line must not cost a correct answer its points.
 
-With ``sandboxed = False`` (``grade --no-sandbox``) the same runner runs as a plain process.
+With ``sandboxed = False`` (``grade --no-sandbox``) the same process runs plainly.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import shutil
-import stat
-import sys
-import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +36,11 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Bool, Float, Integer, Unicode
 
 from .. import nbgrader_cli
-from .budget import DEFAULT_TIMEOUT, code_cells, wall_budget
-from .kernel_runner import KEY
-from .learner_view import kernel_notebook, learner_library
-from .sandbox import NOT_RUN, SCRATCH, Limits, Result, Sandbox, run_plain
-
-RUNNER = "resumable_core.course.grading.kernel_runner"
+from .budget import DEFAULT_TIMEOUT, code_cells, graded_cells, recheck_budget, wall_budget
+from .inside.shell import KEY
+from .learner_view import kernel_notebook
+from .recheck import LearnerProcess
+from .sandbox import NOT_RUN, Limits, Sandbox
 
 
 def _same_cell(sent: Any, got: Any) -> bool:
@@ -66,30 +61,6 @@ def _stderr_as_stdout(outputs: list[Any]) -> list[Any]:
         if o.get("output_type") == "stream" and o.get("name") == "stderr":
             o["name"] = "stdout"
     return outputs
-
-
-def _read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
-    """The runner's notebook (None if unusable) and why it is not usable.
-
-    Opened without following a link and without blocking: a submission may have made the file a
-    symlink to ``/dev/zero`` or a fifo; anything but a regular file under ``cap`` is no result.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None, "the sandbox wrote no result"
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        return None, "the sandbox's result is not a regular file"
-    with os.fdopen(fd, "rb") as f:
-        if st.st_size > cap:
-            return None, f"the executed notebook is over the output cap ({st.st_size >> 20} MiB > {cap >> 20} MiB)"
-        data = f.read(cap + 1)
-    try:
-        return nbformat.reads(data.decode("utf-8"), as_version=4), None
-    except Exception as e:  # noqa: BLE001 - anything unreadable is just no result
-        return None, f"the sandbox's result is not a notebook ({type(e).__name__})"
 
 
 def merge_result(sent: Any, result: Any | None, why_stopped: str | None) -> Any:
@@ -141,12 +112,6 @@ def autograde_preprocessors() -> list[type]:
     return [SandboxedExecute if step is Execute else step for step in steps]
 
 
-def _why(run: Result) -> str | None:
-    if run.limit:
-        return f"the sandbox hit its {run.limit} limit"
-    return None
-
-
 class SandboxedExecute(NbGraderPreprocessor):
     """nbgrader's Execute step, run in the sandbox; see the module docstring."""
 
@@ -196,30 +161,45 @@ class SandboxedExecute(NbGraderPreprocessor):
 
     def preprocess(self, nb: Any, resources: Any) -> tuple[Any, Any]:
         folder = Path((resources.get("metadata") or {}).get("path") or ".")
-        name = f"{(resources.get('metadata') or {}).get('name') or 'notebook'}.ipynb"
-        box = self.sandbox()
-        limits = dataclasses.replace(box.limits, wall=self.wall_clock(nb, resources))
+        ids = resources.get("nbgrader") or {}
+        key = (str(ids.get("student")), str(ids.get("assignment")), str(ids.get("notebook")))
         sent = kernel_notebook(nb)
-        with tempfile.TemporaryDirectory(prefix="resumable-scratch-") as tmp:
-            scratch = Path(tmp) / "work"
-            shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-            nbformat.write(sent, str(scratch / name))
-            inside = SCRATCH if self.sandboxed else str(scratch)
-            argv = [sys.executable, "-m", RUNNER, f"{inside}/{name}", f"{inside}/.result.ipynb"]
-            argv += ["--timeout", str(int(self.timeout))]
-            if self.sandboxed:
-                argv += ["--kill-leftovers"]  # only there: outside, /proc lists the whole machine
-                library = learner_library(box.library) if box.library else None
-                run = dataclasses.replace(box, library=library, limits=limits).run(argv, scratch)
-            else:
-                run = run_plain(argv, scratch, limits, nbgrader_cli.env())
-            result, unusable = _read_result(scratch / ".result.ipynb", self.result_cap)
-        why = _why(run) or unusable
-        if why is None and run.returncode not in (0, 1):
-            why = f"the sandbox ended with exit code {run.returncode}"
-        self.log.info("executed %s in %.1f s (%s)", name, run.seconds, why or "complete")
+        release = self.release_notebook(resources)
+        n_graded = graded_cells(release) if release is not None else 0
+        learner = LearnerProcess.start(
+            sent,
+            folder,
+            key[1],
+            timeout=int(self.timeout),
+            wall=self.wall_clock(nb, resources)
+            + recheck_budget(n_graded, self.timeout),  # the cells, then the re-check
+            sandbox=self.sandbox() if self.sandboxed else None,
+            env=nbgrader_cli.env(),
+        )
+        started = time.monotonic()
+        result, why = learner.executed(self.result_cap)
+        if why is None:
+            RUNNING[key] = learner  # serving: the re-check of this notebook calls into it (:mod:`.workers`)
+        else:
+            learner.stop()
+        self.log.info("executed %s in %.1f s (%s)", key[2], time.monotonic() - started, why or "complete")
         merged = merge_result(sent, result, why)
         for cell, ran in zip(nb.cells, merged.cells, strict=True):  # the outputs onto the cells as graded
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
         return nb, resources
+
+
+RUNNING: dict[tuple[str, str, str], LearnerProcess] = {}
+"""The learner's processes that ran a notebook and still serve, by (student, assignment, notebook)."""
+
+
+def take_learner(student: str, assignment: str, notebook: str) -> LearnerProcess | None:
+    """The serving learner's process of that notebook (now the caller's to stop), or None."""
+    return RUNNING.pop((student, assignment, notebook), None)
+
+
+def stop_learners(student: str) -> None:
+    """Stop every learner's process of ``student`` still serving (a notebook nothing re-checked)."""
+    for key in [k for k in RUNNING if k[0] == student]:
+        RUNNING.pop(key).stop()

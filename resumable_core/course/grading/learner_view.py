@@ -54,7 +54,8 @@ def learner_library(full: Path, assignment: str | None = None) -> Path:
     """
     from ..assignments import REGISTRY
 
-    loopless = assignment is not None and REGISTRY[assignment].answer_is_a_loop
+    registered = REGISTRY.get(assignment) if assignment is not None else None
+    loopless = registered is not None and registered.answer_is_a_loop
     target = full / (f"{LEARNER_COPY}-loopless" if loopless else LEARNER_COPY)
     if target.is_dir():
         return target

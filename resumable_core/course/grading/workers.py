@@ -34,7 +34,7 @@ from typing import Any
 from nbgrader.api import Gradebook, MissingEntry
 
 from .. import nbgrader_cli
-from . import recheck
+from . import execute, recheck
 from .execute import SandboxedExecute
 from .sandbox import Sandbox
 from .workspace import DEFAULT_TIMEOUT, Execution, gradebook_url, write_course
@@ -144,6 +144,9 @@ def recheck_isolated(
         if not passed:
             continue
         source = root / "source" / assignment / f"{name}.ipynb"
+        learner = execute.take_learner(
+            student, assignment, name
+        )  # None: it ended early; a fresh one runs the cells before
         if source.is_file():
             report = recheck.run(
                 nb_path,
@@ -153,8 +156,11 @@ def recheck_isolated(
                 timeout=timeout,
                 env=nbgrader_cli.env(),
                 sandbox=sandbox,
+                learner=learner,
             )
         else:  # nothing trusted to re-check against: no cell keeps its kernel score
+            if learner is not None:
+                learner.stop()
             report = recheck.Report(inconclusive=f"no source notebook {source.name} in the working course")
         failed, review = recheck_outcome(passed, report, report.inconclusive)
         if not failed:
@@ -180,8 +186,11 @@ def autograde_student(
         log=(result.get("log") or "")[-LOG_TAIL:],
         error=(result.get("error") or "")[-ERROR_TAIL:],
     )
-    if report.success:
-        report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, sandbox)
+    try:
+        if report.success:
+            report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, sandbox)
+    finally:
+        execute.stop_learners(student)  # the notebooks nothing re-checked
     ended = time.monotonic()
     report.timings = {"autograde": round(autograded - started, 2), "recheck": round(ended - autograded, 2)}
     report.seconds = round(ended - started, 2)

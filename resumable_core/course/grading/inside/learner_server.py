@@ -1,22 +1,24 @@
-"""The learner's process of the re-check: load the notebook's cells, then answer the checker's calls.
+"""The learner's process of grading: run the notebook's cells, then answer the re-check's calls.
 
-``python -m resumable_core.course.grading.inside.learner_server NOTEBOOK --setup SETUP.json --socket PATH``
+``python -m resumable_core.course.grading.inside.learner_server IN.ipynb --out OUT.ipynb --socket PATH
+--timeout S --wall S [--kill-leftovers]``
 
-It runs the release's setup cells (``SETUP.json``: their sources, a JSON list, written by the
-grader from the trusted source), then every learner cell of ``NOTEBOOK`` as the kernel did (on
-after an error), each under an alarm, and listens on the Unix socket ``PATH``. It never gets the
-source notebook, a hidden test or a check beyond the visible ones the student kit holds. Each
-connection (one per process of the checker) is served by a fork of the loaded process, so a check
-that kills its child ends only that copy. It answers three ops, ``loaded``, ``lookup`` and
-``call``, with data only (:mod:`..boundary`); the learner's function reaches the checker's world
-only through the stand-ins of :mod:`..boundary`. It stops when ``PATH.stop`` appears or after
-``--wall`` seconds. Nothing it says is trusted.
+It runs every code cell of ``IN`` (the submission as the kernel would get it: the release's setup
+and test cells, the hidden blocks cut, and the learner's cells) in an IPython shell in this
+process (:mod:`.shell`), saving ``OUT`` after every cell with the outputs nbgrader records; then
+it listens on the Unix socket ``PATH`` and answers the checker with the namespace those cells
+left. One process per student: the cells run once. It never gets the source notebook, a hidden
+test or a check beyond the visible ones the student kit holds. Each connection (one per call of
+the checker) is served by a fork of the loaded process, so a call keeps nothing in memory for the
+next and a check that kills its call ends only that copy. It answers three ops, ``loaded``,
+``lookup`` and ``call``, with data only (:mod:`..boundary`); the learner's function reaches the
+checker's world only through the stand-ins of :mod:`..boundary`. It stops when ``PATH.stop``
+appears or after ``--wall`` seconds. Nothing it says is trusted.
 """
 
 from __future__ import annotations
 
 import argparse
-import builtins
 import json
 import os
 import select
@@ -27,46 +29,26 @@ import time
 from pathlib import Path
 from typing import Any
 
+import nbformat
+
 from .. import rpc
 from ..boundary import Stand, codec
-from ..notebook_cells import learner_cells, python_source
+from ..notebook_cells import learner_cells
+from .leftovers import kill_leftovers
+from .shell import new_shell, run_notebook
 
 
-class _Timeout(BaseException):
-    pass
+def load_errors(nb: dict) -> list[dict[str, Any]]:
+    """The learner cells that raised while the notebook ran: ``{"cell", "error", "kernel"}`` each.
 
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _Timeout()
-
-
-def load(ns: dict[str, Any], notebook: dict, timeout: int) -> list[dict[str, Any]]:
-    """Run every learner cell of ``notebook`` in ``ns`` as the kernel did (on after an error); its errors.
-
-    Each error is ``{"cell", "error", "kernel"}``: the kernel's error for that cell, or None if it
-    ran fine there.
+    The cells ran here, where the checks will call the learner's functions: what they showed is
+    what the re-check loads (``kernel`` is the same error), so it never makes the re-check inconclusive.
     """
-    errors = []
-    old = signal.signal(signal.SIGALRM, _on_alarm)
-    try:
-        for label, src, kernel in learner_cells(notebook):
-            code, unrunnable = python_source(src)
-            error = f"{unrunnable} (IPython only)" if unrunnable else None
-            signal.alarm(max(1, int(timeout)))
-            try:
-                exec(compile(code, f"<{label}>", "exec"), ns)
-            except _Timeout:
-                error = f"a timeout ({timeout} s)"
-            except BaseException as e:  # noqa: BLE001 - the kernel goes on after an erroring cell; so do we
-                error = f"{type(e).__name__}: {e}"
-            finally:
-                signal.alarm(0)
-            if error:
-                first = error.splitlines()[0][:150] if error.strip() else error
-                errors.append({"cell": label, "error": first, "kernel": kernel})
-    finally:
-        signal.signal(signal.SIGALRM, old)
-    return errors
+    return [
+        {"cell": label, "error": kernel[:150], "kernel": kernel[:150]}
+        for label, _, kernel in learner_cells(nb)
+        if kernel is not None
+    ]
 
 
 def preload() -> None:
@@ -129,25 +111,31 @@ def serve(address: Path, ns: dict[str, Any], load_errors: list[dict[str, Any]], 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m resumable_core.course.grading.inside.learner_server")
-    p.add_argument("notebook", help="the graded notebook (its learner cells run)")
-    p.add_argument("--setup", required=True, help="a JSON list of the release's setup cell sources (run first)")
-    p.add_argument("--socket", required=True, help="the Unix socket to listen on")
-    p.add_argument("--timeout", type=int, required=True, help="seconds per learner cell while loading")
+    p.add_argument("notebook", type=Path, help="the notebook to run (setup, learner and visible test cells)")
+    p.add_argument("--out", required=True, type=Path, help="the executed notebook, saved after every cell")
+    p.add_argument("--socket", required=True, help="the Unix socket to listen on once the cells ran")
+    p.add_argument("--timeout", type=int, required=True, help="seconds per cell")
     p.add_argument("--wall", type=float, required=True, help="seconds before it stops serving")
+    p.add_argument(
+        "--kill-leftovers", action="store_true", help="after each cell, kill what it left running (sandbox only)"
+    )
     args = p.parse_args(argv)
     held = os.dup(1)  # held open, never written: the sandbox's runner waits for this pipe to close
-    devnull = os.open(os.devnull, os.O_WRONLY)  # the learner's prints go nowhere: no channel to anyone
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the learner's prints go nowhere but the cells' outputs
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
-    nb = json.loads(Path(args.notebook).read_text(encoding="utf-8"))
-    setup = json.loads(Path(args.setup).read_text(encoding="utf-8"))
+    started = time.monotonic()
     preload()
-    ns: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-    for src in setup:  # the release's setup, as the kernel ran it
-        exec(compile(python_source(str(src))[0], "<setup>", "exec"), ns)
-    load_errors = load(ns, nb, args.timeout)
-    serve(Path(args.socket), ns, load_errors, args.wall)
+    nb = nbformat.read(str(args.notebook), as_version=4)
+    shell = new_shell(Path.cwd())
+
+    def after() -> None:
+        kill_leftovers(os.getpid())
+
+    run_notebook(nb, args.out, args.timeout, shell, after_cell=after if args.kill_leftovers else None)
+    errors = load_errors(json.loads(nbformat.writes(nb)))
+    serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started))
     os.close(held)
     os._exit(0)  # no atexit or finalizer of the learner's code runs
 

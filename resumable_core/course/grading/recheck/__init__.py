@@ -16,29 +16,39 @@ isolated re-check". An inconclusive re-run scores the cells it was asked about 0
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
+import stat
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import nbformat
 
 from .. import syscalls
-from ..learner_view import learner_library
-from ..notebook_cells import setup_cells
-from ..sandbox import Limit, Limits, Result, Sandbox, capped_folder, run_plain
+from ..budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
+from ..learner_view import kernel_notebook, learner_library
+from ..notebook_cells import setup_cells, source_of
+from ..sandbox import NOT_RUN, Limit, Limits, Result, Sandbox, capped_folder, run_plain
 from .plan import CheckCall, UnknownCheckError, check_calls, graded_sources, planned_calls
 from .report import Report
 
 __all__ = [
     "CheckCall",
+    "LearnerProcess",
     "Report",
     "UnknownCheckError",
     "check_calls",
     "graded_sources",
     "planned_calls",
+    "read_result",
     "run",
     "setup_cells",
 ]
@@ -51,19 +61,19 @@ IN = "/grading/in"
 """Where each process finds its read-only inputs."""
 TRACE = "/grading/trace"
 """Where the checker finds the learner's process's system calls (a tracer outside both sandboxes writes them)."""
+SOCKET = "learner.sock"
+RESULT = "executed.ipynb"
+"""The executed notebook, in the socket folder (the trusted side reads it while the process serves)."""
+ENDED = "learner.ended"
+"""Made when the learner's process has ended (so nothing waits for one that died)."""
 LEARNER_MODULE = "resumable_core.course.grading.inside.learner_server"
 CHECKER_MODULE = "resumable_core.course.grading.inside.checker"
 
 
-def overall_seconds(source: dict, only: list[str] | None, timeout: int) -> int:
-    """Seconds the whole re-run may take, from the trusted source's cells (never the submission's).
-
-    The per-cell timeout for every code cell of the source and for every re-checked cell, plus a
-    minute: cells a submission adds buy it no time.
-    """
-    n_code = sum(1 for c in source.get("cells", []) if c.get("cell_type") == "code")
-    n = len(only) if only is not None else n_code
-    return int(timeout) * (n + n_code + 1) + 60
+def overall_seconds(source: dict, only: list[str] | None, timeout: int) -> float:
+    """Seconds the checker may take, from the trusted source's test cells (never the submission's)."""
+    n = len(only) if only is not None else len(graded_sources(source))
+    return recheck_budget(n, timeout)
 
 
 @dataclass
@@ -141,41 +151,143 @@ def _start(
     return wait
 
 
-def _processes(
-    layout: _Layout,
-    assignment: str,
-    only: list[str] | None,
-    timeout: int,
-    overall: int,
-    env: dict[str, str],
-    box: Sandbox | None,
-) -> tuple[Result, Result]:
-    """Run the learner's process and the checker until the checker ends; their results."""
-    address = f"{layout.path('learner', 'rpc')}/learner.sock"
-    learner = [sys.executable, "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
-    learner += ["--setup", layout.path("learner", "setup.json"), "--socket", address]
-    learner += ["--timeout", str(int(timeout)), "--wall", str(overall)]
-    checker = [sys.executable, "-m", CHECKER_MODULE, "--source", layout.path("checker", "source.ipynb")]
-    checker += ["--assignment", assignment, "--learner", address, "--shared", layout.path("checker", "shared")]
-    checker += ["--timeout", str(int(timeout))]
-    checker += ["--only", ",".join(only)] if only is not None else []
-    tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
-    if tracer:
-        checker += ["--trace", layout.trace("checker")]
-    learner_box = None
-    if box is not None:
-        library = learner_library(box.library, assignment) if box.library else None
-        learner_box = dataclasses.replace(box, library=library, tracer=tuple(tracer))
-    else:
-        learner = [*tracer, *learner]
+def _argv_of_learner(layout: _Layout, timeout: int, wall: float, kill_leftovers: bool) -> list[str]:
+    argv = [sys.executable, "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
+    argv += [
+        "--out",
+        f"{layout.path('learner', 'rpc')}/{RESULT}",
+        "--socket",
+        f"{layout.path('learner', 'rpc')}/{SOCKET}",
+    ]
+    argv += ["--timeout", str(int(timeout)), "--wall", str(wall)]
+    return argv + (["--kill-leftovers"] if kill_leftovers else [])
+
+
+@dataclass
+class LearnerProcess:
+    """The learner's process of one notebook, in its sandbox: it runs the cells once, then serves the re-check.
+
+    :meth:`start` it; :meth:`executed` waits until the cells ran and reads the executed notebook
+    back (as data: it is the learner's file); :func:`run` re-checks against it; :meth:`stop` ends it
+    and removes its folders.
+    """
+
+    layout: _Layout
+    assignment: str
+    sandbox: Sandbox | None
+    env: dict[str, str]
+    wall: float
+    wait: Callable[[], Result]
+    stack: contextlib.ExitStack
+    result: Result | None = None
+
+    @classmethod
+    def start(
+        cls,
+        nb: Any,
+        folder: Path | None,
+        assignment: str,
+        *,
+        timeout: int,
+        wall: float,
+        sandbox: Sandbox | None,
+        env: dict[str, str] | None = None,
+    ) -> LearnerProcess:
+        """Run the nbformat notebook ``nb`` (with a copy of ``folder``'s files beside it) for at most ``wall`` seconds."""
+        env = dict(os.environ if env is None else env)
+        stack = contextlib.ExitStack()
+        # Both processes write here (the socket, the result, the copies): a capped tmpfs where one can be mounted.
+        tmp = stack.enter_context(capped_folder((sandbox.limits if sandbox else Limits()).disk))
+        layout = _Layout(Path(tmp), sandboxed=sandbox is not None)
+        scratch = layout.folder / "scratch-learner"
+        if folder is not None:
+            shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
+        scratch.mkdir(exist_ok=True)
+        layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
+        argv = _argv_of_learner(layout, timeout, wall, kill_leftovers=sandbox is not None)
+        tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
+        box = None
+        if sandbox is not None:
+            library = learner_library(sandbox.library, assignment) if sandbox.library else None
+            box = dataclasses.replace(sandbox, library=library, tracer=tuple(tracer))
+        else:
+            argv = [*tracer, *argv]
+        wait = _start(argv, layout, "learner", box, env, wall, layout.host("rpc") / ENDED)
+        return cls(layout, assignment, sandbox, env, wall, wait, stack)
+
+    @property
+    def traced(self) -> bool:
+        return (self.layout.folder / "trace").is_dir() and syscalls.available() is None
+
+    def ended(self) -> bool:
+        return (self.layout.host("rpc") / ENDED).exists()
+
+    def executed(self, cap: int) -> tuple[Any | None, str | None]:
+        """Wait until the cells ran (or the process ended); the executed notebook (None if unusable) and why.
+
+        ``why`` is None when the cells ran to the end and the process is serving; otherwise it says
+        what stopped it (a limit of the sandbox, an exit), and the notebook is as far as it got.
+        """
+        socket_path = self.layout.host("rpc") / SOCKET
+        while not socket_path.exists() and not self.ended():
+            time.sleep(0.02)
+        why = None
+        if self.ended():
+            self.result = self.wait()
+            why = (
+                f"the sandbox hit its {self.result.limit} limit"
+                if self.result.limit
+                else "the learner's process ended before its last cell (os._exit, a crash or a signal)"
+            )
+        nb, unusable = read_result(self.layout.host("rpc") / RESULT, cap)
+        return nb, why or unusable
+
+    def stop(self) -> Result:
+        """End the process (if it still serves) and remove its folders; its result."""
+        (self.layout.host("rpc") / f"{SOCKET}.stop").touch()
+        result = self.result or self.wait()
+        self.stack.close()
+        return result
+
+
+def read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
+    """The executed notebook in ``path`` (None if unusable) and why it is not usable.
+
+    Opened without following a link and without blocking: a submission may have made the file a
+    symlink to ``/dev/zero`` or a fifo; anything but a regular file under ``cap`` is no result.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None, "the sandbox wrote no result"
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None, "the sandbox's result is not a regular file"
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > cap:
+            return None, f"the executed notebook is over the output cap ({st.st_size >> 20} MiB > {cap >> 20} MiB)"
+        data = f.read(cap + 1)
+    try:
+        return nbformat.reads(data.decode("utf-8"), as_version=4), None
+    except Exception as e:  # noqa: BLE001 - anything unreadable is just no result
+        return None, f"the sandbox's result is not a notebook ({type(e).__name__})"
+
+
+def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, timeout: int) -> Result:
+    """Run the checker against the serving ``learner`` until it prints its report."""
+    layout = learner.layout
+    layout.give("checker", "source.ipynb", json.dumps(_without_solutions(trusted)))
+    address = f"{layout.path('checker', 'rpc')}/{SOCKET}"
+    argv = [sys.executable, "-m", CHECKER_MODULE, "--source", layout.path("checker", "source.ipynb")]
+    argv += ["--assignment", learner.assignment, "--learner", address, "--shared", layout.path("checker", "shared")]
+    argv += ["--timeout", str(int(timeout))]
+    argv += ["--only", ",".join(only)] if only is not None else []
+    if learner.traced:
+        argv += ["--trace", layout.trace("checker")]
     # The checker's TMPDIR is its own: inside the sandbox its private /tmp, plainly a folder of its own.
-    plain_checker_env = {**env, "TMPDIR": str(layout.host("checker-tmp"))}
-    ended = layout.host("rpc") / "learner.sock.ended"
-    wait_learner = _start(learner, layout, "learner", learner_box, env, overall + 5, ended)
-    wait_checker = _start(checker, layout, "checker", box, plain_checker_env, overall)
-    checked = wait_checker()
-    (layout.host("rpc") / "learner.sock.stop").touch()
-    return checked, wait_learner()
+    env = {**learner.env, "TMPDIR": str(layout.host("checker-tmp"))}
+    return _start(argv, layout, "checker", learner.sandbox, env, overall_seconds(trusted, only, timeout))()
 
 
 def run(
@@ -184,28 +296,67 @@ def run(
     *,
     source: str | Path,
     only: list[str] | None = None,
-    timeout: int = 60,
+    timeout: int = DEFAULT_TIMEOUT,
     env: dict[str, str] | None = None,
     sandbox: Sandbox | None = None,
+    learner: LearnerProcess | None = None,
 ) -> Report:
     """Re-check ``notebook`` against the trusted ``source``: the learner's process and the checker, each in ``sandbox``.
 
-    Plainly (``sandbox=None``, ``grade --no-sandbox``) nothing is isolated. ``env`` is used only
-    without a sandbox (the sandbox's allowlist holds otherwise). Cells it could not confirm (a
-    process died, hit a limit or printed no result) come back failed with the reason, and the
-    report is ``inconclusive``. Only the cells asked about (``only``) are read from its result.
+    ``learner``: the process that already ran the notebook's cells for nbgrader (it is stopped
+    here); without one, a learner's process is started for ``notebook`` with the source's setup
+    and test cells (the hidden blocks cut). Plainly (``sandbox=None``, ``grade --no-sandbox``)
+    nothing is isolated. ``env`` is used only without a sandbox (the sandbox's allowlist holds
+    otherwise). Cells it could not confirm (a process died, hit a limit or printed no result) come
+    back failed with the reason, and the report is ``inconclusive``. Only the cells asked about
+    (``only``) are read from its result.
     """
-    env = dict(os.environ if env is None else env)
     trusted = json.loads(Path(source).read_text(encoding="utf-8"))
-    overall = overall_seconds(trusted, only, timeout)
-    # Both processes write here (the socket, the copies): a capped tmpfs where one can be mounted.
-    with capped_folder((sandbox.limits if sandbox else Limits()).disk) as tmp:
-        layout = _Layout(Path(tmp), sandboxed=sandbox is not None)
-        layout.give("learner", "notebook.ipynb", Path(notebook).read_text(encoding="utf-8"))
-        layout.give("learner", "setup.json", json.dumps([src for _, src in setup_cells(trusted)]))
-        layout.give("checker", "source.ipynb", json.dumps(_without_solutions(trusted)))
-        checked, learned = _processes(layout, assignment, only, timeout, overall, env, sandbox)
+    if learner is None:
+        nb = as_graded(nbformat.read(str(notebook), as_version=4), trusted)
+        n_code = sum(1 for c in nb.cells if c.cell_type == "code")
+        learner = LearnerProcess.start(
+            nb,
+            None,
+            assignment,
+            timeout=timeout,
+            wall=timeout * n_code + STARTUP + overall_seconds(trusted, only, timeout),
+            sandbox=sandbox,
+            env=env,
+        )
+    try:
+        learner.executed(1 << 30)
+        checked = _checker(learner, trusted, only, timeout)
+    finally:
+        learned = learner.stop()
     return _read_report(checked, learned, only)
+
+
+def as_graded(nb: Any, trusted: dict) -> Any:
+    """The submission ``nb`` as nbgrader runs it: the trusted source's locked cells put back, hidden blocks cut.
+
+    The cells from the one that stopped an earlier run on (its ``GradingStopped`` output) are left blank.
+
+        What nbgrader's ``OverwriteCells`` and the kernel's view (:func:`..learner_view.kernel_notebook`) do,
+        for a re-check started on its own.
+    """
+    by_id = {
+        (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id"): c
+        for c in trusted.get("cells", [])
+        if (c.get("metadata") or {}).get("nbgrader", {}).get("locked")
+    }
+    stopped = False
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        # the cell that stopped the first run (and those after it) stay out: no test cell that scored ran after it
+        stopped = stopped or any(o.get("ename") == NOT_RUN for o in cell.get("outputs", []))
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if stopped:
+            cell.source = ""
+        elif gid in by_id and cell.metadata["nbgrader"].get("locked"):
+            cell.source = source_of(by_id[gid])
+    return kernel_notebook(nb)
 
 
 def _without_solutions(nb: dict) -> dict:

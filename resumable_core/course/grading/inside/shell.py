@@ -1,0 +1,186 @@
+"""Run a notebook's code cells in this process, in an IPython shell, recording outputs as a kernel would.
+
+The learner's process of grading runs the notebook here instead of in a Jupyter kernel: no kernel
+to start, no ZeroMQ, and the same namespace then answers the re-check (:mod:`.learner_server`).
+Outputs are nbformat's: ``stream`` (stdout and stderr, in order with the rest), ``display_data``,
+``execute_result`` and ``error`` (``ename``, ``evalue``, the traceback's lines), which is what
+nbgrader reads to score a cell. A cell still running at the timeout gets nbgrader's own
+``CellTimeoutError`` output. The notebook is saved after every cell with the progress record
+``metadata.resumable_sandbox = {"done": n, "stopped": why | None}`` that the trusted side reads
+back as data (:mod:`..execute`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from IPython.core.displayhook import DisplayHook
+from IPython.core.displaypub import DisplayPublisher
+from IPython.core.interactiveshell import InteractiveShell
+
+KEY = "resumable_sandbox"
+"""The notebook metadata key of the progress record."""
+ERROR_ON_TIMEOUT = {
+    "ename": "CellTimeoutError",
+    "evalue": "",
+    "traceback": ["\x1b[0;31mCellTimeoutError\x1b[0m: No reply from kernel before timeout"],
+}
+"""The error output of a cell interrupted at the timeout (as nbgrader's Execute writes it)."""
+
+
+class CellTimeout(BaseException):
+    """Raised into a cell that ran past its timeout (a BaseException: ``except Exception`` lets it through)."""
+
+
+class _Outputs:
+    """The outputs of the cell being run, in the order they happened."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+
+    def stream(self, name: str, text: str) -> None:
+        last = self.items[-1] if self.items else None
+        if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
+            last["text"] += text  # one output per run of writes, as a kernel coalesces them
+        else:
+            self.items.append(nbformat.v4.new_output("stream", name=name, text=text))
+
+
+class _Stream(io.TextIOBase):
+    """``sys.stdout``/``sys.stderr`` of a cell: every write becomes part of a stream output."""
+
+    def __init__(self, outputs: _Outputs, name: str) -> None:
+        self._outputs, self._name = outputs, name
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: Any) -> int:
+        text = str(text)
+        if text:
+            self._outputs.stream(self._name, text)
+        return len(text)
+
+    def isatty(self) -> bool:
+        return False
+
+
+class _Publisher(DisplayPublisher):
+    """``display(...)`` of a cell: a display_data output."""
+
+    outputs: _Outputs | None = None
+
+    def publish(self, data: Any, metadata: Any = None, source: Any = None, **kwargs: Any) -> None:
+        if self.outputs is not None:
+            self.outputs.items.append(nbformat.v4.new_output("display_data", data=data, metadata=metadata or {}))
+
+    def clear_output(self, wait: bool = False) -> None:
+        if self.outputs is not None:
+            self.outputs.items.clear()
+
+
+class _Hook(DisplayHook):
+    """A cell's last expression: an execute_result output."""
+
+    outputs: _Outputs | None = None
+    count: int = 0
+
+    def write_output_prompt(self) -> None:
+        pass
+
+    def write_format_data(self, format_dict: Any, md_dict: Any = None) -> None:
+        if self.outputs is not None:
+            self.outputs.items.append(
+                nbformat.v4.new_output(
+                    "execute_result", data=format_dict, metadata=md_dict or {}, execution_count=self.count
+                )
+            )
+
+    def finish_displayhook(self) -> None:
+        pass
+
+
+class Shell(InteractiveShell):
+    """An IPython shell whose outputs and errors go to the cell being run."""
+
+    outputs: _Outputs | None = None
+
+    def enable_gui(self, gui: Any = None) -> None:
+        """No event loop to hook: ``%matplotlib inline`` needs none (figures are displayed as outputs)."""
+
+    def _showtraceback(self, etype: Any, evalue: Any, stb: Any) -> None:
+        if self.outputs is None:
+            return
+        if etype is CellTimeout:
+            self.outputs.items.append(nbformat.v4.new_output("error", **ERROR_ON_TIMEOUT))
+            return
+        lines = stb if isinstance(stb, list) else [str(stb)]
+        self.outputs.items.append(
+            nbformat.v4.new_output("error", ename=etype.__name__, evalue=str(evalue), traceback=lines)
+        )
+
+
+def new_shell(cwd: Path) -> Shell:
+    """A fresh shell in ``cwd``, with the kernel's display hooks and no history file."""
+    os.chdir(cwd)
+    shell = Shell.instance(displayhook_class=_Hook, display_pub_class=_Publisher, colors="nocolor", history_length=0)
+    if shell.history_manager is not None:
+        shell.history_manager.enabled = False
+    return shell
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise CellTimeout()
+
+
+def _save(nb: Any, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    nbformat.write(nb, str(tmp))
+    os.replace(tmp, path)
+
+
+def run_cell(shell: Shell, source: str, count: int, timeout: int) -> list[Any]:
+    """Run one cell's source; its outputs (an error output if it raised or timed out)."""
+    outputs = _Outputs()
+    shell.outputs = shell.display_pub.outputs = shell.displayhook.outputs = outputs  # type: ignore[attr-defined]  # our hook classes
+    shell.displayhook.count = count  # type: ignore[attr-defined]  # likewise
+    shell.execution_count = count
+    real = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Stream(outputs, "stdout"), _Stream(outputs, "stderr")
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.alarm(max(1, int(timeout)))
+    try:
+        shell.run_cell(source, store_history=False)
+    except CellTimeout:  # raised outside the cell's own frames (in IPython's machinery)
+        outputs.items.append(nbformat.v4.new_output("error", **ERROR_ON_TIMEOUT))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+        sys.stdout, sys.stderr = real
+        shell.outputs = None
+    return outputs.items
+
+
+def run_notebook(
+    nb: Any, out_path: Path, timeout: int, shell: Shell, after_cell: Callable[[], None] | None = None
+) -> None:
+    """Run every code cell of ``nb`` in ``shell``, saving ``out_path`` after each; ``after_cell`` runs between them."""
+    nb.metadata[KEY] = {"done": 0, "stopped": None}
+    _save(nb, out_path)
+    count = 0
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and cell.source.strip():
+            count += 1
+            cell.outputs = run_cell(shell, cell.source, count, timeout)
+            cell.execution_count = count
+            if after_cell is not None:
+                after_cell()
+        nb.metadata[KEY]["done"] = index + 1
+        _save(nb, out_path)
