@@ -4,18 +4,20 @@ Parts (``--parts``, all by default), each timed ``--repeats`` times with and wit
 interleaved, the median shown:
 
 * ``start``      bwrap + python start: ``python -c pass`` in ``Sandbox.run`` against ``run_plain``;
-* ``kernel``     the floor: a bare kernel started by the grading's ``kernel_runner`` running one empty
-                 cell (``pass``: nbclient skips an empty one), in the sandbox (as ``SandboxedExecute`` runs it) against the same runner outside;
+* ``learner``    the floor of every notebook: a bare learner's process (``recheck.LearnerProcess``) of a
+                 one-cell notebook (``pass``): ``start``, ``executed()`` (its cells ran and it serves),
+                 ``stop()``, in the sandbox (as ``SandboxedExecute`` starts it) against ``sandbox=None``;
 * ``grade``      one correct submission through the whole ``grade(..., jobs=1)``, sandboxed against
                  ``sandbox=False``;
-* ``breakdown``  one sandboxed ``grade`` of two correct submissions with the worker run in this
-                 process (the same ``worker_main`` the worker subprocess runs) and its pieces wrapped
-                 with timers: kernel start, execution of the cells, nbgrader bookkeeping, the isolated
-                 re-check, feedback; the worker's process start is timed apart.
+* ``breakdown``  one sandboxed ``grade`` of ``--students`` correct submissions with the worker run in
+                 this process (the same ``worker_main`` the worker subprocess runs) and its pieces
+                 wrapped with timers: the learner's process until its cells ran, nbgrader bookkeeping,
+                 the re-check's checker, stopping the learner's process, feedback; the worker's
+                 process start is timed apart.
 
 Without bubblewrap the sandboxed figures are skipped (the reason printed) and the script exits 0.
 
-Run: ``.venv/bin/python bench/bench_sandbox.py [--repeats N] [--parts start,kernel,grade,breakdown] [--quick]``
+Run: ``.venv/bin/python bench/bench_sandbox.py [--repeats N] [--parts start,learner,grade,breakdown] [--students N] [--quick]``
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
-from datetime import datetime
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -43,10 +44,11 @@ import nbformat
 
 from resumable_core.course import nbgrader_cli
 from resumable_core.course.grading import execute, feedback, pipeline, recheck, sandbox, workers
-from resumable_core.course.grading.budget import DEFAULT_TIMEOUT
-from resumable_core.course.grading.kernel_runner import KEY
+from resumable_core.course.grading.budget import DEFAULT_TIMEOUT, recheck_budget, wall_budget
+from resumable_core.course.grading.inside.shell import KEY
 from resumable_core.course.grading.pipeline import grade
-from resumable_core.course.grading.sandbox import SCRATCH, Limits, Sandbox, library_copy, run_plain
+from resumable_core.course.grading.recheck import LearnerProcess
+from resumable_core.course.grading.sandbox import Limits, Sandbox, library_copy, run_plain
 
 
 def _bench_grading() -> ModuleType:
@@ -64,16 +66,18 @@ _GRADING = _bench_grading()
 load_samples, table = _GRADING.load_samples, _GRADING.table
 
 REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
-PARTS = ("start", "kernel", "grade", "breakdown")
-RUNNER = [sys.executable, "-m", "resumable_core.course.grading.kernel_runner"]
+ASSIGNMENT = "reconcile"
+SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+PARTS = ("start", "learner", "grade", "breakdown")
+RESULT_CAP: int = execute.SandboxedExecute.result_cap.default_value
+"""Bytes of the executed notebook read back, as ``SandboxedExecute`` reads it."""
 
 
 class BenchError(RuntimeError):
     """A timed run did not do what it should (so its time means nothing); the message says which and why."""
 
 
-# --- the floors: bwrap + python, and a bare kernel ----------------------------------------------
+# --- the floors: bwrap + python, and a bare learner's process -----------------------------------
 
 
 def _time_start(box: Sandbox | None, tmp: Path) -> float:
@@ -90,31 +94,30 @@ def _time_start(box: Sandbox | None, tmp: Path) -> float:
     return took
 
 
-def _empty_notebook(folder: Path) -> Path:
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass")])  # nbclient skips an empty cell
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = folder / "empty.ipynb"
-    nbformat.write(nb, str(path))
-    return path
-
-
-def _time_kernel(box: Sandbox | None, tmp: Path) -> float:
-    """Seconds for the grading's kernel runner to start a kernel and run one empty cell, in ``box`` or plain."""
-    with tempfile.TemporaryDirectory(dir=tmp) as scratch_name:
-        scratch = Path(scratch_name)
-        _empty_notebook(scratch)
-        inside = SCRATCH if box is not None else str(scratch)
-        argv = [*RUNNER, f"{inside}/empty.ipynb", f"{inside}/.result.ipynb", "--timeout", str(DEFAULT_TIMEOUT)]
-        argv += ["--kill-leftovers"] if box is not None else []  # as grading runs it
-        started = time.perf_counter()
-        if box is None:
-            result = run_plain(argv, scratch, Limits(wall=120), nbgrader_cli.env())
-        else:
-            result = box.run(argv, scratch)
-        took = time.perf_counter() - started
-        done = nbformat.read(str(scratch / ".result.ipynb"), as_version=4).metadata.get(KEY, {}).get("done")
-    if result.returncode != 0 or done != 1:
-        raise BenchError(f"the bare kernel did not run its cell (exit {result.returncode}, done {done})")
+def _time_learner(box: Sandbox | None) -> float:
+    """Seconds for a bare learner's process of one ``pass`` cell: ``start``, ``executed()``, ``stop()``; in ``box`` or plain."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass")])
+    started = time.perf_counter()
+    learner = LearnerProcess.start(
+        nb,
+        None,
+        ASSIGNMENT,
+        timeout=DEFAULT_TIMEOUT,
+        wall=wall_budget(1, DEFAULT_TIMEOUT) + recheck_budget(0, DEFAULT_TIMEOUT),  # as SandboxedExecute sets it
+        sandbox=box,
+        env=nbgrader_cli.env(),
+    )
+    try:
+        result, why = learner.executed(RESULT_CAP)
+    finally:
+        stopped = learner.stop()
+    took = time.perf_counter() - started
+    done = ((result.metadata.get(KEY) if result is not None else None) or {}).get("done")
+    if why is not None or done != 1 or stopped.returncode != 0:
+        raise BenchError(
+            f"the bare learner's process did not run its cell (why {why!r}, done {done}, exit {stopped.returncode}): "
+            + stopped.stderr.decode(errors="replace")[-300:]
+        )
     return took
 
 
@@ -124,11 +127,10 @@ def _time_kernel(box: Sandbox | None, tmp: Path) -> float:
 def _write_class(folder: Path, copies: int) -> dict[str, float]:
     """Only the ``correct`` sample, ``copies`` times, in nbgrader's ``submitted/`` layout; expected scores."""
     samples = load_samples()
-    keep = samples.SAMPLES["correct"]
-    samples.SAMPLES.clear()
-    samples.SAMPLES["correct"] = keep
-    expected: dict[str, float] = samples.write_class(SOURCE, folder, layout="submitted", copies=copies)
-    for extra in ("not_a_notebook", "empty"):
+    expected: dict[str, float] = samples.write_class(
+        SOURCE, folder, layout="submitted", copies=copies, students=["correct"]
+    )
+    for extra in ("not_a_notebook", "empty"):  # always written: not graded, so out of the timing
         expected.pop(extra)
         for path in sorted((folder / "submitted" / extra).rglob("*"), reverse=True):
             path.unlink() if path.is_file() else path.rmdir()
@@ -148,7 +150,7 @@ def _check_scores(run: pipeline.GradeRun, expected: dict[str, float], what: str)
 
 def _time_grade(classroom: Path, expected: dict[str, float], sandboxed: bool, out: Path) -> float:
     started = time.perf_counter()
-    run = grade(classroom, "reconcile", jobs=1, out=out, sandbox=sandboxed, echo=_quiet)
+    run = grade(classroom, ASSIGNMENT, jobs=1, out=out, sandbox=sandboxed, echo=_quiet)
     took = time.perf_counter() - started
     _check_scores(run, expected, f"grade (sandbox={sandboxed})")
     return took
@@ -156,12 +158,19 @@ def _time_grade(classroom: Path, expected: dict[str, float], sandboxed: bool, ou
 
 # --- the breakdown: the worker in this process, its pieces wrapped ------------------------------
 
+EXECUTE = "sandboxed execute"
+"""``SandboxedExecute.preprocess``: one notebook's learner's process until its cells ran, and the merge."""
+RECHECK = "isolated re-check"
+"""``recheck.run``: the checker against the serving learner's process, then its stop."""
+CHECKER = "re-check checker"
+"""``recheck._checker``: the checker's process, from its start to its report."""
+PHASES = ("execute", "re-check", "after")
+"""Where a learner's process method is called: in ``SandboxedExecute``, in ``recheck.run``, after them (``stop_learners``)."""
 
-def _iso(value: Any) -> float | None:
-    try:
-        return datetime.fromisoformat(str(value)).timestamp()
-    except ValueError:
-        return None
+
+def learner_piece(method: str, phase: str) -> str:
+    """The piece a ``LearnerProcess`` method's time goes to, by where it was called."""
+    return f"learner {method} ({phase})"
 
 
 class Clock:
@@ -172,45 +181,37 @@ class Clock:
         self.student = "run"
         self.starts: list[tuple[str, float]] = []
         """(student, perf_counter) when each student's autograde began, in order."""
+        self.active: list[str] = []
+        """The timed pieces running now, outermost first (the grading calls them from one thread)."""
+        self.reports: dict[str, dict[str, float]] = {}
+        """Each student's ``StudentReport.timings``, as the worker wrote them."""
         self.notes: list[str] = []
         """What could not be measured as planned (printed under the tables)."""
 
     def add(self, piece: str, seconds: float, student: str | None = None) -> None:
         self.seconds[student or self.student][piece] += seconds
 
-    def timed(self, piece: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` that adds its duration to ``piece`` of the current student."""
+    def phase(self) -> str:
+        """Where a call made now is: inside ``SandboxedExecute``, inside ``recheck.run``, or after both."""
+        if EXECUTE in self.active:
+            return "execute"
+        return "re-check" if RECHECK in self.active else "after"
+
+    def timed(self, piece: str | Callable[[], str], fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` that adds its duration to ``piece`` (or the name ``piece()`` gives at the call) of the current student."""
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            name = piece if isinstance(piece, str) else piece()
+            self.active.append(name)
             started = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.add(piece, time.perf_counter() - started)
+                self.add(name, time.perf_counter() - started)
+                self.active.pop()
 
         return wrapper
-
-    def kernel_phases(self, argv: list[str], scratch: Path, wall_start: float, wall_end: float) -> None:
-        """Split a kernel runner's sandbox run by nbclient's cell timestamps in its result notebook."""
-        for arg in argv:
-            if not (arg.startswith(SCRATCH + "/") and arg.endswith(".ipynb")):
-                continue
-            path = scratch / Path(arg).relative_to(SCRATCH)
-            with contextlib.suppress(OSError, ValueError):
-                nb = nbformat.read(str(path), as_version=4)
-                if KEY not in nb.metadata:
-                    continue
-                stamps = [c.metadata.get("execution", {}) for c in nb.cells if c.cell_type == "code"]
-                busy = [t for s in stamps if (t := _iso(s.get("iopub.status.busy"))) is not None]
-                reply = [t for s in stamps if (t := _iso(s.get("shell.execute_reply"))) is not None]
-                if busy and reply:
-                    self.add("kernel start", min(busy) - wall_start)
-                    self.add("execution", max(reply) - min(busy))
-                    self.add("kernel stop", wall_end - max(reply))
-                    return
-        self.add("execution", wall_end - wall_start)  # not split: the whole kernel run counts as execution
-        self.notes.append("a kernel run had no cell timestamps: its start and stop are counted in its execution")
 
 
 def _patch_everywhere(stack: contextlib.ExitStack, fn: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
@@ -225,33 +226,28 @@ def _patch_everywhere(stack: contextlib.ExitStack, fn: Callable[..., Any], wrapp
 
 @contextlib.contextmanager
 def _setattr(owner: Any, attr: str, value: Any) -> Iterator[None]:
-    old = getattr(owner, attr)
+    """``owner.attr = value`` for the block; then what ``owner`` itself held (a class's own descriptor), or nothing."""
+    own = vars(owner)
+    had = attr in own
+    old = own.get(attr)
     setattr(owner, attr, value)
     try:
         yield
     finally:
-        setattr(owner, attr, old)
+        if had:
+            setattr(owner, attr, old)
+        else:
+            delattr(owner, attr)
 
 
-def _sandbox_run(clock: Clock, real: Callable[..., Any]) -> Callable[..., Any]:
-    """``Sandbox.run`` that splits the kernel runner's runs into start, execution and stop."""
-    signature = inspect.signature(real)
-
-    @functools.wraps(real)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(*args, **kwargs).arguments
-        wall_start, started = time.time(), time.perf_counter()
-        result = real(*args, **kwargs)
-        if _is_runner(bound["argv"]):
-            clock.kernel_phases(list(bound["argv"]), Path(bound["scratch"]), wall_start, time.time())
-            clock.add("kernel sandbox", time.perf_counter() - started)
-        return result
-
-    return run
-
-
-def _is_runner(argv: Any) -> bool:
-    return any("kernel_runner" in str(a) for a in argv)
+def _learner_methods(stack: contextlib.ExitStack, clock: Clock) -> None:
+    """Time ``LearnerProcess.start``, ``executed`` and ``stop``, each under where it is called (:data:`PHASES`)."""
+    for method in ("start", "executed", "stop"):
+        raw = vars(LearnerProcess)[method]
+        is_classmethod = isinstance(raw, classmethod)
+        fn = raw.__func__ if is_classmethod else raw
+        wrapped = clock.timed(functools.partial(lambda m: learner_piece(m, clock.phase()), method), fn)
+        stack.enter_context(_setattr(LearnerProcess, method, classmethod(wrapped) if is_classmethod else wrapped))
 
 
 def _autograde(clock: Clock, real: Callable[..., Any]) -> Callable[..., Any]:
@@ -316,6 +312,7 @@ def _in_process_workers(clock: Clock) -> Callable[..., Any]:
             if report is None:
                 raise BenchError(f"the in-process worker wrote no valid report for {s}")
             reports[s] = report
+            clock.reports[s] = {k: float(v) for k, v in (report.timings or {}).items()}
             a["progress"](report)
         return reports
 
@@ -344,19 +341,19 @@ def run_breakdown(tmp: Path, students: int) -> tuple[Clock, float]:
         stack.enter_context(
             _setattr(pipeline, "run_workers", clock.timed("step: run_workers (in-process)", _in_process_workers(clock)))
         )
-        stack.enter_context(_setattr(Sandbox, "run", _sandbox_run(clock, Sandbox.run)))
         stack.enter_context(_setattr(NbGraderAPI, "autograde", _autograde(clock, NbGraderAPI.autograde)))
-        feedback_run = clock.timed("nbgrader generate_feedback", NbGraderAPI.generate_feedback)
-        stack.enter_context(_setattr(NbGraderAPI, "generate_feedback", feedback_run))
-        preprocess = clock.timed("sandboxed execute", execute.SandboxedExecute.preprocess)
+        preprocess = clock.timed(EXECUTE, execute.SandboxedExecute.preprocess)
         stack.enter_context(_setattr(execute.SandboxedExecute, "preprocess", preprocess))
-        if callable(getattr(recheck, "run", None)):
-            _patch_everywhere(stack, recheck.run, clock.timed("isolated re-check", recheck.run))
-        else:
-            clock.notes.append("recheck.run is gone: the isolated re-check is counted in other")
+        _learner_methods(stack, clock)
+        for name, piece in (("run", RECHECK), ("_checker", CHECKER)):
+            fn = getattr(recheck, name, None)
+            if callable(fn):
+                _patch_everywhere(stack, fn, clock.timed(piece, fn))
+            else:
+                clock.notes.append(f"recheck.{name} is gone: its time is counted in the re-check's rest or other")
         _patch_everywhere(stack, feedback.write_feedback, _feedback_page(clock, feedback.write_feedback))
         started = time.perf_counter()
-        run = grade(classroom, "reconcile", jobs=1, out=tmp / "breakdown-out", echo=_quiet)
+        run = grade(classroom, ASSIGNMENT, jobs=1, out=tmp / "breakdown-out", echo=_quiet)
         wall = time.perf_counter() - started
     _check_scores(run, expected, "the timed grade")
     return clock, wall
@@ -370,16 +367,33 @@ def worker_start_seconds() -> float:
     return time.perf_counter() - started
 
 
-STUDENT_ROWS = (
-    ("kernel start (bwrap, runner, kernel up to its first cell)", lambda p: p["kernel start"]),
-    ("execution of the cells", lambda p: p["execution"]),
-    ("kernel shutdown and sandbox exit", lambda p: p["kernel stop"]),
-    ("scratch copy, result read-back and merge", lambda p: p["sandboxed execute"] - p["kernel sandbox"]),
-    ("nbgrader bookkeeping (autograde minus execute)", lambda p: p["autograde"] - p["sandboxed execute"]),
-    ("isolated re-check (recheck.run, sandboxed)", lambda p: p["isolated re-check"]),
-    ("nbgrader generate_feedback (worker)", lambda p: p["nbgrader generate_feedback"]),
+def _stops(p: Mapping[str, float]) -> float:
+    return sum(p[learner_piece("stop", phase)] for phase in PHASES)
+
+
+STUDENT_ROWS: tuple[tuple[str, Callable[[Mapping[str, float]], float]], ...] = (
+    (
+        "learner's process start (folders, copies, learner library)",
+        lambda p: p[learner_piece("start", "execute")],
+    ),
+    (
+        "learner's process until its cells ran (bwrap, python, cells)",
+        lambda p: p[learner_piece("executed", "execute")],
+    ),
+    (
+        "learner's view, budget and merge (rest of SandboxedExecute)",
+        lambda p: p[EXECUTE] - sum(p[learner_piece(m, "execute")] for m in ("start", "executed", "stop")),
+    ),
+    ("nbgrader bookkeeping (autograde minus SandboxedExecute)", lambda p: p["autograde"] - p[EXECUTE]),
+    ("re-check's checker (recheck._checker, sandboxed)", lambda p: p[CHECKER]),
+    (
+        "re-check's rest (recheck.run minus checker and stop)",
+        lambda p: p[RECHECK] - p[CHECKER] - p[learner_piece("stop", "re-check")],
+    ),
+    ("stopping the learner's process (LearnerProcess.stop)", _stops),
     ("feedback page (feedback.write_feedback)", lambda p: p["feedback page"]),
 )
+OTHER = "other (gradebook reads and writes, report file)"
 
 
 def breakdown_tables(clock: Clock, wall: float, worker_start: float) -> str:
@@ -388,21 +402,26 @@ def breakdown_tables(clock: Clock, wall: float, worker_start: float) -> str:
     header = ["piece of one sandboxed student"]
     for i in range(len(students)):
         header += [f"student {i + 1} s", "%"]
-    rows = []
-    for label, pick in (*STUDENT_ROWS, ("other (gradebook reads, re-check bookkeeping, report file)", None)):
-        row = [label]
+    pieces = {s: defaultdict(float, clock.seconds[s]) for s in students}
+    totals = {s: pieces[s]["student total"] + pieces[s]["feedback page"] for s in students}
+
+    def row(label: str, values: list[float]) -> list[str]:
+        cells = [label]
+        for s, value in zip(students, values):
+            cells += [f"{value:.3f}", f"{100 * value / totals[s]:.1f}%" if totals[s] else "-"]
+        return cells
+
+    rows = [row(label, [pick(pieces[s]) for s in students]) for label, pick in STUDENT_ROWS]
+    rows.append(row(OTHER, [totals[s] - sum(pick(pieces[s]) for _, pick in STUDENT_ROWS) for s in students]))
+    rows.append(row("student total", [totals[s] for s in students]))
+    keys = list(dict.fromkeys(k for s in students for k in clock.reports.get(s, {})))
+    for key in keys:  # what the worker's own clock says, beside the pieces (not part of their sum)
+        label = f"for comparison: the report's {key!r}"
+        cells = [label]
         for s in students:
-            p = dict(clock.seconds[s])
-            total = p["student total"] + p["feedback page"]
-            value = (
-                pick(defaultdict(float, p)) if pick else total - sum(f(defaultdict(float, p)) for _, f in STUDENT_ROWS)
-            )
-            row += [f"{value:.3f}", f"{100 * value / total:.1f}%"]
-        rows.append(row)
-    totals = ["student total"]
-    for s in students:
-        totals += [f"{clock.seconds[s]['student total'] + clock.seconds[s]['feedback page']:.3f}", "100.0%"]
-    rows.append(totals)
+            value = clock.reports.get(s, {}).get(key)
+            cells += ["-", "-"] if value is None else [f"{value:.3f}", f"{100 * value / totals[s]:.1f}%"]
+        rows.append(cells)
     run = dict(clock.seconds["run"])
     once = [["worker process start (python + nbgrader imports; timed apart)", f"{worker_start:.3f}"]]
     once += [[k, f"{v:.3f}"] for k, v in sorted(run.items(), key=lambda kv: -kv[1])]
@@ -430,17 +449,27 @@ def _medians(measure: Callable[[bool, int], float], sandboxed: bool, repeats: in
     return (statistics.median(boxed) if boxed else None), statistics.median(plain)
 
 
+def _learner_sandbox(tmp: Path) -> Sandbox:
+    """The sandbox ``SandboxedExecute`` starts a learner's process in, warmed by one untimed run.
+
+    That run makes the library's learner view, which a grading run makes once, for its first student.
+    """
+    box = Sandbox(library_copy(tmp / "lib"), Limits())
+    _time_learner(box)
+    return box
+
+
 def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> list[list[str]]:
     """One row per part: what, sandbox s, no sandbox s, ratio."""
-    library = library_copy(tmp / "lib") if sandboxed and "kernel" in parts else None  # the kernel runner needs it
+    box = _learner_sandbox(tmp) if sandboxed and "learner" in parts else None
     measures: dict[str, tuple[str, Callable[[bool, int], float]]] = {
         "start": (
             "bwrap + python start (python -c pass)",
             lambda boxed, i: _time_start(Sandbox(None, Limits(wall=60)) if boxed else None, tmp),
         ),
-        "kernel": (
-            "bare kernel, one `pass` cell (kernel_runner)",
-            lambda boxed, i: _time_kernel(Sandbox(library, Limits(wall=120)) if boxed else None, tmp),
+        "learner": (
+            "bare learner's process, one `pass` cell",
+            lambda boxed, i: _time_learner(box if boxed else None),
         ),
     }
     if "grade" in parts:

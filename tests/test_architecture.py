@@ -127,3 +127,60 @@ def test_plain_install_brings_only_the_core(tmp_path):
     )
     out = subprocess.run([py, "-c", probe], check=True, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert out.stdout.split() == ["finished", "1"], out.stdout + out.stderr
+
+
+# -- the grading wing's trust zones ---------------------------------------------------------------
+
+GRADING = PACKAGE / "course" / "grading"
+INSIDE = sorted((GRADING / "inside").glob("*.py"))
+"""What runs inside a sandbox, beside the learner's code."""
+GRADEBOOK_SIDE = (
+    "nbgrader",
+    "resumable_core.course.hidden",
+    *(
+        f"resumable_core.course.grading.{m}"
+        for m in ("workers", "publish", "merge", "course_grades", "pipeline", "cli", "report", "feedback", "execute")
+    ),
+)
+"""What no module inside a sandbox may import: the gradebook and the steps that write it, nbgrader, the hidden checks
+(the checker gets those through the check registry, bound before any learner code runs)."""
+
+
+def _absolute_imports(path: Path) -> set[str]:
+    """Every module an ``import`` statement anywhere in ``path`` names, relative imports resolved from its package."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    if path.name == "__init__.py":
+        package = ".".join(path.relative_to(ROOT).parts[:-1])
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names)
+    return found
+
+
+@pytest.mark.parametrize("path", INSIDE, ids=lambda p: p.name)
+def test_nothing_inside_a_sandbox_imports_the_gradebook_side(path):
+    """inside/* imports no nbgrader, no gradebook step, no hidden check module."""
+    bad = {m for m in _absolute_imports(path) if any(m == f or m.startswith(f + ".") for f in GRADEBOOK_SIDE)}
+    assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("path", sorted((GRADING / "rpc").glob("*.py")), ids=lambda p: p.name)
+def test_the_channel_knows_nothing_of_learners(path):
+    """rpc/ imports only the standard library and itself: no check, no model, no learner."""
+    ours = {m for m in _absolute_imports(path) if m.startswith("resumable_core")}
+    assert all(m.startswith("resumable_core.course.grading.rpc") for m in ours), sorted(ours)
+
+
+def test_the_trusted_side_starts_the_inside_by_module_name_never_by_import():
+    """No module outside inside/ imports it: recheck and execute start it as ``python -m`` in a command line."""
+    outside = [p for p in GRADING.rglob("*.py") if "inside" not in p.parts]
+    for path in outside:
+        bad = {m for m in _absolute_imports(path) if m.startswith("resumable_core.course.grading.inside")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"

@@ -140,7 +140,10 @@ def test_a_wrong_move_loses_exactly_the_cells_its_bug_breaks(folder_run, student
 def test_hostile_submissions_are_reported_with_a_reason(folder_run):
     """A dead kernel's later cells say why, a non-notebook and an empty notebook are reported, loops are cut."""
     _, _, rows = folder_run
-    assert "test_reconcile_B 0/2 (GradingStopped: not run: the kernel died" in rows["os_exit"]["reason"]
+    assert (
+        "test_reconcile_B 0/2 (GradingStopped: not run: the learner's process ended before its last cell"
+        in rows["os_exit"]["reason"]
+    )
     assert rows["not_a_notebook"]["status"] == "invalid" and "not a notebook" in rows["not_a_notebook"]["reason"]
     assert rows["empty"]["status"] == "empty" and "empty notebook" in rows["empty"]["reason"]
     assert f"interrupted at the {TIMEOUT} s timeout" in rows["infinite_loop"]["reason"]

@@ -249,7 +249,7 @@ def test_recheck_isolated_without_a_source_keeps_no_kernel_score(tmp_path, monke
     zeroed: list[list[str]] = []
     monkeypatch.setattr(workers, "_passed_cells", lambda *_: ["test_a", "test_b"])
     monkeypatch.setattr(workers, "_zero", lambda db, cells, *_: zeroed.append(cells))
-    isolated, kept = workers.recheck_isolated(tmp_path, "a1", "s1", timeout=10)
+    _, kept = workers.recheck_isolated(tmp_path, "a1", "s1", timeout=10)
     assert zeroed == [["test_a", "test_b"]]
     assert kept["nb"]["why"] == "no source notebook nb.ipynb in the working course"
 

@@ -52,13 +52,13 @@ def test_the_learner_library_has_no_hidden_package(tmp_path):
 
 
 def test_the_view_for_a_loop_assignment_has_a_loop_that_refuses(tmp_path):
-    """For resume, run_agent and everything built on it (Sandbox.run) refuse to run; other views keep the loop."""
+    """In the loopless view run_agent and everything built on it (Sandbox.run) refuse to run; the other keeps the loop."""
     import subprocess
     import sys
 
     full = library_copy(tmp_path / "lib")
-    loopless = learner_library(full, "resume")
-    assert loopless != learner_library(full, "reconcile") == learner_library(full)
+    loopless = learner_library(full, loopless=True)
+    assert loopless != learner_library(full)
     probe = (
         "import resumable_core as rc\n"
         "for run in (lambda: rc.run_agent('t'), lambda: rc.Sandbox.create('/tmp/probe-box').run('t')):\n"

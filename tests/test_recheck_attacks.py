@@ -40,7 +40,7 @@ pytestmark = [
 ]
 
 TRACED = {"test_kill_during_save", "test_durable_steps"}
-"""resume_skeleton's cells judged by the syscall tracer being integrated elsewhere: ignored here."""
+"""resume_skeleton's cells judged by the system-call trace from outside (left out only where strace cannot trace)."""
 
 SECRETS = (
     "ANSWER_KEY",
@@ -72,7 +72,11 @@ def graded(assignment: str) -> list[str]:
 
 
 def targets(assignment: str) -> list[str]:
-    return [g for g in graded(assignment) if not (assignment == "resume_skeleton" and g in TRACED)]
+    """The cells an attack must not score: every graded cell (the traced two only where strace can trace)."""
+    from resumable_core.course.grading import syscalls
+
+    untraced = syscalls.available() is not None
+    return [g for g in graded(assignment) if not (untraced and assignment == "resume_skeleton" and g in TRACED)]
 
 
 def recheck(box, tmp_path: Path, assignment: str, answers: dict[str, str], *, timeout: int = 30) -> isolated.Report:
@@ -616,3 +620,26 @@ def test_resume_no_loop_scores_nothing(box, tmp_path):
     everything else (the refusals), and the check's reconcile called with wrong arguments to make it name itself."""
     report = recheck(box, tmp_path, "resume", {"resume": FORGED})
     assert_no_hole(report, targets("resume"))
+
+
+FORGED_PROBES_SAVE = """def save_state(state, path):
+    # a plain write in place, with every spy a check could have put in this process replaced by a fake
+    import builtins, io
+    os.fsync = lambda fd: None
+    os.replace = os.rename = lambda a, b: None
+    builtins.open = io.open
+    with open(path, "w") as f:
+        json.dump(state, f)"""
+
+
+def test_resume_skeleton_forged_probes_do_not_make_a_plain_write_atomic(box, tmp_path):
+    """A save that writes the file in place and fakes fsync and rename in its own process: both traced cells fail."""
+    from resumable_core.course.grading import syscalls
+
+    if syscalls.available() is not None:
+        pytest.skip(f"no tracer: {syscalls.available()}")
+    answers = solution_answers("resume_skeleton")
+    answers["save_state"] = FORGED_PROBES_SAVE
+    report = recheck(box, tmp_path, "resume_skeleton", answers)
+    assert_no_hole(report, sorted(TRACED))
+    assert "in place" in (report["test_kill_during_save"] or "")

@@ -10,7 +10,7 @@ from ...checkpoint import consistency_problem, text_of
 from ...scenarios import finished_turns
 from ...strategies import Reconcile
 from ...world import NOTES
-from .support import CheckFailed, replay, require
+from .support import CheckFailed, replay, require, require_status_unknown
 
 
 def check_incident(fn: Reconcile) -> None:
@@ -22,6 +22,10 @@ def check_incident(fn: Reconcile) -> None:
     require(r.checkpoint is not None and r.checkpoint.is_finished(), "the resumed run must finish")
     problem = consistency_problem(r.checkpoint) if r.checkpoint is not None else None
     require(problem is None, f"the resumed checkpoint contradicts itself: {problem}")
+    block = r.pending_result()
+    if block is None:
+        raise CheckFailed("the dangling send_email was never answered: every tool_use needs its tool_result")
+    require_status_unknown(block)  # nobody knows whether it went out: claiming success is a guess
 
 
 def check_read_file_rerun(fn: Reconcile) -> None:

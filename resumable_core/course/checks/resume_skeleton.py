@@ -100,6 +100,14 @@ def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> N
                 f"a file of version {version!r} must be refused, load_state returned {type(got).__name__}"
             )
         require(path.read_bytes() == before, "load_state must never change the file, even one it refuses")
+    path = scratch("state") / "state.json"  # and the right version, written by someone else, is read
+    path.write_text(json.dumps(sample_state(turns=5)))
+    require(
+        same_data(
+            load_or_fail(load, path, "a file of this version that save_state did not write"), sample_state(turns=5)
+        ),
+        "load_state must read a file of its own version whoever wrote it: refusing every file is no version check",
+    )
 
 
 class _DyingFile:

@@ -37,9 +37,9 @@ from traitlets import Bool, Float, Integer, Unicode
 
 from .. import nbgrader_cli
 from .budget import DEFAULT_TIMEOUT, code_cells, graded_cells, recheck_budget, wall_budget
-from .inside.shell import KEY
 from .learner_view import kernel_notebook
-from .recheck import LearnerProcess
+from .notebook_cells import KEY
+from .recheck import LearnerProcess, answer_is_a_loop
 from .sandbox import NOT_RUN, Limits, Sandbox
 
 
@@ -178,9 +178,9 @@ class SandboxedExecute(NbGraderPreprocessor):
         )
         started = time.monotonic()
         result, why = learner.executed(self.result_cap)
-        if why is None:
+        if why is None and not answer_is_a_loop(key[1]):
             RUNNING[key] = learner  # serving: the re-check of this notebook calls into it (:mod:`.workers`)
-        else:
+        else:  # ended early, or its re-check needs the loopless library: a fresh process will serve it
             learner.stop()
         self.log.info("executed %s in %.1f s (%s)", key[2], time.monotonic() - started, why or "complete")
         merged = merge_result(sent, result, why)

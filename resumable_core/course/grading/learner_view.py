@@ -43,19 +43,15 @@ def without_the_loop(source: str) -> str:
     return "".join([*lines[:first], REFUSING_LOOP, *lines[node.end_lineno or first :]])
 
 
-def learner_library(full: Path, assignment: str | None = None) -> Path:
+def learner_library(full: Path, *, loopless: bool = False) -> Path:
     """The learner's view of the library copy ``full``: the same sources but ``course/hidden``, compiled afresh; made once.
 
-    For an assignment whose answer is a loop (``Assignment.answer_is_a_loop``), ``run_agent`` in
-    that view is one that refuses to run, and its code is in no source or compiled file there: a
-    ``resume`` that hands its work to the library's loop (or anything built on it) fails, whatever
-    it does inside its own process. Safe when several grading workers ask at once: each builds its
-    own and the first rename wins.
+    ``loopless``: ``run_agent`` in that view is one that refuses to run, and its code is in no
+    source or compiled file there, so a ``resume`` that hands its work to the library's loop (or
+    anything built on it) fails, whatever it does inside its own process. The re-check of an
+    assignment whose answer is a loop (``Assignment.answer_is_a_loop``) runs on it. Safe when
+    several grading workers ask at once: each builds its own and the first rename wins.
     """
-    from ..assignments import REGISTRY
-
-    registered = REGISTRY.get(assignment) if assignment is not None else None
-    loopless = registered is not None and registered.answer_is_a_loop
     target = full / (f"{LEARNER_COPY}-loopless" if loopless else LEARNER_COPY)
     if target.is_dir():
         return target

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from .sandbox import NOT_RUN
 
+KEY = "resumable_sandbox"
+"""The executed notebook's metadata key of its progress record, ``{"done": n, "stopped": why | None}``."""
+
 HARMLESS_MAGICS = {"matplotlib", "config", "load_ext", "reload_ext", "autoreload", "precision", "pprint"}
 """Line magics that only configure the kernel's display or reloading: skipped without a word."""
 

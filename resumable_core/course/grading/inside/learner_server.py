@@ -29,8 +29,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from .. import rpc
 from ..boundary import Stand, codec
 from ..notebook_cells import learner_cells
@@ -127,14 +125,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
     started = time.monotonic()
     preload()
-    nb = nbformat.read(str(args.notebook), as_version=4)
+    nb = json.loads(args.notebook.read_text(encoding="utf-8"))
     shell = new_shell(Path.cwd())
 
     def after() -> None:
         kill_leftovers(os.getpid())
 
     run_notebook(nb, args.out, args.timeout, shell, after_cell=after if args.kill_leftovers else None)
-    errors = load_errors(json.loads(nbformat.writes(nb)))
+    errors = load_errors(nb)
     serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started))
     os.close(held)
     os._exit(0)  # no atexit or finalizer of the learner's code runs

@@ -5,7 +5,8 @@ to start, no ZeroMQ, and the same namespace then answers the re-check (:mod:`.le
 Outputs are nbformat's: ``stream`` (stdout and stderr, in order with the rest), ``display_data``,
 ``execute_result`` and ``error`` (``ename``, ``evalue``, the traceback's lines), which is what
 nbgrader reads to score a cell. A cell still running at the timeout gets nbgrader's own
-``CellTimeoutError`` output. The notebook is saved after every cell with the progress record
+``CellTimeoutError`` output. The notebook is plain JSON here (no nbformat: its schema validator
+costs seconds to import, and the trusted side validates every output it takes anyway). The notebook is saved after every cell with the progress record
 ``metadata.resumable_sandbox = {"done": n, "stopped": why | None}`` that the trusted side reads
 back as data (:mod:`..execute`).
 """
@@ -13,6 +14,7 @@ back as data (:mod:`..execute`).
 from __future__ import annotations
 
 import io
+import json
 import os
 import signal
 import sys
@@ -20,13 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import nbformat
 from IPython.core.displayhook import DisplayHook
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 
-KEY = "resumable_sandbox"
-"""The notebook metadata key of the progress record."""
+from ..notebook_cells import KEY
+
 ERROR_ON_TIMEOUT = {
     "ename": "CellTimeoutError",
     "evalue": "",
@@ -50,7 +51,7 @@ class _Outputs:
         if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
             last["text"] += text  # one output per run of writes, as a kernel coalesces them
         else:
-            self.items.append(nbformat.v4.new_output("stream", name=name, text=text))
+            self.items.append({"output_type": "stream", "name": name, "text": text})
 
 
 class _Stream(io.TextIOBase):
@@ -79,7 +80,7 @@ class _Publisher(DisplayPublisher):
 
     def publish(self, data: Any, metadata: Any = None, source: Any = None, **kwargs: Any) -> None:
         if self.outputs is not None:
-            self.outputs.items.append(nbformat.v4.new_output("display_data", data=data, metadata=metadata or {}))
+            self.outputs.items.append({"output_type": "display_data", "data": data, "metadata": metadata or {}})
 
     def clear_output(self, wait: bool = False) -> None:
         if self.outputs is not None:
@@ -98,9 +99,12 @@ class _Hook(DisplayHook):
     def write_format_data(self, format_dict: Any, md_dict: Any = None) -> None:
         if self.outputs is not None:
             self.outputs.items.append(
-                nbformat.v4.new_output(
-                    "execute_result", data=format_dict, metadata=md_dict or {}, execution_count=self.count
-                )
+                {
+                    "output_type": "execute_result",
+                    "data": format_dict,
+                    "metadata": md_dict or {},
+                    "execution_count": self.count,
+                }
             )
 
     def finish_displayhook(self) -> None:
@@ -119,11 +123,16 @@ class Shell(InteractiveShell):
         if self.outputs is None:
             return
         if etype is CellTimeout:
-            self.outputs.items.append(nbformat.v4.new_output("error", **ERROR_ON_TIMEOUT))
+            self.outputs.items.append({"output_type": "error", **ERROR_ON_TIMEOUT})
             return
         lines = stb if isinstance(stb, list) else [str(stb)]
         self.outputs.items.append(
-            nbformat.v4.new_output("error", ename=etype.__name__, evalue=str(evalue), traceback=lines)
+            {
+                "output_type": "error",
+                "ename": etype.__name__,
+                "evalue": str(evalue),
+                "traceback": [str(x) for x in lines],
+            }
         )
 
 
@@ -140,9 +149,9 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise CellTimeout()
 
 
-def _save(nb: Any, path: Path) -> None:
+def _save(nb: dict, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    nbformat.write(nb, str(tmp))
+    tmp.write_text(json.dumps(nb), encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -159,7 +168,7 @@ def run_cell(shell: Shell, source: str, count: int, timeout: int) -> list[Any]:
     try:
         shell.run_cell(source, store_history=False)
     except CellTimeout:  # raised outside the cell's own frames (in IPython's machinery)
-        outputs.items.append(nbformat.v4.new_output("error", **ERROR_ON_TIMEOUT))
+        outputs.items.append({"output_type": "error", **ERROR_ON_TIMEOUT})
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
@@ -169,18 +178,23 @@ def run_cell(shell: Shell, source: str, count: int, timeout: int) -> list[Any]:
 
 
 def run_notebook(
-    nb: Any, out_path: Path, timeout: int, shell: Shell, after_cell: Callable[[], None] | None = None
+    nb: dict, out_path: Path, timeout: int, shell: Shell, after_cell: Callable[[], None] | None = None
 ) -> None:
-    """Run every code cell of ``nb`` in ``shell``, saving ``out_path`` after each; ``after_cell`` runs between them."""
-    nb.metadata[KEY] = {"done": 0, "stopped": None}
+    """Run every code cell of the notebook JSON ``nb`` in ``shell``, saving ``out_path`` after each.
+
+    ``after_cell`` runs after every cell that ran.
+    """
+    record = nb.setdefault("metadata", {})[KEY] = {"done": 0, "stopped": None}
     _save(nb, out_path)
     count = 0
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "code" and cell.source.strip():
+    for index, cell in enumerate(nb.get("cells", [])):
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if cell.get("cell_type") == "code" and source.strip():
             count += 1
-            cell.outputs = run_cell(shell, cell.source, count, timeout)
-            cell.execution_count = count
+            cell["outputs"] = run_cell(shell, source, count, timeout)
+            cell["execution_count"] = count
             if after_cell is not None:
                 after_cell()
-        nb.metadata[KEY]["done"] = index + 1
+        record["done"] = index + 1
         _save(nb, out_path)

@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
+from ...assignments import REGISTRY
 from .. import syscalls
 from ..budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
 from ..learner_view import kernel_notebook, learner_library
@@ -45,6 +44,8 @@ __all__ = [
     "LearnerProcess",
     "Report",
     "UnknownCheckError",
+    "answer_is_a_loop",
+    "as_graded",
     "check_calls",
     "graded_sources",
     "planned_calls",
@@ -64,7 +65,7 @@ TRACE = "/grading/trace"
 SOCKET = "learner.sock"
 RESULT = "executed.ipynb"
 """The executed notebook, in the socket folder (the trusted side reads it while the process serves)."""
-ENDED = "learner.ended"
+ENDED = f"{SOCKET}.ended"
 """Made when the learner's process has ended (so nothing waits for one that died)."""
 LEARNER_MODULE = "resumable_core.course.grading.inside.learner_server"
 CHECKER_MODULE = "resumable_core.course.grading.inside.checker"
@@ -192,8 +193,12 @@ class LearnerProcess:
         wall: float,
         sandbox: Sandbox | None,
         env: dict[str, str] | None = None,
+        loopless: bool = False,
     ) -> LearnerProcess:
-        """Run the nbformat notebook ``nb`` (with a copy of ``folder``'s files beside it) for at most ``wall`` seconds."""
+        """Run the nbformat notebook ``nb`` (with a copy of ``folder``'s files beside it) for at most ``wall`` seconds.
+
+        ``loopless``: on the library view whose loop refuses to run (:func:`..learner_view.learner_library`).
+        """
         env = dict(os.environ if env is None else env)
         stack = contextlib.ExitStack()
         # Both processes write here (the socket, the result, the copies): a capped tmpfs where one can be mounted.
@@ -203,12 +208,14 @@ class LearnerProcess:
         if folder is not None:
             shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
         scratch.mkdir(exist_ok=True)
+        import nbformat  # here, not at the top: the checker imports this package and never needs it
+
         layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
         argv = _argv_of_learner(layout, timeout, wall, kill_leftovers=sandbox is not None)
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         box = None
         if sandbox is not None:
-            library = learner_library(sandbox.library, assignment) if sandbox.library else None
+            library = learner_library(sandbox.library, loopless=loopless) if sandbox.library else None
             box = dataclasses.replace(sandbox, library=library, tracer=tuple(tracer))
         else:
             argv = [*tracer, *argv]
@@ -268,6 +275,8 @@ def read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
         if st.st_size > cap:
             return None, f"the executed notebook is over the output cap ({st.st_size >> 20} MiB > {cap >> 20} MiB)"
         data = f.read(cap + 1)
+    import nbformat
+
     try:
         return nbformat.reads(data.decode("utf-8"), as_version=4), None
     except Exception as e:  # noqa: BLE001 - anything unreadable is just no result
@@ -290,6 +299,12 @@ def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, tim
     return _start(argv, layout, "checker", learner.sandbox, env, overall_seconds(trusted, only, timeout))()
 
 
+def answer_is_a_loop(assignment: str) -> bool:
+    """The assignment's answer is an agent loop: its re-check runs on the loopless library."""
+    registered = REGISTRY.get(assignment)
+    return registered is not None and registered.answer_is_a_loop
+
+
 def run(
     notebook: str | Path,
     assignment: str,
@@ -304,8 +319,8 @@ def run(
     """Re-check ``notebook`` against the trusted ``source``: the learner's process and the checker, each in ``sandbox``.
 
     ``learner``: the process that already ran the notebook's cells for nbgrader (it is stopped
-    here); without one, a learner's process is started for ``notebook`` with the source's setup
-    and test cells (the hidden blocks cut). Plainly (``sandbox=None``, ``grade --no-sandbox``)
+    here); without one, a learner's process is started for ``notebook`` (:func:`as_graded`), on
+    the loopless library where the assignment's answer is a loop. Plainly (``sandbox=None``, ``grade --no-sandbox``)
     nothing is isolated. ``env`` is used only without a sandbox (the sandbox's allowlist holds
     otherwise). Cells it could not confirm (a process died, hit a limit or printed no result) come
     back failed with the reason, and the report is ``inconclusive``. Only the cells asked about
@@ -313,6 +328,8 @@ def run(
     """
     trusted = json.loads(Path(source).read_text(encoding="utf-8"))
     if learner is None:
+        import nbformat
+
         nb = as_graded(nbformat.read(str(notebook), as_version=4), trusted)
         n_code = sum(1 for c in nb.cells if c.cell_type == "code")
         learner = LearnerProcess.start(
@@ -323,9 +340,13 @@ def run(
             wall=timeout * n_code + STARTUP + overall_seconds(trusted, only, timeout),
             sandbox=sandbox,
             env=env,
+            loopless=answer_is_a_loop(assignment),
         )
     try:
-        learner.executed(1 << 30)
+        _, why = learner.executed(1 << 30)
+        if learner.ended():  # it never served: nothing to re-check against
+            why = f"the learner's process ended before the re-check: {why}"
+            return Report(dict.fromkeys(only or [], why), inconclusive=why)
         checked = _checker(learner, trusted, only, timeout)
     finally:
         learned = learner.stop()
@@ -333,12 +354,12 @@ def run(
 
 
 def as_graded(nb: Any, trusted: dict) -> Any:
-    """The submission ``nb`` as nbgrader runs it: the trusted source's locked cells put back, hidden blocks cut.
+    """The submission ``nb`` as the re-check's learner's process runs it: the source's setup cells, the learner's.
 
-    The cells from the one that stopped an earlier run on (its ``GradingStopped`` output) are left blank.
-
-        What nbgrader's ``OverwriteCells`` and the kernel's view (:func:`..learner_view.kernel_notebook`) do,
-        for a re-check started on its own.
+    The trusted source's locked cells are put back (as nbgrader's ``OverwriteCells`` does), the
+    test cells are left blank (the checker runs the checks; their outputs were nbgrader's
+    business), and so are the cells from the one that stopped an earlier run on (its
+    ``GradingStopped`` output).
     """
     by_id = {
         (c.get("metadata") or {}).get("nbgrader", {}).get("grade_id"): c
@@ -351,8 +372,9 @@ def as_graded(nb: Any, trusted: dict) -> Any:
             continue
         # the cell that stopped the first run (and those after it) stay out: no test cell that scored ran after it
         stopped = stopped or any(o.get("ename") == NOT_RUN for o in cell.get("outputs", []))
-        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
-        if stopped:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        gid = meta.get("grade_id")
+        if stopped or (meta.get("grade") and not meta.get("solution")):
             cell.source = ""
         elif gid in by_id and cell.metadata["nbgrader"].get("locked"):
             cell.source = source_of(by_id[gid])
