@@ -211,10 +211,14 @@ def test_the_level1_answer_key_cannot_be_read(run):
 
 
 def test_memory_fork_disk_and_output_bombs_cost_only_the_bomber(run):
-    """The bombs are stopped, the output flood is named in the reason, and the controls are untouched."""
+    """The bombs are stopped and cost the bomber its later cells, and the controls are untouched.
+
+    The output flood goes nowhere: the learner's process writes its cells' output into the notebook,
+    and its own fd 1 is /dev/null.
+    """
     bombs = run.subs["bombs"]
     assert bombs.score <= attacks.WRONG_SCORE
-    assert "output (1 MiB)" in bombs.reason
+    assert "not run" in bombs.reason or "needs review" in bombs.reason
     assert (run.score("correct"), run.score("wrong")) == (attacks.CORRECT_SCORE, attacks.WRONG_SCORE)
 
 
@@ -226,10 +230,11 @@ def test_memory_is_capped_for_the_whole_sandbox(run):
 
 
 def test_killing_the_worker_or_the_parent_costs_only_the_killer(run):
-    """SIGKILL to the kernel's parent and to -1 stays in the sandbox: the killer loses the cells after, with why."""
+    """SIGKILL to the process's parent and to -1 stays in the sandbox: the killer gets nothing, the run goes on."""
     killer = run.subs["kill_parent"]
     assert killer.score <= attacks.WRONG_SCORE and killer.status == "graded"
-    assert "not run" in killer.reason or "died" in killer.reason
+    # its parent is outside its PID namespace (getppid() is 0 there): the kill fails, or ends only the sandbox
+    assert "not run" in killer.reason or "ProcessLookup" in killer.reason
     assert "exited with code" not in run.subs["correct"].reason
 
 
@@ -263,7 +268,8 @@ def test_report_lines_held_pipes_inconclusive_script_and_collisions(run):
     assert run.score("forged_output") <= attacks.WRONG_SCORE and _marked_processes() == []
     assert "kernel died" not in run.subs["correct"].reason
     forced = run.subs["force_inconclusive"]
-    assert forced.score <= attacks.WRONG_SCORE and "needs review" in forced.reason
+    # no kernel anywhere: it ends the one process that runs its cells and is graded by what ran before
+    assert forced.score <= attacks.WRONG_SCORE and "not run" in forced.reason
     for student in ("forged_output", "correct"):
         assert _live_html((run.out / "feedback-html" / f"{student}.html").read_text()) == []
     assert attacks.MARKER not in (run.out / "feedback-html" / "correct.html").read_text()
