@@ -72,7 +72,7 @@ bench: setup  ## checkpoint save cost and crash-matrix benchmarks (~3 min)
 bench-sandbox: setup  ## one submission with and without the sandbox, and where its time goes (~4 min)
 	$(BIN)/python bench/bench_sandbox.py
 
-bench-grading: setup  ## 60 submissions: sequential nbgrader autograde vs grade --jobs 1 and 2, sandboxed (~10 min)
+bench-grading: setup  ## each assignment, 60 submissions: sequential nbgrader autograde vs grade --jobs 1 and 2, sandboxed (~40 min; `--students 6 --jobs 2`: ~7 min)
 	$(BIN)/python bench/bench_grading.py
 
 clean:
