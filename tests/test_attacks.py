@@ -279,7 +279,9 @@ def test_report_lines_held_pipes_inconclusive_script_and_collisions(run):
 
 _WRITE_EVERYWHERE = """
 import os
-for path in ("/x", "/work/main/resumable_core/x", "/tmp/x", "/home/learner/x", "/grading/scratch/x"):
+# names no checkout or venv can hold: a clone at /tmp/x has its venv bound at /tmp/x/.venv
+for path in ("/probe", "/work/main/resumable_core/probe", "/tmp/root-probe", "/home/learner/root-probe",
+             "/grading/scratch/root-probe"):
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         open(path, "w").write("x")
@@ -293,7 +295,7 @@ def test_the_sandbox_root_is_read_only(tmp_path):
     """bwrap's own root is an uncapped tmpfs in memory: only the scratch folder, /tmp and HOME take writes."""
     result = sandbox.Sandbox(None, sandbox.Limits(wall=60)).run([sys.executable, "-c", _WRITE_EVERYWHERE], tmp_path)
     assert result.stdout.decode().split("\n")[:-1] == [
-        "wrote /tmp/x",
-        "wrote /home/learner/x",
-        "wrote /grading/scratch/x",
+        "wrote /tmp/root-probe",
+        "wrote /home/learner/root-probe",
+        "wrote /grading/scratch/root-probe",
     ]

@@ -39,6 +39,8 @@ from pathlib import Path
 import resumable_core
 
 BWRAP = "bwrap"
+PRLIMIT = "prlimit"
+"""util-linux's ``prlimit``: sets bwrap's file-size cap behind a tracer that must not have it."""
 SCRATCH = "/grading/scratch"
 """Where the writable scratch folder appears inside the sandbox (also the working directory)."""
 LIBRARY = "/grading/lib"
@@ -640,7 +642,10 @@ class Sandbox:
             disk = None
             try:
                 disk = _disk(scratch, self.limits.disk)
-                cmd = [*self.tracer, *self.command(argv, disk.path if disk else scratch, Path(etc), ro, rw)]
+                cmd = self.command(argv, disk.path if disk else scratch, Path(etc), ro, rw)
+                if self.tracer:  # the tracer's own output is not the learner's file: only bwrap gets the size cap
+                    size = self.limits.file_size
+                    cmd = [*self.tracer, PRLIMIT, f"--fsize={size}:{size}", "--", *cmd]
                 returncode, stdout, stderr, limit = self._start_and_wait(cmd, cgroup)
                 limit = limit or (cgroup.hit() if cgroup else None)
                 if cgroup is not None:  # before the copy back: no process of it is left to race it (without a
@@ -661,7 +666,7 @@ class Sandbox:
         """Run ``cmd`` (bwrap) with the limits set before ``exec``; its exit code, output and the limit it hit."""
         enforced = cgroup.controllers if cgroup else frozenset()
         nproc = self.limits.processes + (0 if "pids" in enforced else _processes_of_this_user())
-        setup = functools.partial(_child_setup, self.limits, nproc, cgroup)  # in the child, before exec
+        setup = functools.partial(_child_setup, self.limits, nproc, cgroup, cap_file_size=not self.tracer)
         deadline = time.monotonic() + self.limits.wall
         proc = subprocess.Popen(
             cmd,
@@ -711,8 +716,11 @@ def _processes_of_this_user() -> int:
     return count
 
 
-def _child_setup(limits: Limits, nproc: int, cgroup: _Cgroup | None) -> None:
+def _child_setup(limits: Limits, nproc: int, cgroup: _Cgroup | None, *, cap_file_size: bool = True) -> None:
     """In the child, before ``exec bwrap``: the limits every process of the sandbox inherits.
+
+    ``cap_file_size=False`` when a tracer runs first: its output may outgrow the learner's file cap,
+    so ``prlimit`` sets that cap on bwrap instead (:meth:`Sandbox.run`).
 
     ``RLIMIT_NPROC`` (``nproc``) is what caps processes for a grader that is not root and has no
     pids cgroup; root is exempt from it, even inside a user namespace. ``RLIMIT_AS`` stays beside the
@@ -724,7 +732,8 @@ def _child_setup(limits: Limits, nproc: int, cgroup: _Cgroup | None) -> None:
         cgroup.enter()
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
+    if cap_file_size:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
