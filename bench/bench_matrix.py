@@ -37,10 +37,10 @@ import json, sys
 from dataclasses import asdict
 import anthropic, resumable_core.claude, resumable_core._scripted  # what run_cell would import on first use
 from resumable_core.lab.matrix import run_cell
-from resumable_core.scenarios import SCENARIOS
+from resumable_core.run_folder import reference_turn
 import resumable_core.course.hidden.strategies  # the instructor's answers: registers by_effect(_ledger)
 t1 = time.perf_counter()
-SCENARIOS[sys.argv[2]].reference_turn()  # run_cell's first step anyway (cached per process); split out to time it
+reference_turn(sys.argv[2])  # run_cell's first step anyway (cached per process); split out to time it
 t2 = time.perf_counter()
 row = run_cell(sys.argv[1], sys.argv[2], sys.argv[3]).row
 t3 = time.perf_counter()

@@ -47,8 +47,8 @@ __all__ = [
     "ReconcileMissingError",
     "ReconcileResultError",
     "ResumableError",
+    "RunFolder",
     "RunResult",
-    "Sandbox",
     "Scenario",
     "SecretInCheckpointError",
     "Tool",
@@ -110,7 +110,8 @@ _HOMES = {
     "lease": ("Lease",),
     "ledger": ("Ledger", "idempotency_key"),
     "loop": ("MAX_TURNS", "RunResult", "run_agent"),
-    "scenarios": ("SCENARIOS", "Sandbox", "Scenario"),
+    "run_folder": ("RunFolder",),
+    "scenarios": ("SCENARIOS", "Scenario"),
     "strategies": ("STATUS_UNKNOWN", "STRATEGIES", "answer_pending", "tool_result"),
     "tools": ("DEFAULT_TOOLS", "Effect", "Tool", "Toolbox", "tool"),
     "world": ("World",),
@@ -172,7 +173,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .lease import Lease
     from .ledger import Ledger, idempotency_key
     from .loop import MAX_TURNS, RunResult, run_agent
-    from .scenarios import SCENARIOS, Sandbox, Scenario
+    from .run_folder import RunFolder
+    from .scenarios import SCENARIOS, Scenario
     from .strategies import STATUS_UNKNOWN, STRATEGIES, answer_pending, tool_result
     from .tools import DEFAULT_TOOLS, Effect, Tool, Toolbox, tool
     from .world import World

@@ -1,4 +1,4 @@
-"""Shared fixtures: a fresh sandbox per test, and the scripted Claude with its request log."""
+"""Shared fixtures: a fresh run folder per test, and the scripted Claude with its request log."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ def _offline(monkeypatch):
 
 
 @pytest.fixture
-def sandbox(tmp_path):
+def run_folder(tmp_path):
     """A fresh world, toolbox and checkpoint path."""
-    return rc.Sandbox.create(tmp_path)
+    return rc.RunFolder.create(tmp_path)
 
 
 @pytest.fixture

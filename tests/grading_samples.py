@@ -21,11 +21,11 @@ SOLUTION_ID = "my_reconcile"
 SETUP = """import sys
 import tempfile
 import resumable_core as rc
-from resumable_core.lab.exercise_checkpoints import exercise_sandbox"""
+from resumable_core.lab.exercise_checkpoints import exercise_run_folder"""
 
 TEST_READ_ONLY = """# a read-only call is run again and its real result recorded
 with tempfile.TemporaryDirectory() as d:
-    cp, tools = exercise_sandbox("B", d)
+    cp, tools = exercise_run_folder("B", d)
     pending_id = cp.pending_tool_use.id
     out = my_reconcile(cp, tools)
 assert out.pending_tool_use is None, "the pending call must be cleared"
@@ -36,7 +36,7 @@ print("read-only call reconciled")"""
 
 TEST_SIDE_EFFECT = """# a side-effecting call that already happened must not happen again
 with tempfile.TemporaryDirectory() as d:
-    cp, tools = exercise_sandbox("C", d)
+    cp, tools = exercise_run_folder("C", d)
     out = my_reconcile(cp, tools)
 assert out.pending_tool_use is None, "the pending call must be cleared"
 ### BEGIN HIDDEN TESTS

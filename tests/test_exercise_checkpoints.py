@@ -10,7 +10,7 @@ from resumable_core.lab.exercise_checkpoints import (
     FIXTURE_DIR,
     FORMATIVE,
     NAMES,
-    exercise_sandbox,
+    exercise_run_folder,
     write_exercise_checkpoints,
 )
 from resumable_core.lab.formative import RIGHT_ACTIONS
@@ -39,7 +39,7 @@ def test_checkpoint_b_has_a_read_only_call_pending():
 
 def test_checkpoint_c_has_a_send_pending_that_already_happened(tmp_path):
     """C: send_email is pending, and recreating the crash shows the email already in the outbox."""
-    cp, box = exercise_sandbox("C", tmp_path)
+    cp, box = exercise_run_folder("C", tmp_path)
     assert cp == lab.load_exercise_checkpoint("C")
     assert cp.pending_tool_use is not None and cp.pending_tool_use.name == "send_email"
     assert len(box.world.sent_emails()) == 1
@@ -60,7 +60,7 @@ def test_an_unknown_checkpoint_name_is_refused():
 
 def test_checkpoint_d_has_a_send_pending_that_never_ran(tmp_path):
     """D: send_email is pending as in C, but recreating the crash shows an empty outbox."""
-    cp, box = exercise_sandbox("D", tmp_path)
+    cp, box = exercise_run_folder("D", tmp_path)
     assert cp == lab.load_exercise_checkpoint("D")
     assert cp.pending_tool_use is not None and cp.pending_tool_use.name == "send_email"
     assert box.world.sent_emails() == []

@@ -110,7 +110,7 @@ def test_a_resumer_that_lost_its_lease_cannot_send(tmp_path, monkeypatch):
     While the first resumer is "paused" inside its reconcile, a second one takes the expired
     lease and finishes the run; the first one's send is then refused with LeaseLostError.
     """
-    box = rc.Sandbox.create(tmp_path, ledger=True)
+    box = rc.RunFolder.create(tmp_path, ledger=True)
     assert run_in_child(lambda: box.run(EMAIL_TASK, crash=rc.CrashPlan("after_save_a", tool="send_email"))) == "killed"
     monkeypatch.setattr(lease_module, "LEASE_TTL", 0.0)  # every lease of this test expires at once
     ledger_reconcile = answers.reconcile_by_effect_ledger

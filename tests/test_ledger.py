@@ -71,7 +71,7 @@ def test_receipts_survive_reopening(tmp_path):
 
 def test_a_new_run_does_not_reuse_an_old_runs_receipt(tmp_path):
     """Deleting the checkpoint and running again is a new run: new run id, new key, a new email."""
-    box = rc.Sandbox.create(tmp_path, ledger=True)
+    box = rc.RunFolder.create(tmp_path, ledger=True)
     first = box.run(EMAIL_TASK).checkpoint.run_id
     box.checkpoint_path.unlink()
     second = box.run(EMAIL_TASK).checkpoint.run_id
@@ -82,7 +82,7 @@ def test_a_new_run_does_not_reuse_an_old_runs_receipt(tmp_path):
 
 def test_a_resumed_run_keeps_its_run_id(tmp_path):
     """The run id is in the checkpoint, so the resume's keys match the crashed run's."""
-    box = rc.Sandbox.create(tmp_path, ledger=True)
+    box = rc.RunFolder.create(tmp_path, ledger=True)
     run_in_child(lambda: box.run(EMAIL_TASK, crash=rc.CrashPlan("after_tool", tool="send_email")))
     crashed = rc.load_checkpoint(box.checkpoint_path).run_id
     assert box.run(EMAIL_TASK, reconcile=answers.reconcile_by_effect_ledger).checkpoint.run_id == crashed

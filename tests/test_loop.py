@@ -14,141 +14,143 @@ from resumable_core.course.hidden import strategies as answers
 from resumable_core.crash import run_in_child
 
 
-def _run(sandbox, task, client, **kw):
+def _run(run_folder, task, client, **kw):
     kw.setdefault("reconcile", answers.reconcile_by_effect)
-    return rc.run_agent(task, checkpoint_path=sandbox.checkpoint_path, toolbox=sandbox.toolbox, client=client, **kw)
+    return rc.run_agent(
+        task, checkpoint_path=run_folder.checkpoint_path, toolbox=run_folder.toolbox, client=client, **kw
+    )
 
 
-def _crash(sandbox, task, plan):
-    assert run_in_child(lambda: _run(sandbox, task, None, crash=plan)) == "killed"
+def _crash(run_folder, task, plan):
+    assert run_in_child(lambda: _run(run_folder, task, None, crash=plan)) == "killed"
 
 
-def test_a_run_finishes_and_checkpoints_its_answer(sandbox, client):
+def test_a_run_finishes_and_checkpoints_its_answer(run_folder, client):
     """An uncrashed run ends with the final answer saved and nothing pending."""
-    result = _run(sandbox, NOTES_TASK, client)
+    result = _run(run_folder, NOTES_TASK, client)
     assert result.status == "finished" and not result.resumed
     assert "Summary of this week's meetings" in result.final_text
-    assert rc.load_checkpoint(sandbox.checkpoint_path) == result.checkpoint
+    assert rc.load_checkpoint(run_folder.checkpoint_path) == result.checkpoint
     assert result.checkpoint.turns == result.model_calls == 5
 
 
-def test_every_request_asks_for_one_tool_call_per_turn(sandbox, client, scripted):
+def test_every_request_asks_for_one_tool_call_per_turn(run_folder, client, scripted):
     """The loop sends disable_parallel_tool_use with every request."""
-    _run(sandbox, EMAIL_TASK, client)
+    _run(run_folder, EMAIL_TASK, client)
     assert scripted.requests and all(
         r["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True} for r in scripted.requests
     )
 
 
-def test_save_point_a_records_the_pending_call(sandbox):
+def test_save_point_a_records_the_pending_call(run_folder):
     """Killed after save point A, the checkpoint ends on the tool_use with pending_tool_use set."""
-    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
-    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
     assert cp.pending_tool_use.name == "send_email"
     assert cp.messages[-1]["content"][-1]["id"] == cp.pending_tool_use.id
-    assert sandbox.world.sent_emails() == []
+    assert run_folder.world.sent_emails() == []
 
 
-def test_save_point_b_records_the_result(sandbox):
+def test_save_point_b_records_the_result(run_folder):
     """Killed after save point B, the checkpoint ends on the tool_result with nothing pending."""
-    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_save_b", tool="send_email"))
-    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_save_b", tool="send_email"))
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
     assert cp.pending_tool_use is None
     assert cp.messages[-1]["content"][0]["type"] == "tool_result"
 
 
-def test_resume_continues_without_redoing_finished_turns(sandbox, client, scripted):
+def test_resume_continues_without_redoing_finished_turns(run_folder, client, scripted):
     """After a crash at save point B, resume makes only the remaining model calls."""
-    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_b", turn=3))
-    result = _run(sandbox, NOTES_TASK, client)
+    _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_b", turn=3))
+    result = _run(run_folder, NOTES_TASK, client)
     assert result.resumed and result.status == "finished"
     assert result.model_calls == 2 and result.checkpoint.turns == 5
     assert len(scripted.requests) == 2
 
 
-def test_a_finished_run_is_reported_not_resent(sandbox, client, scripted):
+def test_a_finished_run_is_reported_not_resent(run_folder, client, scripted):
     """Resuming checkpoint A's kind of state makes no model call and reports already_finished."""
-    first = _run(sandbox, NOTES_TASK, client)
+    first = _run(run_folder, NOTES_TASK, client)
     scripted.requests.clear()
-    again = _run(sandbox, NOTES_TASK, client)
+    again = _run(run_folder, NOTES_TASK, client)
     assert again.status == "already_finished" and again.model_calls == 0 and scripted.requests == []
     assert again.final_text == first.final_text
 
 
-def test_resume_refuses_another_tasks_checkpoint(sandbox, client):
+def test_resume_refuses_another_tasks_checkpoint(run_folder, client):
     """A checkpoint of another task is refused, and left on disk untouched."""
-    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
-    before = sandbox.checkpoint_path.read_bytes()
+    _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
+    before = run_folder.checkpoint_path.read_bytes()
     with pytest.raises(rc.CheckpointTaskMismatchError) as info:
-        _run(sandbox, NOTES_TASK, client)
+        _run(run_folder, NOTES_TASK, client)
     assert info.value.found_task == EMAIL_TASK and info.value.expected_task == NOTES_TASK
-    assert sandbox.checkpoint_path.read_bytes() == before
+    assert run_folder.checkpoint_path.read_bytes() == before
 
 
-def test_reconciled_state_is_saved_before_the_next_model_call(sandbox):
+def test_reconciled_state_is_saved_before_the_next_model_call(run_folder):
     """The reconciled checkpoint is on disk before resume calls the model again."""
-    _crash(sandbox, EMAIL_TASK, rc.CrashPlan("after_tool", tool="send_email"))
+    _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_tool", tool="send_email"))
     plan = rc.CrashPlan("before_model_call")  # die at the first model call of the resume
-    assert run_in_child(lambda: _run(sandbox, EMAIL_TASK, None, crash=plan)) == "killed"
-    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    assert run_in_child(lambda: _run(run_folder, EMAIL_TASK, None, crash=plan)) == "killed"
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
     assert cp.pending_tool_use is None
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
 
-def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(sandbox):
+def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(run_folder):
     """Killing the run at every turn still stops it at max_turns: turns count the task, not the process."""
     plan = rc.CrashPlan("after_save_b")
     for _ in range(6):
-        run_in_child(lambda: _run(sandbox, NOTES_TASK, None, crash=plan, max_turns=3))
-    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+        run_in_child(lambda: _run(run_folder, NOTES_TASK, None, crash=plan, max_turns=3))
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
     assert cp.turns == 3
-    assert _run(sandbox, NOTES_TASK, None, max_turns=3).status == "max_turns"
+    assert _run(run_folder, NOTES_TASK, None, max_turns=3).status == "max_turns"
 
 
-def test_tokens_accumulate_over_every_recorded_call(sandbox, client, scripted):
+def test_tokens_accumulate_over_every_recorded_call(run_folder, client, scripted):
     """tokens_used is the sum of every recorded call's input and output tokens, across a resume."""
-    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_b", turn=2))
-    before = rc.load_checkpoint(sandbox.checkpoint_path).tokens_used
-    result = _run(sandbox, NOTES_TASK, client)
+    _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_b", turn=2))
+    before = rc.load_checkpoint(run_folder.checkpoint_path).tokens_used
+    result = _run(run_folder, NOTES_TASK, client)
     from resumable_core._scripted import respond
 
     spent_after = sum(u["input_tokens"] + u["output_tokens"] for u in (respond(r)["usage"] for r in scripted.requests))
     assert result.checkpoint.tokens_used == before + spent_after
 
 
-def test_an_ordinary_tool_failure_is_reported_with_is_error(sandbox, client):
+def test_an_ordinary_tool_failure_is_reported_with_is_error(run_folder, client):
     """A tool that fails is answered with an is_error tool_result: it finished, so nothing dangles."""
-    (sandbox.world.notes_dir / "conclusion.md").unlink()
-    result = _run(sandbox, EMAIL_TASK, client)
+    (run_folder.world.notes_dir / "conclusion.md").unlink()
+    result = _run(run_folder, EMAIL_TASK, client)
     results = [b for m in result.checkpoint.messages if m["role"] == "user" for b in rc.checkpoint.tool_results(m)]
     assert results[0]["is_error"] is True and "no such file" in results[0]["content"]
 
 
-def test_a_reconcile_that_leaves_the_state_inconsistent_is_refused(sandbox, client):
+def test_a_reconcile_that_leaves_the_state_inconsistent_is_refused(run_folder, client):
     """A reconcile that appends a result but forgets to clear pending is caught before anything is saved."""
-    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
-    before = sandbox.checkpoint_path.read_bytes()
+    _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
+    before = run_folder.checkpoint_path.read_bytes()
 
     def forgetful(cp, tools):
         cp.messages.append({"role": "user", "content": [rc.tool_result(cp.pending_tool_use.id, "x")]})
         return cp
 
     with pytest.raises(rc.CheckpointInconsistentError, match="after reconcile"):
-        _run(sandbox, NOTES_TASK, client, reconcile=forgetful)
-    assert sandbox.checkpoint_path.read_bytes() == before
+        _run(run_folder, NOTES_TASK, client, reconcile=forgetful)
+    assert run_folder.checkpoint_path.read_bytes() == before
 
 
-def test_checkpoint_messages_are_json_as_sent(sandbox, client, scripted):
+def test_checkpoint_messages_are_json_as_sent(run_folder, client, scripted):
     """The saved messages are exactly what the next request sends."""
-    _run(sandbox, EMAIL_TASK, client)
-    saved = json.loads(sandbox.checkpoint_path.read_text())["messages"]
+    _run(run_folder, EMAIL_TASK, client)
+    saved = json.loads(run_folder.checkpoint_path.read_text())["messages"]
     assert scripted.requests[-1]["messages"] == saved[:-1]
 
 
-def test_a_turn_is_charged_on_disk_before_its_model_call(sandbox):
+def test_a_turn_is_charged_on_disk_before_its_model_call(run_folder):
     """Killed right after the first response, the checkpoint already counts that turn."""
-    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_response", turn=1))
-    cp = rc.load_checkpoint(sandbox.checkpoint_path)
+    _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_response", turn=1))
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
     assert cp.turns == 1 and cp.messages == [{"role": "user", "content": NOTES_TASK}]
 
 
@@ -186,19 +188,19 @@ class _CachedUsageClient:
         )
 
 
-def test_tokens_used_counts_the_prompt_cache(sandbox):
+def test_tokens_used_counts_the_prompt_cache(run_folder):
     """tokens_used adds cache_creation_input_tokens and cache_read_input_tokens when usage has them."""
-    result = _run(sandbox, NOTES_TASK, _CachedUsageClient())
+    result = _run(run_folder, NOTES_TASK, _CachedUsageClient())
     assert result.checkpoint.tokens_used == 10 + 5 + 100 + 1000
 
 
-def test_a_second_resumer_of_a_running_run_is_refused(sandbox, client):
+def test_a_second_resumer_of_a_running_run_is_refused(run_folder, client):
     """While one process holds the run's lease, run_agent in another is refused before loading."""
     from resumable_core.lease import Lease
 
-    with Lease.take(sandbox.checkpoint_path), pytest.raises(rc.CheckpointError, match="being resumed"):
-        _run(sandbox, NOTES_TASK, client)
-    assert not sandbox.checkpoint_path.exists()
+    with Lease.take(run_folder.checkpoint_path), pytest.raises(rc.CheckpointError, match="being resumed"):
+        _run(run_folder, NOTES_TASK, client)
+    assert not run_folder.checkpoint_path.exists()
 
 
 def test_run_agent_needs_a_reconcile():
@@ -208,42 +210,42 @@ def test_run_agent_needs_a_reconcile():
 
 
 @pytest.mark.parametrize("returned", [None, "done"], ids=["None", "str"])
-def test_a_reconcile_that_returns_no_checkpoint_is_named(sandbox, client, returned):
+def test_a_reconcile_that_returns_no_checkpoint_is_named(run_folder, client, returned):
     """A reconcile returning None (a forgotten ``return cp``) or a non-Checkpoint raises one line naming the fix."""
-    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
-    before = sandbox.checkpoint_path.read_bytes()
+    _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
+    before = run_folder.checkpoint_path.read_bytes()
 
     def my_reconcile(cp, tools):
         rc.answer_pending(cp, "re-read")
         return returned
 
     with pytest.raises(rc.ReconcileResultError) as info:
-        _run(sandbox, NOTES_TASK, client, reconcile=my_reconcile)
+        _run(run_folder, NOTES_TASK, client, reconcile=my_reconcile)
     message = str(info.value)
     assert message.startswith("my_reconcile returned ") and "return cp" in message and "\n" not in message
     assert info.value.returned == returned and info.value.reconcile_name == "my_reconcile"
-    assert sandbox.checkpoint_path.read_bytes() == before
+    assert run_folder.checkpoint_path.read_bytes() == before
 
 
-def test_a_sandbox_run_with_a_dangling_call_and_no_reconcile_names_the_fix(sandbox, client):
-    """Sandbox.run with no reconcile stops at a dangling call, naming it and the fix; given one, it resumes."""
-    _crash(sandbox, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
-    pending = rc.load_checkpoint(sandbox.checkpoint_path).pending_tool_use
+def test_a_run_folder_run_with_a_dangling_call_and_no_reconcile_names_the_fix(run_folder, client):
+    """RunFolder.run with no reconcile stops at a dangling call, naming it and the fix; given one, it resumes."""
+    _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
+    pending = rc.load_checkpoint(run_folder.checkpoint_path).pending_tool_use
     with pytest.raises(rc.ReconcileMissingError, match="pass reconcile=") as info:
-        sandbox.run(NOTES_TASK, client=client)
+        run_folder.run(NOTES_TASK, client=client)
     assert (info.value.tool_name, info.value.tool_use_id) == ("read_file", pending.id)
-    assert sandbox.run(NOTES_TASK, client=client, reconcile=answers.reconcile_by_effect).status == "finished"
+    assert run_folder.run(NOTES_TASK, client=client, reconcile=answers.reconcile_by_effect).status == "finished"
 
 
-def test_a_folder_as_the_checkpoint_path_is_one_line_naming_the_fix(sandbox, client):
+def test_a_folder_as_the_checkpoint_path_is_one_line_naming_the_fix(run_folder, client):
     """Pointing run_agent (or load_checkpoint) at a folder raises CheckpointNotAFileError, not IsADirectoryError."""
     with pytest.raises(rc.CheckpointNotAFileError) as info:
         rc.run_agent(
             NOTES_TASK,
-            checkpoint_path=sandbox.root,
-            toolbox=sandbox.toolbox,
+            checkpoint_path=run_folder.root,
+            toolbox=run_folder.toolbox,
             client=client,
             reconcile=answers.reconcile,
         )
-    assert info.value.path == sandbox.root and "\n" not in str(info.value)
+    assert info.value.path == run_folder.root and "\n" not in str(info.value)
     assert info.value.reason == "a directory, not a regular file; point the path at a checkpoint file"

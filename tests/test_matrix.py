@@ -111,9 +111,9 @@ def run_span(tmp_path_factory):
     import time
 
     root = tmp_path_factory.mktemp("span")
-    rc.Sandbox.create(root / "warm").run(rc.SCENARIOS["send_email"].task)
+    rc.RunFolder.create(root / "warm").run(rc.SCENARIOS["send_email"].task)
     t0 = time.perf_counter()
-    rc.Sandbox.create(root / "timed").run(rc.SCENARIOS["send_email"].task)
+    rc.RunFolder.create(root / "timed").run(rc.SCENARIOS["send_email"].task)
     return (time.perf_counter() - t0) * 1.3
 
 

@@ -116,9 +116,9 @@ def test_delegation_to_the_library_loop_is_found():
     aliased = learner("from resumable_core.loop import run_agent as go\ndef resume(*a, **k):\n    return go(*a, **k)\n")
     assert checks.delegated_to(aliased["resume"]) == "run_agent"
     helper = learner(
-        "def loop(task):\n    return rc.Sandbox.create(task)\ndef resume(*a, **k):\n    return loop(a[1])\n"
+        "def loop(task):\n    return rc.RunFolder.create(task)\ndef resume(*a, **k):\n    return loop(a[1])\n"
     )
-    assert checks.delegated_to(helper["resume"]) == "Sandbox"
+    assert checks.delegated_to(helper["resume"]) == "RunFolder"
     with pytest.raises(CheckFailed, match="write the loop yourself"):
         checks.require_own_loop(aliased["resume"])
 

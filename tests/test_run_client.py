@@ -10,7 +10,7 @@ from resumable_core.strategies import reconcile_none
 
 def first_tool_id(tmp_path, folder: str, name: str) -> str:
     """The id of the first tool call of an uncrashed notes run whose client is named ``name``."""
-    result = rc.Sandbox.create(tmp_path / folder).run(
+    result = rc.RunFolder.create(tmp_path / folder).run(
         NOTES_TASK, reconcile=reconcile_none, client=lab.client_for_run(name)
     )
     return next(b["id"] for b in result.checkpoint.messages[1]["content"] if b["type"] == "tool_use")

@@ -23,53 +23,53 @@ def test_each_tool_declares_its_effect():
     }
 
 
-def test_unknown_tools_are_never_read_only(sandbox):
+def test_unknown_tools_are_never_read_only(run_folder):
     """A tool the toolbox does not know is not assumed safe to re-run."""
-    assert sandbox.toolbox.is_read_only("read_file")
-    assert not sandbox.toolbox.is_read_only("send_email")
-    assert not sandbox.toolbox.is_read_only("drop_database")
+    assert run_folder.toolbox.is_read_only("read_file")
+    assert not run_folder.toolbox.is_read_only("send_email")
+    assert not run_folder.toolbox.is_read_only("drop_database")
 
 
-def test_executing_an_unknown_tool_raises(sandbox):
+def test_executing_an_unknown_tool_raises(run_folder):
     """execute() of an unknown tool raises UnknownToolError naming it."""
     with pytest.raises(rc.UnknownToolError, match="drop_database"):
-        sandbox.toolbox.execute("drop_database", {})
+        run_folder.toolbox.execute("drop_database", {})
 
 
-def test_schemas_are_messages_api_tool_definitions(sandbox):
+def test_schemas_are_messages_api_tool_definitions(run_folder):
     """Every schema has a name, a description and an object input_schema."""
-    for s in sandbox.toolbox.schemas():
+    for s in run_folder.toolbox.schemas():
         assert set(s) == {"name", "description", "input_schema"}
         assert s["input_schema"]["type"] == "object"
 
 
-def test_read_tools_read_the_notes(sandbox):
+def test_read_tools_read_the_notes(run_folder):
     """list_dir, read_file and grep see the meeting notes."""
-    box = sandbox.toolbox
+    box = run_folder.toolbox
     assert "meeting-08-25.md" in box.execute("list_dir", {"path": "."})
     assert "Retro" in box.execute("read_file", {"path": "meeting-08-25.md"})
     assert "meeting-08-21.md: - Decision" in box.execute("grep", {"pattern": "Decision", "path": "."})
 
 
-def test_paths_outside_the_notes_are_refused(sandbox):
+def test_paths_outside_the_notes_are_refused(run_folder):
     """read_file cannot escape the notes folder."""
     with pytest.raises(rc.ToolError):
-        sandbox.toolbox.execute("read_file", {"path": "../world.sqlite"})
+        run_folder.toolbox.execute("read_file", {"path": "../world.sqlite"})
 
 
-def test_missing_file_is_an_ordinary_tool_error(sandbox):
+def test_missing_file_is_an_ordinary_tool_error(run_folder):
     """A failed tool raises ToolError (the loop reports it with is_error)."""
     with pytest.raises(rc.ToolError, match="no such file"):
-        sandbox.toolbox.execute("read_file", {"path": "nope.md"})
+        run_folder.toolbox.execute("read_file", {"path": "nope.md"})
 
 
-def test_every_send_is_a_real_row_in_the_outbox(sandbox):
+def test_every_send_is_a_real_row_in_the_outbox(run_folder):
     """Two sends are two emails: the outbox counts effects for real."""
     mail = {"to": "a@example.com", "subject": "s", "body": "b"}
-    sandbox.toolbox.execute("send_email", mail)
-    sandbox.toolbox.execute("send_email", mail)
-    assert len(sandbox.world.sent_emails()) == 2
-    assert "#2 to a@example.com: s" in sandbox.toolbox.execute("list_sent_emails", {})
+    run_folder.toolbox.execute("send_email", mail)
+    run_folder.toolbox.execute("send_email", mail)
+    assert len(run_folder.world.sent_emails()) == 2
+    assert "#2 to a@example.com: s" in run_folder.toolbox.execute("list_sent_emails", {})
 
 
 def test_outbox_dedupes_on_the_idempotency_key(tmp_path):

@@ -32,7 +32,8 @@ from .._scripted import ScriptedClaude
 from ..checkpoint import Checkpoint, load_checkpoint
 from ..claude import make_client
 from ..crash import CrashPlan, run_in_child
-from ..scenarios import SCENARIOS, Sandbox, finished_turns
+from ..run_folder import RunFolder, finished_turns, reference_turn
+from ..scenarios import SCENARIOS
 from ..strategies import reconcile_none
 from ..tools import Toolbox
 
@@ -60,8 +61,8 @@ def _plan(name: str) -> tuple[str, CrashPlan]:
     plans = {
         "A": lambda: (notes.task, CrashPlan("after_save_a", turn=finished_turns("read_file"))),
         "B": lambda: (notes.task, CrashPlan("after_save_a", tool="read_file", turn=finished_turns("read_file") - 1)),
-        "C": lambda: (email.task, CrashPlan("after_tool", tool="send_email", turn=email.reference_turn())),
-        "D": lambda: (email.task, CrashPlan("after_save_a", tool="send_email", turn=email.reference_turn())),
+        "C": lambda: (email.task, CrashPlan("after_tool", tool="send_email", turn=reference_turn("send_email"))),
+        "D": lambda: (email.task, CrashPlan("after_save_a", tool="send_email", turn=reference_turn("send_email"))),
         "E": lambda: (notes.task, CrashPlan("during_save_b", tool="list_dir", turn=1)),
         "F": lambda: (notes.task, CrashPlan("during_save_a", turn=finished_turns("read_file"))),
     }
@@ -74,13 +75,13 @@ def _known(name: str) -> str:
     return name.upper()
 
 
-def exercise_sandbox(name: str, root: str | Path, *, ledger: bool = False) -> tuple[Checkpoint, Toolbox]:
+def exercise_run_folder(name: str, root: str | Path, *, ledger: bool = False) -> tuple[Checkpoint, Toolbox]:
     """Crash the scenario of checkpoint ``name`` for real in ``root``; return the checkpoint and toolbox.
 
     The world is as the crash left it: for C the email is already in the outbox, for D not.
     """
     task, plan = _plan(name)
-    box = Sandbox.create(root, ledger=ledger)
+    box = RunFolder.create(root, ledger=ledger)
     # seeded, so the tool ids, and with them the committed fixtures, are reproducible
     client = make_client(live=False, scripted=ScriptedClaude(seed=f"exercise_{name.lower()}"))
     run_id = f"run_exercise_{name.lower()}"
@@ -98,7 +99,7 @@ def write_exercise_checkpoints(out: str | Path | None = None) -> list[Path]:
     paths = []
     for name in NAMES:
         with tempfile.TemporaryDirectory() as tmp:
-            exercise_sandbox(name, tmp)
+            exercise_run_folder(name, tmp)
             target = out / f"checkpoint_{name.lower()}.json"
             target.write_bytes((Path(tmp) / "checkpoint.json").read_bytes())
             paths.append(target)

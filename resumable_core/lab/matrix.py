@@ -15,7 +15,8 @@ from ..checkpoint import Checkpoint, load_checkpoint
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
-from ..scenarios import SCENARIOS, Sandbox, Scenario
+from ..run_folder import RunFolder, count_effects, reference_turn
+from ..scenarios import SCENARIOS, Scenario
 from ..scenarios import scenario as scenario_for
 from ..strategies import Reconcile, matrix_strategies, strategy_named
 
@@ -97,7 +98,7 @@ def _raw_checkpoint(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def resume(box: Sandbox, task: str, strategy: Reconcile) -> tuple[RunResult | None, str | None]:
+def resume(box: RunFolder, task: str, strategy: Reconcile) -> tuple[RunResult | None, str | None]:
     """Resume in this process; a 400 from the API is returned as its message, not raised."""
     import anthropic
 
@@ -109,7 +110,7 @@ def resume(box: Sandbox, task: str, strategy: Reconcile) -> tuple[RunResult | No
 
 
 def _resume_and_record(
-    box: Sandbox, scenario: Scenario, crash_point: str, name: str, fn: Reconcile, *, killed: bool
+    box: RunFolder, scenario: Scenario, crash_point: str, name: str, fn: Reconcile, *, killed: bool
 ) -> Cell:
     """After the crash: snapshot the disk and outbox, resume with ``fn``, and tabulate the outcome."""
     at_crash = _raw_checkpoint(box.checkpoint_path)
@@ -121,7 +122,7 @@ def _resume_and_record(
         crash_point=crash_point,
         tool=scenario.tool,
         strategy=name,
-        effects=scenario.count_effects(box.world),
+        effects=count_effects(scenario.tool, box.world),
         api_error=error is not None,
         completed=bool(result and result.checkpoint.is_finished()),
         turns=cp.turns if cp else 0,
@@ -168,12 +169,12 @@ def run_cell(
     """
     chosen = scenario_for(scenario)
     name, fn, needs_ledger = resolve_strategy(strategy)
-    plan = CrashPlan(crash_point, tool=chosen.tool, turn=chosen.reference_turn())
+    plan = CrashPlan(crash_point, tool=chosen.tool, turn=reference_turn(chosen.tool))
     folder = (
         contextlib.nullcontext(str(root)) if root is not None else tempfile.TemporaryDirectory(prefix="resumable-cell-")
     )
     with folder as where:
-        box = Sandbox.create(where, ledger=needs_ledger if ledger is None else ledger)
+        box = RunFolder.create(where, ledger=needs_ledger if ledger is None else ledger)
         ended = run_in_child(lambda: box.run(chosen.task, crash=plan))
         return _resume_and_record(box, chosen, crash_point, name, fn, killed=ended == "killed")
 
@@ -243,6 +244,6 @@ def kill_at_random_instant(
     """
     chosen = scenario_for(scenario)
     name, fn, needs_ledger = resolve_strategy(strategy)
-    box = Sandbox.create(root, ledger=needs_ledger)
+    box = RunFolder.create(root, ledger=needs_ledger)
     ended = run_in_child(lambda: box.run(chosen.task), kill_after=rng.uniform(0, max_delay))
     return _resume_and_record(box, chosen, RANDOM_INSTANT, name, fn, killed=ended == "killed")

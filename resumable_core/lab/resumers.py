@@ -23,7 +23,8 @@ from ..claude import make_client
 from ..crash import CRASH_POINT_HELP, CrashPlan, run_in_child
 from ..errors import LeaseError
 from ..loop import MAX_TURNS
-from ..scenarios import SCENARIOS, Sandbox
+from ..run_folder import RunFolder, count_effects, reference_turn
+from ..scenarios import SCENARIOS
 from ..strategies import Reconcile
 from .matrix import resolve_strategy
 
@@ -84,7 +85,7 @@ class RaceOutcome:
         )
 
 
-def _resume_once(box: Sandbox, task: str, fn: Reconcile, lease_wait: float) -> str:
+def _resume_once(box: RunFolder, task: str, fn: Reconcile, lease_wait: float) -> str:
     """One resumer's ending, as one line: completed, refused, api_error, or what else happened."""
     import anthropic
 
@@ -101,7 +102,7 @@ def _resume_once(box: Sandbox, task: str, fn: Reconcile, lease_wait: float) -> s
     return "completed" if result.checkpoint.is_finished() else f"stopped: {result.status}"
 
 
-def _resumer(box: Sandbox, task: str, fn: Reconcile, lease_wait: float, start: Any, out: Path) -> None:
+def _resumer(box: RunFolder, task: str, fn: Reconcile, lease_wait: float, start: Any, out: Path) -> None:
     """A resumer process: wait for the others at the starting line, resume, write its ending."""
     start.wait(START_TIMEOUT)
     out.write_text(_resume_once(box, task, fn, lease_wait))
@@ -136,12 +137,12 @@ def race_resumers(
     sc = SCENARIOS[tool]
     name, fn, needs_ledger = resolve_strategy(strategy)
     if crash_tool is None:
-        plan = CrashPlan(crash_point, tool=tool, turn=sc.reference_turn())
+        plan = CrashPlan(crash_point, tool=tool, turn=reference_turn(sc.tool))
     else:
         plan = CrashPlan(crash_point, tool=crash_tool)
     ctx = multiprocessing.get_context("fork")
     with _folder(root) as where:
-        box = Sandbox.create(where, ledger=needs_ledger)
+        box = RunFolder.create(where, ledger=needs_ledger)
         killed = run_in_child(lambda: box.run(sc.task, crash=plan)) == "killed"
         start = ctx.Barrier(resumers)
         outs = [Path(where) / f"resumer-{i}.txt" for i in range(resumers)]
@@ -157,7 +158,7 @@ def race_resumers(
             tool=tool,
             strategy=name,
             resumers=resumers,
-            effects=sc.count_effects(box.world),
+            effects=count_effects(sc.tool, box.world),
             emails=len(box.world.sent_emails()),
             completed=endings.count("completed"),
             found_finished=endings.count("found_finished"),
@@ -222,7 +223,7 @@ def crash_loop(
     sc = SCENARIOS[tool]
     plan = CrashPlan(crash_point)
     with _folder(root) as where:
-        box = Sandbox.create(where)
+        box = RunFolder.create(where)
         log = Path(where) / "model-requests.log"
         log.touch()
         client = _CountingClient(make_client(), log)  # made once: the children need not import the SDK again

@@ -7,7 +7,7 @@ instructor (:mod:`resumable_core.course.hidden.postmortem`).
 from __future__ import annotations
 
 from ...checkpoint import consistency_problem, text_of
-from ...scenarios import finished_turns
+from ...run_folder import finished_turns
 from ...strategies import Reconcile
 from ...world import NOTES
 from .support import CheckFailed, replay, require, require_status_unknown

@@ -74,9 +74,9 @@ def check_checkpoint_b(fn: Reconcile) -> None:
 
 def check_checkpoint_c(fn: Reconcile) -> None:
     """Checkpoint C, crashed for real: send_email is not run again; is_error says status unknown."""
-    from ...lab.exercise_checkpoints import exercise_sandbox
+    from ...lab.exercise_checkpoints import exercise_run_folder
 
-    cp, real_box = exercise_sandbox("C", scratch("cp-c"))
+    cp, real_box = exercise_run_folder("C", scratch("cp-c"))
     box = CountingToolbox.wrap(real_box)
     if len(box.world.sent_emails()) != 1:  # the crash must come after the email went out
         raise ValueError("exercise checkpoint C was not recreated with one email in the outbox")

@@ -29,7 +29,8 @@ from ...claude import make_client
 from ...crash import CrashError, CrashPlan, run_in_child
 from ...errors import CheckpointError
 from ...loop import run_agent
-from ...scenarios import EMAIL_TASK, SCENARIOS, Sandbox
+from ...run_folder import RunFolder, count_effects
+from ...scenarios import EMAIL_TASK
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
 from .support import CheckFailed, die, handed, is_remote, require, scratch
@@ -40,13 +41,11 @@ Resume = Callable[..., Any]
 RESUME_TIMEOUT = 60.0
 """Seconds one run of the learner's ``resume`` may take in its child before it counts as hung."""
 
-EMAIL = SCENARIOS["send_email"]
-
 
 @cache
 def email_turn(tool: str) -> int:
     """The turn on which an uncrashed email run calls ``tool`` (read_file: 1, send_email: 2)."""
-    box = Sandbox.create(scratch("email-ref"))
+    box = RunFolder.create(scratch("email-ref"))
     messages = box.run(EMAIL_TASK, client=make_client(live=False)).checkpoint.messages
     replies = [m for m in messages if m["role"] == "assistant"]
     for turn, reply in enumerate(replies, start=1):
@@ -57,8 +56,8 @@ def email_turn(tool: str) -> int:
 
 # -- writing its own loop ----------------------------------------------------------------------
 
-_LIBRARY_LOOPS = {"run_agent": run_agent, "Sandbox": Sandbox}
-"""What a ``resume`` may not hand its work to: the library's own loop, and the sandbox that runs it."""
+_LIBRARY_LOOPS = {"run_agent": run_agent, "RunFolder": RunFolder}
+"""What a ``resume`` may not hand its work to: the library's own loop, and the run folder that runs it."""
 
 
 def _code_names(code: types.CodeType) -> Iterator[str]:
@@ -203,13 +202,13 @@ def _record(fn: Resume, args: tuple[Any, ...], kwargs: dict[str, Any], out: Path
 class Trial:
     """One email run in its own folder; every model call of every process logged to ``log``."""
 
-    sandbox: Sandbox
+    folder: RunFolder
     log: Path
 
     @classmethod
     def new(cls) -> Trial:
         """A fresh world and no checkpoint yet."""
-        box = Sandbox.create(scratch("resume"))
+        box = RunFolder.create(scratch("resume"))
         return cls(box, box.root / "model_calls.jsonl")
 
     @classmethod
@@ -218,7 +217,7 @@ class Trial:
         trial = cls.new()
         plan = CrashPlan(point, tool=tool, turn=email_turn(tool))
         client = LoggedClient(trial.log)
-        ended = run_in_child(lambda: trial.sandbox.run(EMAIL_TASK, client=client, crash=plan))
+        ended = run_in_child(lambda: trial.folder.run(EMAIL_TASK, client=client, crash=plan))
         if ended != "killed":  # a bug in the check, not in the learner's code
             raise ValueError(f"the email run was not killed at {point} on the {tool} turn")
         return trial
@@ -226,7 +225,7 @@ class Trial:
     @property
     def path(self) -> Path:
         """The run's checkpoint file."""
-        return self.sandbox.checkpoint_path
+        return self.folder.checkpoint_path
 
     def calls(self) -> list[dict[str, Any]]:
         """Every model call so far, across processes: ``{"key": ..., "tokens": ...}``."""
@@ -236,7 +235,7 @@ class Trial:
 
     def emails(self) -> int:
         """How many times the run's email went out."""
-        return EMAIL.count_effects(self.sandbox.world)
+        return count_effects("send_email", self.folder.world)
 
     def resume(
         self,
@@ -249,10 +248,10 @@ class Trial:
         **kwargs: Any,
     ) -> Outcome:
         """Run ``fn(path, task, tools, client, reconcile=reconcile, **kwargs)`` in a forked child."""
-        out = self.sandbox.root / "resume-outcome.json"
+        out = self.folder.root / "resume-outcome.json"
         out.unlink(missing_ok=True)
         client = LoggedClient(self.log, die_after=die_after_call)
-        args = (handed(self.path), task, tools or self.sandbox.toolbox, client)
+        args = (handed(self.path), task, tools or self.folder.toolbox, client)
         try:
             ended = run_in_child(
                 lambda: _record(fn, args, {"reconcile": reconcile, **kwargs}, out), timeout=RESUME_TIMEOUT

@@ -24,7 +24,8 @@ from typing import Any
 from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, text_of
 from ...crash import CrashPlan, kill_self, run_in_child
 from ...ledger import Ledger
-from ...scenarios import NOTES_TASK, SCENARIOS, Sandbox
+from ...run_folder import RunFolder, reference_turn, target_input
+from ...scenarios import NOTES_TASK, SCENARIOS
 from ...strategies import Reconcile
 from ...tools import DEFAULT_TOOLS, Tool, Toolbox
 from ...world import World
@@ -290,9 +291,9 @@ def replay(
     """SIGKILL a run in a forked child at ``crash_point`` on the turn calling ``tool_name``, resume with ``fn``."""
     import anthropic
 
-    box = Sandbox.create(scratch("replay"), ledger=ledger)
+    box = RunFolder.create(scratch("replay"), ledger=ledger)
     task = SCENARIOS[tool_name].task
-    plan = CrashPlan(crash_point, tool=tool_name, turn=SCENARIOS[tool_name].reference_turn())
+    plan = CrashPlan(crash_point, tool=tool_name, turn=reference_turn(tool_name))
     ended = run_in_child(lambda: box.run(task, crash=plan))
     raw = json.loads(box.checkpoint_path.read_text()) if box.checkpoint_path.exists() else None
     emails_at_crash = len(box.world.sent_emails())
@@ -304,7 +305,7 @@ def replay(
         error = "API 400: " + ((body.get("error") or {}).get("message") or str(e))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         error = f"{type(e).__name__}: {e}"
-    reads = sum(1 for _, i in box.world.calls("read_file") if i == SCENARIOS["read_file"].target_input())
+    reads = sum(1 for _, i in box.world.calls("read_file") if i == target_input("read_file"))
     return Replay(
         ended == "killed",
         (raw or {}).get("pending_tool_use"),

@@ -168,9 +168,9 @@ def _refusal(messages: list[dict[str, Any]], box: Toolbox) -> str | None:
 
 def check_api_accepts(fn: Reconcile) -> None:
     """The reconciled conversations of B, C and a side-effecting tool are accepted by the API (no 400)."""
-    from ...lab.exercise_checkpoints import exercise_sandbox, load_exercise_checkpoint
+    from ...lab.exercise_checkpoints import exercise_run_folder, load_exercise_checkpoint
 
-    cp_c, box_c = exercise_sandbox("C", scratch("cp-c"))
+    cp_c, box_c = exercise_run_folder("C", scratch("cp-c"))
     box_x = fresh_toolbox(EXTRA_TOOLS)
     cases = [
         ("B", load_exercise_checkpoint("B"), fresh_toolbox()),
@@ -185,9 +185,9 @@ def check_api_accepts(fn: Reconcile) -> None:
 
 def check_round_trip(fn: Reconcile) -> None:
     """The reconciled B and C survive save_checkpoint then load_checkpoint, unchanged and consistent."""
-    from ...lab.exercise_checkpoints import exercise_sandbox, load_exercise_checkpoint
+    from ...lab.exercise_checkpoints import exercise_run_folder, load_exercise_checkpoint
 
-    cp_c, box_c = exercise_sandbox("C", scratch("cp-c"))
+    cp_c, box_c = exercise_run_folder("C", scratch("cp-c"))
     for label, cp, box in (("B", load_exercise_checkpoint("B"), fresh_toolbox()), ("C", cp_c, box_c)):
         _, out = run_reconcile(fn, cp, box)
         path = scratch("round-trip") / "checkpoint.json"

@@ -41,14 +41,14 @@ def check_finished_run(fn: Resume) -> None:
     """A finished run's checkpoint is returned as it is: no model call, no tool run, nothing changed."""
     require_own_loop(fn)
     trial = Trial.new()
-    trial.sandbox.run(EMAIL_TASK)  # an uncrashed run, finished on disk
+    trial.folder.run(EMAIL_TASK)  # an uncrashed run, finished on disk
     before = trial.path.read_bytes()
-    calls_before = len(trial.sandbox.world.calls())
+    calls_before = len(trial.folder.world.calls())
     outcome = trial.resume(fn, reconcile_by_effect)
     if outcome.checkpoint is None:
         raise CheckFailed(f"resuming a finished run: {outcome.error}")
     require(not trial.calls(), f"the run was finished, yet resume called the model {len(trial.calls())} times")
-    require(len(trial.sandbox.world.calls()) == calls_before, "the run was finished, yet resume ran a tool")
+    require(len(trial.folder.world.calls()) == calls_before, "the run was finished, yet resume ran a tool")
     require(
         outcome.checkpoint.model_dump() == json.loads(before),
         "a finished run's checkpoint must be returned as it was loaded",
@@ -69,10 +69,10 @@ def check_refusals(fn: Resume) -> None:
     """Another task's checkpoint, and a checkpoint of another version, are refused untouched, with no model call."""
     require_own_loop(fn)
     other_task = Trial.new()
-    other_task.sandbox.run(NOTES_TASK)
+    other_task.folder.run(NOTES_TASK)
     _require_refused(other_task, fn, EMAIL_TASK, "a checkpoint of another task")
     other_version = Trial.new()
-    other_version.sandbox.run(EMAIL_TASK)
+    other_version.folder.run(EMAIL_TASK)
     data = json.loads(other_version.path.read_text(encoding="utf-8"))
     other_version.path.write_text(json.dumps({**data, "version": data["version"] + 1}), encoding="utf-8")
     _require_refused(other_version, fn, EMAIL_TASK, "a checkpoint of another version")
@@ -107,7 +107,7 @@ def check_second_crash(fn: Resume) -> None:
     """Killed again inside your own loop (after send_email ran; after a reply came back), resumed again: sound ends."""
     require_own_loop(fn)
     after_tool = Trial.crashed("after_save_a", "read_file")
-    first = after_tool.resume(fn, reconcile_by_effect, tools=DyingToolbox(after_tool.sandbox.toolbox, "send_email"))
+    first = after_tool.resume(fn, reconcile_by_effect, tools=DyingToolbox(after_tool.folder.toolbox, "send_email"))
     require(
         first.ended == "killed", f"resume was to be killed once send_email ran, but it {first.ended}: {first.error}"
     )
