@@ -40,7 +40,8 @@ from typing import Any
 import nbformat
 
 from resumable_core.course.assignments import ASSIGNMENTS
-from resumable_core.course.grading import pipeline, sandbox
+from resumable_core.course.grading import pipeline
+from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.workspace import DEFAULT_TIMEOUT, write_course
 from resumable_core.course.nbgrader_cli import nbgrader
@@ -482,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(source_of(a)) for a in assignments if not source_of(a).is_file()]
     if missing:
         p.error(f"no source notebook {', '.join(missing)}")
-    why_not = sandbox.available()
+    why_not = BwrapBackend().available()
     if why_not:
         print(
             f"bwrap is unavailable ({why_not}): the kit runs with --no-sandbox (its figures are not the sandboxed ones)"

@@ -3,10 +3,10 @@
 Parts (``--parts``, all by default), each timed ``--repeats`` times with and without the sandbox,
 interleaved, the median shown:
 
-* ``start``      bwrap + python start: ``python -c pass`` in ``Sandbox.run`` against ``run_plain``;
+* ``start``      bwrap + python start: ``python -c pass`` on the ``bwrap`` backend against the ``plain`` one;
 * ``learner``    the floor of every notebook: a bare learner's process (``recheck.LearnerProcess``) of a
                  one-cell notebook (``pass``): ``start``, ``executed()`` (its cells ran and it serves),
-                 ``stop()``, in the sandbox (as ``SandboxedExecute`` starts it) against ``sandbox=None``;
+                 ``stop()``, in the sandbox (as ``SandboxedExecute`` starts it) against the ``plain`` backend;
 * ``grade``      one correct submission through the whole ``grade(..., jobs=1)``, sandboxed against
                  ``sandbox=False``;
 * ``breakdown``  one sandboxed ``grade`` of ``--students`` correct submissions with the worker run in
@@ -43,12 +43,12 @@ from typing import Any
 import nbformat
 
 from resumable_core.course import nbgrader_cli
-from resumable_core.course.grading import execute, feedback, pipeline, recheck, sandbox, workers
+from resumable_core.course.grading import execute, feedback, pipeline, recheck, workers
 from resumable_core.course.grading.budget import DEFAULT_TIMEOUT, recheck_budget, wall_budget
 from resumable_core.course.grading.inside.shell import KEY
+from resumable_core.course.grading.isolation import Backend, BwrapBackend, Job, Limits, PlainBackend, library_copy
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.recheck import LearnerProcess
-from resumable_core.course.grading.sandbox import Limits, Sandbox, library_copy, run_plain
 
 
 def _bench_grading() -> ModuleType:
@@ -80,22 +80,18 @@ class BenchError(RuntimeError):
 # --- the floors: bwrap + python, and a bare learner's process -----------------------------------
 
 
-def _time_start(box: Sandbox | None, tmp: Path) -> float:
-    """Seconds for ``python -c pass`` in ``box`` (None: plain)."""
-    argv = [sys.executable, "-c", "pass"]
+def _time_start(box: Backend, tmp: Path) -> float:
+    """Seconds for ``python -c pass`` on ``box``."""
     started = time.perf_counter()
-    if box is None:
-        result = run_plain(argv, tmp, Limits(wall=60), nbgrader_cli.env())
-    else:
-        result = box.run(argv, tmp)
+    result = box.run(Job((sys.executable, "-c", "pass"), tmp))
     took = time.perf_counter() - started
     if result.returncode != 0:
         raise BenchError(f"python -c pass exited {result.returncode}: {result.stderr.decode(errors='replace')[-300:]}")
     return took
 
 
-def _time_learner(box: Sandbox | None) -> float:
-    """Seconds for a bare learner's process of one ``pass`` cell: ``start``, ``executed()``, ``stop()``; in ``box`` or plain."""
+def _time_learner(box: Backend) -> float:
+    """Seconds for a bare learner's process of one ``pass`` cell: ``start``, ``executed()``, ``stop()``, on ``box``."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass")])
     started = time.perf_counter()
     learner = LearnerProcess.start(
@@ -104,8 +100,7 @@ def _time_learner(box: Sandbox | None) -> float:
         ASSIGNMENT,
         timeout=DEFAULT_TIMEOUT,
         wall=wall_budget(1, DEFAULT_TIMEOUT) + recheck_budget(0, DEFAULT_TIMEOUT),  # as SandboxedExecute sets it
-        sandbox=box,
-        env=nbgrader_cli.env(),
+        backend=box,
     )
     try:
         result, why = learner.executed(RESULT_CAP)
@@ -449,27 +444,27 @@ def _medians(measure: Callable[[bool, int], float], sandboxed: bool, repeats: in
     return (statistics.median(boxed) if boxed else None), statistics.median(plain)
 
 
-def _learner_sandbox(tmp: Path) -> Sandbox:
-    """The sandbox ``SandboxedExecute`` starts a learner's process in, warmed by one untimed run.
+def _learner_sandbox(tmp: Path) -> Backend:
+    """The backend ``SandboxedExecute`` starts a learner's process on, warmed by one untimed run.
 
     That run makes the library's learner view, which a grading run makes once, for its first student.
     """
-    box = Sandbox(library_copy(tmp / "lib"), Limits())
+    box = BwrapBackend(library_copy(tmp / "lib"), Limits())
     _time_learner(box)
     return box
 
 
 def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> list[list[str]]:
     """One row per part: what, sandbox s, no sandbox s, ratio."""
-    box = _learner_sandbox(tmp) if sandboxed and "learner" in parts else None
+    box = _learner_sandbox(tmp) if sandboxed and "learner" in parts else PlainBackend()
     measures: dict[str, tuple[str, Callable[[bool, int], float]]] = {
         "start": (
             "bwrap + python start (python -c pass)",
-            lambda boxed, i: _time_start(Sandbox(None, Limits(wall=60)) if boxed else None, tmp),
+            lambda boxed, i: _time_start(BwrapBackend(None, Limits(wall=60)) if boxed else PlainBackend(), tmp),
         ),
         "learner": (
             "bare learner's process, one `pass` cell",
-            lambda boxed, i: _time_learner(box if boxed else None),
+            lambda boxed, i: _time_learner(box if boxed else PlainBackend()),
         ),
     }
     if "grade" in parts:
@@ -504,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     if (args.repeats is not None and args.repeats < 1) or args.students < 1:
         p.error("--repeats and --students must be at least 1")
     repeats = args.repeats or (1 if args.quick else 3)
-    why_not = sandbox.available()
+    why_not = BwrapBackend().available()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp_name:
         tmp = Path(tmp_name)

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import venv
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,40 @@ def test_importing_every_core_module_loads_no_wing():
     loaded = json.loads(out.stdout)
     bad = [m for m in loaded if m.split(".")[0] in FORBIDDEN_IN_CORE or m.startswith(WINGS)]
     assert not bad, f"the core loaded {bad}"
+
+
+def _core_import_graph() -> dict[str, set[str]]:
+    """Each core module and the core modules its imports name, at any depth (deferred ones too)."""
+    names = {p: "resumable_core" if p.stem == "__init__" else f"resumable_core.{p.stem}" for p in CORE_MODULES}
+    modules = set(names.values())
+    # every submodule import loads the package first, so an edge to the package is no cycle
+    return {name: (_imported_modules(p) & modules) - {name, "resumable_core"} for p, name in names.items()}
+
+
+def test_the_core_has_no_import_cycle():
+    """The core's modules import each other without a cycle."""
+    graph = _core_import_graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            cycle = [*path[path.index(module) :], module]
+            pytest.fail(f"import cycle in the core: {' -> '.join(m.rsplit('.', 1)[-1] for m in cycle)}")
+        if module in done:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_the_scenarios_are_data_that_runs_no_agent():
+    """``scenarios`` imports nothing that runs an agent or acts on its world (loop, tools, world, ledger…)."""
+    runners = {f"resumable_core.{m}" for m in ("loop", "claude", "crash", "tools", "world", "ledger", "run_folder")}
+    imported = _imported_modules(PACKAGE / "scenarios.py")
+    assert not imported & runners, f"scenarios imports {sorted(imported & runners)}: running a scenario is run_folder's"
 
 
 def test_public_names_are_exactly_all():
@@ -121,7 +156,7 @@ def test_plain_install_brings_only_the_core(tmp_path):
     assert not heavy, f"a plain install pulled in {sorted(heavy)}"
     probe = (
         "import tempfile, resumable_core as rc\n"
-        "box = rc.Sandbox.create(tempfile.mkdtemp())\n"
+        "box = rc.RunFolder.create(tempfile.mkdtemp())\n"
         "r = box.run(rc.SCENARIOS['send_email'].task)\n"
         "print(r.status, len(box.world.sent_emails()))\n"
     )
@@ -136,14 +171,32 @@ INSIDE = sorted((GRADING / "inside").glob("*.py"))
 """What runs inside a sandbox, beside the learner's code."""
 GRADEBOOK_SIDE = (
     "nbgrader",
+    "sqlalchemy",
     "resumable_core.course.hidden",
     *(
         f"resumable_core.course.grading.{m}"
-        for m in ("workers", "publish", "merge", "course_grades", "pipeline", "cli", "report", "feedback", "execute")
+        for m in (
+            "gradebook",
+            "workspace",
+            "workers",
+            "publish",
+            "merge",
+            "course_grades",
+            "pipeline",
+            "cli",
+            "report",
+            "feedback",
+            "execute",
+        )
     ),
 )
-"""What no module inside a sandbox may import: the gradebook and the steps that write it, nbgrader, the hidden checks
-(the checker gets those through the check registry, bound before any learner code runs)."""
+"""What no module inside a sandbox may import: the gradebook (``gradebook``, the one module that opens it), the steps
+that read or write it, nbgrader, the hidden checks (the checker gets those through the check registry, bound before any
+learner code runs)."""
+GRADEBOOK_API = ("nbgrader.api", "sqlalchemy")
+"""nbgrader's gradebook and the database under it: ``gradebook.py`` alone opens them."""
+DATA_ONLY = {"errors.py": set(), "model.py": set(), "reasons.py": {"model"}}
+"""The grading wing's data (the errors, the model, the reasons' words) and the only grading modules each may import."""
 
 
 def _absolute_imports(path: Path) -> set[str]:
@@ -169,6 +222,59 @@ def test_nothing_inside_a_sandbox_imports_the_gradebook_side(path):
     """inside/* imports no nbgrader, no gradebook step, no hidden check module."""
     bad = {m for m in _absolute_imports(path) if any(m == f or m.startswith(f + ".") for f in GRADEBOOK_SIDE)}
     assert not bad, f"{path.name} imports {sorted(bad)}"
+
+
+def _within(module: str, packages: Iterable[str]) -> bool:
+    """Whether ``module`` is one of ``packages`` or inside one."""
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of the ``resumable_core`` module ``name`` (its ``__init__.py`` for a package), or None if no module."""
+    base = ROOT.joinpath(*name.split("."))
+    return next((p for p in (base.with_suffix(".py"), base / "__init__.py") if p.is_file()), None)
+
+
+def _reached(path: Path) -> dict[Path, set[str]]:
+    """Every module of ours that importing ``path`` can load (the packages on the way too), each with its imports."""
+    seen: dict[Path, set[str]] = {}
+    todo = [path]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen[current] = _absolute_imports(current)
+        for name in seen[current]:
+            parts = name.split(".") if name.startswith("resumable_core") else []
+            todo += [f for i in range(1, len(parts) + 1) if (f := _module_file(".".join(parts[:i]))) is not None]
+    return seen
+
+
+@pytest.mark.parametrize("path", INSIDE, ids=lambda p: p.name)
+def test_nothing_inside_a_sandbox_reaches_the_gradebook_side_through_another_module(path):
+    """inside/* reaches no nbgrader, gradebook or gradebook step through the modules of ours it imports (deferred too)."""
+    for module, names in _reached(path).items():
+        bad = {m for m in names if _within(m, GRADEBOOK_SIDE)}
+        assert not bad, f"{path.name} reaches {module.relative_to(ROOT)}, which imports {sorted(bad)}"
+
+
+def test_only_the_gradebook_module_opens_a_gradebook():
+    """Within course/grading only ``gradebook.py`` imports nbgrader's gradebook API (``nbgrader.api``) or SQLAlchemy."""
+    for path in sorted(set(GRADING.rglob("*.py")) - {GRADING / "gradebook.py"}):
+        bad = {m for m in _absolute_imports(path) if _within(m, GRADEBOOK_API)}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: a gradebook query goes in gradebook.py"
+
+
+@pytest.mark.parametrize("name", sorted(DATA_ONLY))
+def test_the_grading_data_imports_no_notebook_package_and_no_step(name):
+    """errors, model and reasons import no nbgrader or nbformat, and of ours only the data they build on."""
+    imported = _absolute_imports(GRADING / name)
+    heavy = {m for m in imported if m.split(".")[0] in FORBIDDEN_IN_CORE}
+    assert not heavy, f"{name} imports {sorted(heavy)}"
+    allowed = {f"resumable_core.course.grading.{m}" for m in DATA_ONLY[name]}
+    ours = {m for m in imported if m.startswith("resumable_core") and m != "resumable_core.course.grading"}
+    bad = {m for m in ours if not _within(m, allowed)}
+    assert not bad, f"{name} imports {sorted(bad)}: it is data, the steps import it, never the other way"
 
 
 @pytest.mark.parametrize("path", sorted((GRADING / "rpc").glob("*.py")), ids=lambda p: p.name)

@@ -26,7 +26,7 @@ import grading_samples as samples
 import nbformat
 import pytest
 
-from resumable_core.course.grading import sandbox
+from resumable_core.course.grading.isolation import BwrapBackend, Job, Limits
 
 REPO = Path(__file__).resolve().parent.parent
 RELEASED = REPO / "exercises" / "reconcile" / "reconcile.ipynb"
@@ -293,7 +293,7 @@ for path in ("/probe", "/work/main/resumable_core/probe", "/tmp/root-probe", "/h
 
 def test_the_sandbox_root_is_read_only(tmp_path):
     """bwrap's own root is an uncapped tmpfs in memory: only the scratch folder, /tmp and HOME take writes."""
-    result = sandbox.Sandbox(None, sandbox.Limits(wall=60)).run([sys.executable, "-c", _WRITE_EVERYWHERE], tmp_path)
+    result = BwrapBackend(None, Limits(wall=60)).run(Job((sys.executable, "-c", _WRITE_EVERYWHERE), tmp_path))
     assert result.stdout.decode().split("\n")[:-1] == [
         "wrote /tmp/root-probe",
         "wrote /home/learner/root-probe",

@@ -19,10 +19,10 @@ import pytest
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
 from resumable_core.course import release as course
-from resumable_core.course.grading import sandbox
 from resumable_core.course.grading.collect import collect, unpacked
+from resumable_core.course.grading.errors import GradingError
+from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.prepare import read_notebook, restore_cells, suspicious
-from resumable_core.course.grading.workspace import GradingError
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
@@ -58,7 +58,7 @@ def _grade(tmp_path_factory, layout: str, jobs: int, students: tuple[str, ...] |
             str(out),
             "--timeout",
             str(TIMEOUT),
-            *([] if sandbox.available() is None else ["--no-sandbox"]),  # the scores hold either way
+            *([] if BwrapBackend().available() is None else ["--no-sandbox"]),  # the scores hold either way
         ]
     )
     assert code == 0
@@ -329,9 +329,8 @@ def test_a_failing_nbgrader_command_says_which_and_why(tmp_path):
 
 def test_grade_refuses_to_run_without_the_sandbox(tmp_path, monkeypatch, capsys):
     """With bubblewrap unusable, grade exits 2 naming why and --no-sandbox; it runs nothing."""
-    from resumable_core.course.grading import pipeline
 
-    monkeypatch.setattr(pipeline, "available", lambda: "bwrap is not installed (apt-get install bubblewrap)")
+    monkeypatch.setattr(BwrapBackend, "available", lambda self: "bwrap is not installed (apt-get install bubblewrap)")
     (tmp_path / "class").mkdir()
     assert cli_main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
@@ -345,7 +344,7 @@ def test_no_sandbox_warns_what_it_exposes(tmp_path):
 
     said: list[str] = []
     execution = pipeline._execution(tmp_path, False, lambda *a, **k: said.append(" ".join(map(str, a))))
-    assert execution.sandboxed is False and execution.library is None
+    assert execution.isolation == "plain" and execution.library is None
     assert len(said) == 1 and all(w in said[0] for w in ("gradebook", "network", "secrets", "site-packages"))
 
 

@@ -26,10 +26,11 @@ import pytest
 from resumable_core.course import notebooks
 from resumable_core.course.grading import prepare as prep
 from resumable_core.course.grading import report, workers
-from resumable_core.course.grading.collect import StudentIdError, Submission, check_id, collect, student_id
-from resumable_core.course.grading.feedback import CSP, CellGrade, feedback_path, render_feedback, write_feedback
+from resumable_core.course.grading.collect import check_id, collect, student_id
+from resumable_core.course.grading.errors import StudentIdError
+from resumable_core.course.grading.feedback import CSP, feedback_path, render_feedback, write_feedback
 from resumable_core.course.grading.merge import trusted_reports
-from resumable_core.course.grading.workers import StudentReport
+from resumable_core.course.grading.model import CellGrade, StudentReport, Submission
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
@@ -165,7 +166,7 @@ def test_feedback_goes_to_the_trusted_id_only(tmp_path):
 
 def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path, monkeypatch):
     """A notebook whose metadata and outputs claim to be bob's is eve's page, and bob's page is untouched."""
-    monkeypatch.setattr(report, "gradebook_grades", lambda *_: {})  # no gradebook: the path is what is tested
+    monkeypatch.setattr(report, "notebook_grades", lambda *_: {})  # no gradebook: the path is what is tested
     out = tmp_path / "out"
     nb = _hostile_notebook()
     nb.metadata["nbgrader"] = {"student": "bob", "feedback_path": "../bob/reconcile/reconcile.html"}
@@ -255,22 +256,22 @@ def test_recheck_isolated_without_a_source_keeps_no_kernel_score(tmp_path, monke
 
 
 def test_the_recheck_sandbox_gets_the_limits_configured_for_the_kernel():
-    """sandbox_of builds the re-check's sandbox with the kernel's factory: the course's memory and CPU caps."""
+    """backend_of builds the re-check's backend with the kernel's factory: the course's backend, memory and CPU caps."""
     from traitlets.config import Config
 
     from resumable_core.course.grading.execute import SandboxedExecute
 
     config = Config()
-    assert workers.sandbox_of(config) is None  # plain nbgrader
+    assert workers.backend_of(config) is None  # plain nbgrader
     config.SandboxedExecute.memory = 512 << 20
     config.SandboxedExecute.cpus = 0.5
     config.SandboxedExecute.library = "/grading-lib"
-    config.SandboxedExecute.sandboxed = True
-    box = workers.sandbox_of(config)
-    assert box is not None and box == SandboxedExecute(config=config).sandbox()
+    box = workers.backend_of(config)
+    assert box is not None and box == SandboxedExecute(config=config).backend() and box.name == "bwrap"
     assert (box.limits.memory, box.limits.cpus, box.library) == (512 << 20, 0.5, Path("/grading-lib"))
-    config.SandboxedExecute.sandboxed = False
-    assert workers.sandbox_of(config) is None  # --no-sandbox
+    config.SandboxedExecute.isolation = "plain"
+    plain = workers.backend_of(config)  # --no-sandbox: the same limits, nothing isolated
+    assert plain is not None and plain.name == "plain" and plain.limits == box.limits
 
 
 # --- student ids ---------------------------------------------------------------------------------
@@ -460,6 +461,6 @@ def test_grade_writes_safe_feedback_refuses_collisions_and_leaves_no_temp_files(
     page = (run.out / "feedback-html" / "eve.html").read_text()
     assert html.escape(SCRIPT) in page and "<script" not in page.lower()
     assert "test_side_effect</b> 0/3 failed" in page and "AssertionError" in page
-    assert "importlib.reload" not in page and "exercise_sandbox(&quot;C&quot;" not in page
+    assert "importlib.reload" not in page and "exercise_run_folder(&quot;C&quot;" not in page
     assert not (run.out / "feedback-html" / "x.html").exists()
     assert list(tmp.iterdir()) == []

@@ -9,13 +9,13 @@ import nbformat
 import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
+from resumable_core.course.grading.isolation import library_copy
 from resumable_core.course.grading.learner_view import (
     HIDDEN_PACKAGE,
     kernel_notebook,
     learner_library,
     without_hidden_tests,
 )
-from resumable_core.course.grading.sandbox import library_copy
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -52,7 +52,7 @@ def test_the_learner_library_has_no_hidden_package(tmp_path):
 
 
 def test_the_view_for_a_loop_assignment_has_a_loop_that_refuses(tmp_path):
-    """In the loopless view run_agent and everything built on it (Sandbox.run) refuse to run; the other keeps the loop."""
+    """In the loopless view run_agent and everything built on it (RunFolder.run) refuse to run; the other keeps the loop."""
     import subprocess
     import sys
 
@@ -61,7 +61,7 @@ def test_the_view_for_a_loop_assignment_has_a_loop_that_refuses(tmp_path):
     assert loopless != learner_library(full)
     probe = (
         "import resumable_core as rc\n"
-        "for run in (lambda: rc.run_agent('t'), lambda: rc.Sandbox.create('/tmp/probe-box').run('t')):\n"
+        "for run in (lambda: rc.run_agent('t'), lambda: rc.RunFolder.create('/tmp/probe-box').run('t')):\n"
         "    try:\n        run()\n    except RuntimeError as e:\n        print(e)\n"
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(loopless)}

@@ -13,7 +13,7 @@ import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import recheck as isolated
-from resumable_core.course.grading import sandbox
+from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
@@ -25,20 +25,20 @@ pytestmark = [
 ]
 
 
-BOX: list[sandbox.Sandbox] = []
-"""The sandbox every re-run here runs in, as grading runs it (none where bubblewrap cannot run)."""
+BOX: list[Backend] = []
+"""The backend every re-run here runs on, as grading runs it (plain where bubblewrap is not installed)."""
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _in_the_sandbox(tmp_path_factory):
     if shutil.which("bwrap") is not None:  # installed: it must run (the re-check fails loudly if it cannot)
-        BOX.append(sandbox.Sandbox(sandbox.library_copy(tmp_path_factory.mktemp("lib") / "lib")))
+        BOX.append(BwrapBackend(library_copy(tmp_path_factory.mktemp("lib") / "lib")))
     yield
     BOX.clear()
 
 
 def _run(notebook: Path, assignment: str, **kwargs) -> isolated.Report:
-    return isolated.run(notebook, assignment, sandbox=BOX[0] if BOX else None, **kwargs)
+    return isolated.run(notebook, assignment, backend=BOX[0] if BOX else None, **kwargs)
 
 
 def _points(source: Path) -> dict[str, float]:

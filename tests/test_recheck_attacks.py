@@ -24,7 +24,7 @@ import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import recheck as isolated
-from resumable_core.course.grading import sandbox
+from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
@@ -61,9 +61,9 @@ SECRETS = (
 
 
 @pytest.fixture(scope="module")
-def box(tmp_path_factory) -> sandbox.Sandbox:
+def box(tmp_path_factory) -> Backend:
     """The sandbox of a grading run: a pristine library copy, the default limits."""
-    return sandbox.Sandbox(sandbox.library_copy(tmp_path_factory.mktemp("lib") / "lib"))
+    return BwrapBackend(library_copy(tmp_path_factory.mktemp("lib") / "lib"))
 
 
 def graded(assignment: str) -> list[str]:
@@ -85,7 +85,7 @@ def recheck(box, tmp_path: Path, assignment: str, answers: dict[str, str], *, ti
     path = tmp_path / f"{assignment}.ipynb"
     nbformat.write(nb, str(path))
     return isolated.run(
-        path, assignment, source=SOURCES[assignment], only=graded(assignment), timeout=timeout, sandbox=box
+        path, assignment, source=SOURCES[assignment], only=graded(assignment), timeout=timeout, backend=box
     )
 
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resumable_core.course.grading import syscalls
-from resumable_core.course.grading.sandbox import Sandbox
+from resumable_core.course.grading.isolation import BwrapBackend, Job, Mount
 from resumable_core.course.grading.syscalls import Event, atomic_problem, durable_problem, read_events
 
 SAVERS = Path(__file__).parent / "syscall_savers"
@@ -64,9 +64,9 @@ def _save(saver: str, tmp_path: Path, mode: str) -> Saved:
         (tmp_path / "etc").mkdir()
         (tmp_path / "scratch").mkdir()
         command = [sys.executable, "/grading/savers/savers.py", saver, f"{folder}/state.json"]
-        argv = Sandbox(library=None).command(
-            command, tmp_path / "scratch", tmp_path / "etc", ro=[(SAVERS, "/grading/savers")], rw=[(shared, SHARED)]
-        )
+        mounts = (Mount(SAVERS, "/grading/savers"), Mount(shared, SHARED, writable=True))
+        job = Job(tuple(command), tmp_path / "scratch", mounts)
+        argv = BwrapBackend().command(job, tmp_path / "scratch", tmp_path / "etc", None)
     else:
         folder = str(host)
         argv = [sys.executable, str(SAVERS / "savers.py"), saver, f"{folder}/state.json"]

@@ -27,9 +27,9 @@ from nbgrader.api import Gradebook
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks, release
-from resumable_core.course.grading import sandbox
+from resumable_core.course.grading.errors import GradingError
+from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.publish import find_course, publish
-from resumable_core.course.grading.workspace import GradingError
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "postmortem"
@@ -74,7 +74,7 @@ def _answers() -> dict[str, str]:
 
 def _grade(path: Path, course: Path, *extra: str) -> int:
     """``python -m resumable_core grade PATH`` into ``course`` (sandboxed where bubblewrap runs)."""
-    no_sandbox = [] if sandbox.available() is None else ["--no-sandbox"]
+    no_sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
     args = ["grade", str(path), "--assignment", ASSIGNMENT, "--course", str(course), "--jobs", "1"]
     return cli_main([*args, "--timeout", TIMEOUT, *no_sandbox, *extra])
 

@@ -8,8 +8,9 @@ sandbox.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from . import notebook_cells
 
 DEFAULT_TIMEOUT = 60
 """Seconds a cell may run before it is interrupted (nbgrader's ``Execute.timeout``, ``grade --timeout``)."""
@@ -24,13 +25,8 @@ def wall_budget(n_release_code_cells: int, timeout: float) -> float:
 
 def code_cells(notebook: Path) -> int | None:
     """How many code cells the (trusted) notebook at ``notebook`` has; None if it cannot be read as one."""
-    try:
-        cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(cells, list):
-        return None
-    return sum(1 for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
+    nb = notebook_cells.read(notebook)
+    return None if nb is None else len(notebook_cells.code_cells(nb))
 
 
 def recheck_budget(n_checked: int, timeout: float) -> float:
@@ -40,12 +36,5 @@ def recheck_budget(n_checked: int, timeout: float) -> float:
 
 def graded_cells(notebook: Path) -> int:
     """How many graded test cells the (trusted) notebook at ``notebook`` has (0 if it cannot be read)."""
-    try:
-        cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells")
-    except (OSError, ValueError, AttributeError):
-        return 0
-    if not isinstance(cells, list):
-        return 0
-    return sum(
-        1 for c in cells if isinstance(c, dict) and ((c.get("metadata") or {}).get("nbgrader") or {}).get("grade")
-    )
+    nb = notebook_cells.read(notebook)
+    return 0 if nb is None else sum(1 for c in notebook_cells.code_cells(nb) if notebook_cells.is_test(c))

@@ -9,7 +9,8 @@ from typing import Any
 
 from ..assignments import ASSIGNMENTS
 from ..nbgrader_cli import NbgraderError
-from .workspace import DEFAULT_TIMEOUT, GradingError
+from .budget import DEFAULT_TIMEOUT
+from .errors import GradingError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

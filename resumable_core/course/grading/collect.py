@@ -17,54 +17,16 @@ import unicodedata
 import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Literal
 
-from .workspace import GradingError
-
-Status = Literal["graded", "failed", "invalid", "empty", "missing"]
-"""graded: autograded (the score says how well); failed: nbgrader could not finish the notebook
-(score 0); invalid: not a notebook (score 0, not run); empty: a notebook with no code of the learner
-(graded like any, it scores what the restored tests give); missing: no notebook for the assignment."""
-
-
-@dataclass
-class Submission:
-    """One student's submission as found, and what grading it showed."""
-
-    student: str
-    files: dict[str, Path] = field(default_factory=dict)
-    """Assignment notebook name (without .ipynb) -> the learner's file."""
-    timestamp: Path | None = None
-    status: Status = "graded"
-    problems: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    score: float = 0.0
-    max_score: float = 0.0
-
-    @property
-    def reason(self) -> str:
-        """Everything a reader of grades.csv should know about this submission, on one line."""
-        return "; ".join(self.problems + self.notes)
-
-    @property
-    def to_grade(self) -> bool:
-        """Whether nbgrader runs this submission (an empty notebook is graded too)."""
-        return self.status in ("graded", "empty")
-
+from . import reasons
+from .errors import GradingError, StudentIdError
+from .model import Submission
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.@-]+")
 MAX_ID_LENGTH = 64
-
-
-class StudentIdError(ValueError):
-    """A file or folder name that gives no usable student id; ``name`` is the name, ``reason`` why."""
-
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"no usable student id in {name!r}: {reason}; rename it with letters, digits and _ . @ - only")
-        self.name, self.reason = name, reason
 
 
 def check_id(sid: str) -> str:
@@ -156,15 +118,14 @@ def _flat_root(root: Path) -> Path:
 
 
 def _not_a_notebook(files: list[Path]) -> str:
-    kinds = sorted({f.suffix or "suffixless" for f in files})
-    return f"not a notebook: {' and '.join(kinds)} file{'s' if len(files) > 1 else ''}, no .ipynb"
+    return reasons.no_notebook_file(sorted({f.suffix or "suffixless" for f in files}), len(files))
 
 
 def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: list[str]) -> None:
     """Fill ``sub`` from ``<student>/`` in nbgrader's layout."""
     adir = folder / assignment
     if not adir.is_dir():
-        sub.status, sub.problems = "missing", [f"no {assignment}/ folder in {folder.name}/"]
+        sub.status, sub.problems = "missing", [reasons.no_assignment_folder(assignment, folder.name)]
         return
     timestamp = adir / "timestamp.txt"
     sub.timestamp = timestamp if timestamp.is_file() else None
@@ -175,10 +136,10 @@ def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: l
     extra = [f for f in ipynbs if f.stem not in notebooks]
     if len(missing) == 1 and len(extra) == 1:
         sub.files[missing[0]] = extra[0]
-        sub.notes.append(f"renamed notebook {extra[0].name!r} graded as {missing[0]}.ipynb")
+        sub.notes.append(reasons.renamed_notebook(extra[0].name, missing[0]))
     elif not sub.files:
         sub.status = "invalid" if found else "missing"
-        sub.problems.append(_not_a_notebook(found) if found else f"no notebook for {assignment}")
+        sub.problems.append(_not_a_notebook(found) if found else reasons.no_notebook_for(assignment))
 
 
 @dataclass
@@ -208,9 +169,9 @@ def _fill_flat(sub: Submission, files: list[Path], notebooks: list[str]) -> None
         sub.problems.append(_not_a_notebook(files))
         return
     sub.files[notebooks[0]] = ipynbs[0]
-    sub.notes += [f"ignored another file {f.name!r}" for f in files if f != ipynbs[0]]
+    sub.notes += [reasons.ignored_file(f.name) for f in files if f != ipynbs[0]]
     if len(notebooks) > 1:
-        sub.notes.append(f"flat file graded as {notebooks[0]}.ipynb only")
+        sub.notes.append(reasons.flat_file_graded_as(notebooks[0]))
 
 
 def _flat_claims(flat: Path, files: list[Path], notebooks: list[str]) -> list[_Claim]:
@@ -238,7 +199,7 @@ def _resolve(claims: list[_Claim]) -> list[Submission]:
         try:
             sid = student_id(claim.name)
         except StudentIdError as e:
-            subs.append(_refused(claim.label, f"not graded: {e}"))
+            subs.append(_refused(claim.label, reasons.not_graded(str(e))))
             continue
         by_key.setdefault(sid.casefold(), []).append((sid, claim))
     for group in by_key.values():
@@ -249,9 +210,7 @@ def _resolve(claims: list[_Claim]) -> list[Submission]:
             continue
         labels = " and ".join(repr(c.label) for _, c in group)
         for sid in sorted({sid for sid, _ in group}):
-            subs.append(
-                _refused(sid, f"not graded: {labels} give the same student id {sid!r} (case aside); rename all but one")
-            )
+            subs.append(_refused(sid, reasons.same_student_id(labels, sid)))
     return subs
 
 

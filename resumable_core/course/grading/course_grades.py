@@ -16,14 +16,16 @@ from typing import Any
 
 import nbformat
 from nbformat.reader import NotJSONError
-from nbgrader.api import Gradebook, MissingEntry
 
 from .. import notebooks
-from .collect import Submission, check_id
-from .feedback import cell_grades, failure_message, write_feedback
+from . import reasons
+from .collect import check_id
+from .errors import GradingError
+from .feedback import failure_message, write_feedback
+from .gradebook import GradeValues, StudentGrades, assignment_grades
+from .model import Submission
 from .publish import Course
 from .report import write_csv
-from .workspace import GradingError
 
 
 def _graded_cells(path: Path) -> dict[str, Any]:
@@ -35,28 +37,25 @@ def _graded_cells(path: Path) -> dict[str, Any]:
     return {str(notebooks.grade_id(c)): c for c in nb.cells if notebooks.is_grade(c)}
 
 
-def _phrase(grade: Any, cell: Any) -> str | None:
+def _phrase(grade: GradeValues, cell: Any) -> str | None:
     """Why one cell is short of full marks, as the run's ``grades.csv`` words it; None when it is not."""
-    head = f"{grade.name} {grade.score:g}/{grade.max_score:g}"
     if grade.needs_manual_grade:
-        return f"{grade.name} ?/{grade.max_score:g} (needs manual grading)"
+        return reasons.needs_manual_grading(grade.name, grade.max_score)
     if grade.score >= grade.max_score:
         return None
     if grade.manual_score is not None and grade.auto_score is not None:
-        return (
-            f"{head} (manual score, from a grader or the isolated re-check; the autograder gave {grade.auto_score:g})"
-        )
+        return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.manual_override(grade.auto_score))
     if grade.manual_score is not None:
-        return f"{head} (graded by hand)"
+        return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.GRADED_BY_HAND)
     error = failure_message(cell) if cell is not None else None
-    return f"{head} ({error[:120]})" if error else head
+    return reasons.cell_lost(grade.name, grade.score, grade.max_score, error[:120] if error else None)
 
 
-def _student(course: Course, sub: Any, assignment: str, feedback: Path, several: bool) -> list[str]:
+def _student(course: Course, sub: StudentGrades, assignment: str, feedback: Path, several: bool) -> list[str]:
     """One submission's reason phrases, cell by cell in notebook order; writes its feedback page(s)."""
     phrases = []
     for nb in sub.notebooks:
-        autograded = course.autograded(sub.student.id, assignment) / f"{nb.name}.ipynb"
+        autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
         cells = _graded_cells(autograded)
         order = {gid: i for i, gid in enumerate(cells)}
         for grade in sorted(nb.grades, key=lambda g: (order.get(g.name, len(order)), g.name)):
@@ -65,11 +64,11 @@ def _student(course: Course, sub: Any, assignment: str, feedback: Path, several:
                 phrases.append(phrase)
         if cells:
             try:
-                page = feedback / f"{check_id(sub.student.id)}{f'-{nb.name}' if several else ''}.html"
-                title = f"{assignment}: {nb.name}.ipynb, {sub.student.id}"
-                write_feedback(autograded, cell_grades(nb), page, title=title)
+                page = feedback / f"{check_id(sub.student)}{f'-{nb.name}' if several else ''}.html"
+                title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
+                write_feedback(autograded, nb.cells, page, title=title)
             except (OSError, ValueError) as e:  # ValueError: an id that is no safe file name, or a broken notebook
-                phrases.append(f"feedback HTML could not be written ({type(e).__name__})")
+                phrases.append(reasons.feedback_not_written(e))
     return phrases
 
 
@@ -80,24 +79,20 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     """
     if course.sqlite_file is not None and not course.sqlite_file.is_file():
         raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
+    found = assignment_grades(course.db_url, course.course_id, assignment)
+    if found is None:
+        raise GradingError(
+            f"assignment {assignment!r} is not in the course gradebook {course.db_url}; "
+            f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
+        )
     out = []
-    with Gradebook(course.db_url, course.course_id) as gb:
-        try:
-            found = gb.find_assignment(assignment)
-        except MissingEntry:
-            raise GradingError(
-                f"assignment {assignment!r} is not in the course gradebook {course.db_url}; "
-                f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
-            ) from None
-        max_score, several = found.max_score, len(found.notebooks) > 1
-        for student in gb.students:
-            try:
-                sub = gb.find_submission(assignment, student.id)
-            except MissingEntry:
-                out.append(Submission(student.id, status="missing", problems=["no submission"], max_score=max_score))
-                continue
-            problems = _student(course, sub, assignment, feedback, several)
-            out.append(Submission(student.id, problems=problems, score=sub.score, max_score=max_score))
+    max_score, several = found.max_score, found.notebooks > 1
+    for sub in found.students:
+        if sub.score is None:
+            out.append(Submission(sub.student, status="missing", problems=[reasons.NO_SUBMISSION], max_score=max_score))
+            continue
+        problems = _student(course, sub, assignment, feedback, several)
+        out.append(Submission(sub.student, problems=problems, score=sub.score, max_score=max_score))
     return out
 
 

@@ -21,7 +21,8 @@
 4. turns stderr stream outputs into stdout ones: nbgrader scores a test cell 0 when anything
    reached stderr, and a warning or a log line must not cost a correct answer its points.
 
-With ``sandboxed = False`` (``grade --no-sandbox``) the same process runs plainly.
+``isolation`` names the backend, chosen once here for the kernel's process and the re-check's
+(:func:`.isolation.make_backend`): ``bwrap``, or ``plain`` for ``grade --no-sandbox``.
 """
 
 from __future__ import annotations
@@ -33,14 +34,13 @@ from typing import Any
 import nbformat
 from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Bool, Float, Integer, Unicode
+from traitlets import Enum, Float, Integer, Unicode
 
-from .. import nbgrader_cli
 from .budget import DEFAULT_TIMEOUT, code_cells, graded_cells, recheck_budget, wall_budget
+from .isolation import BACKENDS, Backend, Limits, make_backend
 from .learner_view import kernel_notebook
-from .notebook_cells import KEY
+from .notebook_cells import KEY, NOT_RUN
 from .recheck import LearnerProcess, answer_is_a_loop
-from .sandbox import NOT_RUN, Limits, Sandbox
 
 
 def _same_cell(sent: Any, got: Any) -> bool:
@@ -124,16 +124,19 @@ class SandboxedExecute(NbGraderPreprocessor):
     ).tag(config=True)
     cpus = Float(Limits.cpus, help="CPUs' worth of time the whole sandbox may use at once").tag(config=True)
     library = Unicode("", help="the pristine copy of resumable_core the sandbox sees").tag(config=True)
-    sandboxed = Bool(True, help="run in bubblewrap (False: grade --no-sandbox)").tag(config=True)
+    isolation = Enum(
+        sorted(BACKENDS), "bwrap", help="what runs learner code: bwrap, or plain (grade --no-sandbox)"
+    ).tag(config=True)
     result_cap = Integer(16 << 20, help="bytes: a larger executed notebook counts as no result").tag(config=True)
 
-    def sandbox(self) -> Sandbox:
-        """The sandbox this config runs learner code in, with the full library: the one factory of its limits.
+    def backend(self) -> Backend:
+        """The backend this config runs learner code in, with the full library: the one factory of its limits.
 
-        The kernel's sandbox sees the learner view of that library; the re-check's gets the same
-        limits (:func:`.workers.sandbox_of`); each sets its own wall clock.
+        The learner's process sees the learner view of that library; the re-check's checker gets the
+        same backend (:func:`.workers.backend_of`); each job sets its own wall clock.
         """
-        return Sandbox(Path(self.library) if self.library else None, Limits(memory=self.memory, cpus=self.cpus))
+        library = Path(self.library) if self.library else None
+        return make_backend(self.isolation, library=library, limits=Limits(memory=self.memory, cpus=self.cpus))
 
     def release_notebook(self, resources: Any) -> Path | None:
         """The trusted copy of the notebook being graded: the course's ``release/``, else ``source/``; None if neither."""
@@ -173,8 +176,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             timeout=int(self.timeout),
             wall=self.wall_clock(nb, resources)
             + recheck_budget(n_graded, self.timeout),  # the cells, then the re-check
-            sandbox=self.sandbox() if self.sandboxed else None,
-            env=nbgrader_cli.env(),
+            backend=self.backend(),
         )
         started = time.monotonic()
         result, why = learner.executed(self.result_cap)

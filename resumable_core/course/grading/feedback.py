@@ -14,15 +14,16 @@ import binascii
 import html
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import nbformat
-from nbgrader.api import Gradebook, MissingEntry
 
 from .. import notebooks
-from .collect import StudentIdError, check_id
+from . import reasons
+from .collect import check_id
+from .errors import StudentIdError
+from .model import CellGrade
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 """No script, frame, font, fetch or form; images only inline (the validated PNGs); the page's own style."""
@@ -37,40 +38,6 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5rem;
 .test{border-color:#888}.passed{border-color:#2a2}.failed{border-color:#c22}.pending{border-color:#e90}
 .stderr{background:#fee}.note{color:#666;font-style:italic}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left}"""
-
-
-@dataclass(frozen=True)
-class CellGrade:
-    """One graded cell's points as the gradebook holds them."""
-
-    score: float | None
-    """None while the cell waits for manual grading."""
-    max_score: float
-    comment: str = ""
-    """The instructor's manual comment, if any."""
-
-
-def gradebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one student's notebook ({} if the gradebook has no such submission)."""
-    with Gradebook(db_url) as gb:
-        try:
-            nb = gb.find_submission_notebook(notebook, assignment, student)
-        except MissingEntry:
-            return {}
-        return cell_grades(nb)
-
-
-def cell_grades(nb: Any) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one gradebook ``SubmittedNotebook``, as the feedback page shows them."""
-    comments = {c.name: c.manual_comment or "" for c in nb.comments}
-    return {
-        g.name: CellGrade(
-            None if g.needs_manual_grade or g.score is None else float(g.score),
-            float(g.max_score),
-            comments.get(g.name, ""),
-        )
-        for g in nb.grades
-    }
 
 
 def feedback_path(folder: Path, student: str, notebook: str, assignment: str) -> Path:
@@ -139,9 +106,9 @@ def failure_message(cell: Any) -> str | None:
 
 def _points(grade: CellGrade | None) -> str:
     if grade is None:
-        return "not graded"
+        return reasons.CELL_NOT_GRADED
     if grade.score is None:
-        return f"?/{grade.max_score:g} (waits for manual grading)"
+        return reasons.waits_for_manual_grading(grade.max_score)
     return f"{grade.score:g}/{grade.max_score:g}"
 
 
@@ -156,7 +123,7 @@ def _test_cell(gid: str, cell: Any, grade: CellGrade | None, message: str | None
     state = _state(grade)
     why = message or failure_message(cell)
     if state == "failed" and why is None:
-        why = "no points (the check did not pass)"
+        why = reasons.NO_POINTS
     body = f"<pre>{_capped(why)}</pre>" if state == "failed" and why else ""
     return f'<div class="cell test {state}"><p><b>{html.escape(gid)}</b> {_points(grade)} {state}</p>{body}</div>'
 
@@ -187,7 +154,7 @@ def _summary(nb: Any, grades: Mapping[str, CellGrade]) -> str:
     known = [grades[g] for g in ids]
     score = sum(g.score or 0.0 for g in known)
     total = sum(g.max_score for g in known)
-    pending = " (some points wait for manual grading)" if any(g.score is None for g in known) else ""
+    pending = f" ({reasons.SOME_POINTS_WAIT})" if any(g.score is None for g in known) else ""
     return f"<p>Score: {score:g} / {total:g}{pending}</p><table><tr><th>check</th><th>points</th></tr>{rows}</table>"
 
 

@@ -18,6 +18,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from .notebook_cells import is_test
+
 HIDDEN_PACKAGE = Path("resumable_core", "course", "hidden")
 """The package the learner's processes never see (relative to a library copy)."""
 LEARNER_COPY = ".learner"
@@ -26,7 +28,7 @@ _HIDDEN_BLOCK = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS[^\n]*\n.*?^[^\n]*END HIDD
 
 
 LOOP_MODULE = Path("resumable_core", "loop.py")
-"""The module of the one agent loop the library ships (``run_agent``; ``Sandbox.run`` and the lab call it)."""
+"""The module of the one agent loop the library ships (``run_agent``; ``RunFolder.run`` and the lab call it)."""
 REFUSING_LOOP = """def run_agent(*args, **kwargs):  # the graded view: this assignment's answer is the loop itself
     raise RuntimeError(
         "the library's run_agent is not available while this exercise is graded: write the loop yourself"
@@ -85,7 +87,6 @@ def kernel_notebook(nb: Any) -> Any:
     """A copy of the nbformat notebook ``nb`` whose test cells hold no hidden block (what the kernel runs)."""
     out = copy.deepcopy(nb)
     for cell in out.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and not meta.get("solution"):
+        if is_test(cell):
             cell.source = without_hidden_tests(cell.source)
     return out

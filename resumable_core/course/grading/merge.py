@@ -4,97 +4,14 @@ from __future__ import annotations
 
 import logging
 import shutil
-import warnings
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from nbgrader.api import Gradebook, MissingEntry
-
-from .collect import Submission, check_id
-from .workers import StudentReport
-from .workspace import gradebook_url
+from . import reasons
+from .collect import check_id
+from .gradebook import assignment_scores, gradebook_url, merge_gradebook
+from .model import StudentReport, Submission
 
 log = logging.getLogger(__name__)
-
-GradeRow = tuple[str, Any, Any, Any, bool]
-"""(grade_id, auto_score, manual_score, extra_credit, needs_manual_grade)."""
-
-
-@dataclass
-class _NotebookRecord:
-    name: str
-    flagged: bool
-    grades: list[GradeRow]
-    comments: list[tuple[str, Any, Any]]
-    """(grade_id, auto_comment, manual_comment)."""
-
-
-@dataclass
-class SubmissionRecord:
-    """One student's submission read out of a gradebook as plain values (no session attached)."""
-
-    student: str
-    names: dict[str, Any]
-    timestamp: Any
-    notebooks: list[_NotebookRecord]
-
-
-def read_submissions(source_db: str, assignment: str, students: list[str]) -> list[SubmissionRecord]:
-    """The students' submissions of ``assignment`` in a gradebook, as plain values (students without one: none)."""
-    found = []
-    with Gradebook(source_db) as src:
-        for s in students:
-            try:
-                sub = src.find_submission(assignment, s)
-            except MissingEntry:  # nbgrader failed before it recorded the submission
-                continue
-            st = src.find_student(s)
-            notebooks = [
-                _NotebookRecord(
-                    nb.name,
-                    nb.flagged,
-                    [(g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in nb.grades],
-                    [(c.name, c.auto_comment, c.manual_comment) for c in nb.comments],
-                )
-                for nb in sub.notebooks
-            ]
-            names = {"first_name": st.first_name, "last_name": st.last_name, "email": st.email}
-            found.append(SubmissionRecord(s, names, sub.timestamp, notebooks))
-    return found
-
-
-def write_submissions(dst: Gradebook, assignment: str, records: list[SubmissionRecord]) -> None:
-    """Write ``records`` into ``dst``: each submission's grades, comments and flags replace what it held.
-
-    A student missing from ``dst`` is added with the record's names; one already there keeps its own
-    (a course's roster). The caller commits: nbgrader's own calls here commit as they go.
-    """
-    with warnings.catch_warnings():
-        # nbgrader's add_submission trips SQLAlchemy autoflush warnings; the rows are right
-        warnings.simplefilter("ignore")
-        for rec in records:
-            try:
-                dst.find_student(rec.student)
-            except MissingEntry:
-                dst.add_student(rec.student, **rec.names)
-            dst.update_or_create_submission(assignment, rec.student, timestamp=rec.timestamp)
-            for nb in rec.notebooks:
-                dst.find_submission_notebook(nb.name, assignment, rec.student).flagged = nb.flagged
-                for name, auto, manual, extra, needs in nb.grades:
-                    g = dst.find_grade(name, nb.name, assignment, rec.student)
-                    g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade = auto, manual, extra, needs
-                for name, auto, manual in nb.comments:
-                    c = dst.find_comment(name, nb.name, assignment, rec.student)
-                    c.auto_comment, c.manual_comment = auto, manual
-
-
-def merge_gradebook(target_db: str, source_db: str, assignment: str, students: list[str]) -> None:
-    """Copy the students' submissions (grades, comments, flags) from a worker's gradebook."""
-    records = read_submissions(source_db, assignment, students)
-    with Gradebook(target_db) as dst:
-        write_submissions(dst, assignment, records)
-        dst.db.commit()
 
 
 def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
@@ -109,7 +26,7 @@ def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
     for key, report in list(reports.items()):
         if key in prepared and report.student == key:
             continue
-        dropped.append(f"ignored a grading report for unknown student {key!r} (from {report.worker!r})")
+        dropped.append(reasons.unknown_report(key, report.worker))
         del reports[key]
     for line in dropped:
         log.warning("%s", line)
@@ -134,14 +51,10 @@ def merge(out: Path, assignment: str, reports: dict[str, StudentReport]) -> None
 
 def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:
     """Scores from the merged gradebook; students not graded score 0 of the assignment's max."""
-    with Gradebook(gradebook_url(out)) as gb:
-        max_score = gb.find_assignment(assignment).max_score
-        for sub in subs:
-            sub.max_score = max_score
-            try:
-                sub.score = gb.find_submission(assignment, sub.student).score
-            except MissingEntry:
-                sub.score = 0.0
+    max_score, scores = assignment_scores(gradebook_url(out), assignment, [sub.student for sub in subs])
+    for sub in subs:
+        sub.max_score = max_score
+        sub.score = scores.get(sub.student, 0.0)
 
 
 def copy_feedback_html(out: Path, subs: list[Submission], assignment: str, n_notebooks: int) -> Path:

@@ -7,8 +7,11 @@ once per submission in fresh processes, and importing nbgrader costs seconds.
 
 from __future__ import annotations
 
-from .sandbox import NOT_RUN
+import json
+from pathlib import Path
 
+NOT_RUN = "GradingStopped"
+"""The ``ename`` of the error output a cell gets when its process stopped before it ran (or while it ran)."""
 KEY = "resumable_sandbox"
 """The executed notebook's metadata key of its progress record, ``{"done": n, "stopped": why | None}``."""
 
@@ -19,6 +22,26 @@ HARMLESS_MAGICS = {"matplotlib", "config", "load_ext", "reload_ext", "autoreload
 def info(cell: dict) -> dict:
     """The cell's nbgrader metadata ({} if none)."""
     return (cell.get("metadata") or {}).get("nbgrader") or {}
+
+
+def is_test(cell: dict) -> bool:
+    """Whether ``cell`` is an nbgrader test cell: a graded code cell that is not the learner's answer."""
+    meta = info(cell)
+    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
+
+
+def read(path: Path) -> dict | None:
+    """The notebook file at ``path`` as plain JSON, or None if it is not one (unreadable, not JSON, no cell list)."""
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return nb if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else None
+
+
+def code_cells(nb: dict) -> list[dict]:
+    """The notebook's code cells, in order (a cell that is not a JSON object is none)."""
+    return [c for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code"]
 
 
 def source_of(cell: dict) -> str:
@@ -83,7 +106,6 @@ def graded_sources(nb: dict) -> dict[str, str]:
     """grade_id -> source of every graded code cell."""
     out = {}
     for c in nb.get("cells", []):
-        meta = info(c)
-        if c.get("cell_type") == "code" and meta.get("grade") and not meta.get("solution"):
-            out[meta["grade_id"]] = source_of(c)
+        if is_test(c):
+            out[info(c)["grade_id"]] = source_of(c)
     return out

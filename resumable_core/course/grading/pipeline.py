@@ -4,7 +4,7 @@
 (``./grading-<assignment>/`` or ``--out``), then publish into the course:
 
 1. :mod:`.workspace`: make the working course, release the assignment there (which fills its
-   gradebook with the test cells, hidden tests included); :mod:`.sandbox`: check that bubblewrap
+   gradebook with the test cells, hidden tests included); :mod:`.isolation`: check that bubblewrap
    runs (``grade`` refuses to go on without it unless ``--no-sandbox``) and make the pristine copy
    of the library every sandbox sees, before the first student;
 2. :mod:`.collect`: find the submissions (a folder or a zip; nbgrader's ``submitted/`` layout or
@@ -31,14 +31,16 @@ from pathlib import Path
 
 from ..nbgrader_cli import nbgrader
 from ..release import COURSE_ROOT
-from .collect import StudentIdError, Submission, check_id, collect, unpacked
+from .collect import check_id, collect, unpacked
+from .errors import GradingError, StudentIdError
+from .isolation import library_copy, make_backend
 from .merge import copy_feedback_html, merge, set_scores
+from .model import Submission
 from .prepare import prepare
 from .publish import Course, check_released, find_course, publish
 from .report import explain, plot_scores, write_csv
-from .sandbox import available, library_copy
 from .workers import Progress, run_workers
-from .workspace import DEFAULT_TIMEOUT, Execution, GradingError, find_source, prepare_out, release_assignment
+from .workspace import DEFAULT_TIMEOUT, Execution, find_source, prepare_out, release_assignment
 
 NO_SANDBOX_WARNING = (
     "WARNING: --no-sandbox: every submission runs with your powers: it can read and change your files "
@@ -52,11 +54,11 @@ def _execution(work: Path, sandbox: bool, echo: Callable[..., None]) -> Executio
     """How notebooks run this time: refuses without bubblewrap unless ``sandbox`` is False (then warns)."""
     if not sandbox:
         echo(NO_SANDBOX_WARNING, flush=True)
-        return Execution(library=None, sandboxed=False)
-    why = available()
+        return Execution(library=None, isolation="plain")
+    why = make_backend("bwrap").available()
     if why:
         raise GradingError(f"the grading sandbox cannot run: {why}; install bubblewrap or pass --no-sandbox (unsafe)")
-    return Execution(library=library_copy(work / "sandbox-lib"), sandboxed=True)
+    return Execution(library=library_copy(work / "sandbox-lib"), isolation="bwrap")
 
 
 def _student_ids(subs: list[Submission]) -> list[str]:

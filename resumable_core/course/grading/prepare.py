@@ -18,7 +18,8 @@ from pathlib import Path
 import nbformat
 
 from .. import notebooks
-from .collect import Submission
+from . import reasons
+from .model import Submission
 
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
 _WATCHED_MODULES = frozenset({"sys", "builtins", "os", "resumable_core", "rc"})
@@ -33,28 +34,24 @@ _GRADING_KEYS = ("grade", "solution", "locked", "task", "points")
 """The nbgrader metadata that decides how a cell is graded (a change in the others is not worth a note)."""
 
 
-def _mb(n: int) -> str:
-    return f"{n / 2**20:.1f} MB"
-
-
 def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
     """The notebook, or why it is not one (a file over :data:`MAX_FILE_BYTES` is not read)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
-        return None, f"not graded: the file is {_mb(size)}, over the {_mb(MAX_FILE_BYTES)} a notebook may be"
+        return None, reasons.file_too_large(size, MAX_FILE_BYTES)
     try:
         text = path.read_bytes().decode("utf-8")
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return None, "not a notebook: the file is not JSON"
+        return None, reasons.NOT_JSON
     if not isinstance(data, dict) or "cells" not in data:
-        return None, "not a notebook: JSON without a cells list"
+        return None, reasons.NO_CELLS
     try:
         nb = nbformat.reads(text, as_version=4)
         nbformat.validate(nb)
     # besides its own two errors, upgrading an old or malformed notebook trips over missing keys and wrong types
     except (nbformat.ValidationError, nbformat.NBFormatError, KeyError, TypeError, ValueError, AttributeError) as e:
-        return None, f"not a notebook: fails nbformat validation ({type(e).__name__})"
+        return None, reasons.fails_validation(type(e).__name__)
     return nb, None
 
 
@@ -72,7 +69,7 @@ def check_size(nb: nbformat.NotebookNode) -> str | None:
     """Why the notebook (outputs stripped) is too large to grade, or None."""
     size = len(nbformat.writes(nb).encode("utf-8"))
     if size > MAX_CONTENT_BYTES:
-        return f"not graded: its code and text are {_mb(size)}, over the {_mb(MAX_CONTENT_BYTES)} a notebook may hold"
+        return reasons.content_too_large(size, MAX_CONTENT_BYTES)
     return None
 
 
@@ -102,11 +99,9 @@ def repair_metadata(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -
         cell.metadata["nbgrader"] = copy.deepcopy(released[gid])
     notes = []
     if plain:
-        notes.append(
-            "nbgrader metadata with an unknown or repeated grade_id dropped (run as plain cells): " + ", ".join(plain)
-        )
+        notes.append(reasons.metadata_dropped(plain))
     if restored:
-        notes.append("edited nbgrader metadata put back as released: " + ", ".join(restored))
+        notes.append(reasons.metadata_put_back(restored))
     return notes
 
 
@@ -213,17 +208,17 @@ def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode
     if problem is not None:
         return _refuse(sub, problem)
     if cleared > NOTED_OUTPUT_BYTES:
-        sub.notes.append(f"outputs stripped ({_mb(cleared)}; grading runs every cell again)")
+        sub.notes.append(reasons.outputs_stripped(cleared))
     sub.notes += repair_metadata(nb, release)
     if not any(c.source.strip() for c in nb.cells if c.cell_type == "code"):
         sub.status = "empty"
-        sub.problems.append("empty notebook: no code in it")
+        sub.problems.append(reasons.EMPTY_NOTEBOOK)
     restored = restore_cells(nb, release)
     if restored and sub.status != "empty":
-        sub.notes.append("restored deleted cells: " + ", ".join(restored))
+        sub.notes.append(reasons.cells_restored(restored))
     flags = suspicious(nb)
     if flags:
-        sub.notes.append("flagged for review: " + ", ".join(flags))
+        sub.notes.append(reasons.flagged_for_review(flags))
     dest.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(dest / f"{name}.ipynb"))
     return None

@@ -20,21 +20,21 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 from nbgrader.coursedir import CourseDirectory
-from sqlalchemy.exc import SQLAlchemyError
 from traitlets.config.loader import PyFileConfigLoader
 
-from .merge import read_submissions, write_submissions
-from .workspace import GradingError, gradebook_url
+from .errors import GradingError
+from .gradebook import WRITE_ERRORS, gradebook_url, publish_submissions, read_submissions, released_cells
 
 CONFIG_FILE = "nbgrader_config.py"
 LOCK_NAME = ".resumable-grading.lock"
 """The lock file beside a course's SQLite gradebook (at the course root for other databases)."""
+REFUSED: tuple[type[Exception], ...] = (*WRITE_ERRORS, OSError)
+"""What a publish that writes nothing raises: the gradebook refused a write, or a folder could not be swapped."""
 
 
 @dataclass(frozen=True)
@@ -84,36 +84,18 @@ def find_course(folder: str | Path) -> Course:
     return Course(root, directory.db_url, directory.course_id, directory)
 
 
-def _cells(gb: Gradebook, assignment: str) -> dict[str, list[tuple[str, str, float]]]:
-    """{notebook: its graded, answer and task cells with points}: what a submission's rows mirror."""
-    return {
-        nb.name: sorted(
-            [("grade", c.name, float(c.max_score)) for c in nb.grade_cells]
-            + [("solution", c.name, 0.0) for c in nb.solution_cells]
-            + [("task", c.name, float(c.max_score)) for c in nb.task_cells]
-        )
-        for nb in gb.find_assignment(assignment).notebooks
-    }
-
-
 def check_released(course: Course, assignment: str, work: Path | None = None) -> None:
     """Refuse unless ``assignment`` is in the course gradebook (with the cells of the working course's, if given)."""
     fix = f"release it there first: make release (nbgrader generate_assignment {assignment} in {course.root})"
     db = course.sqlite_file
     if db is not None and not db.is_file():
         raise GradingError(f"the course gradebook {db} does not exist; {fix}")
-    with Gradebook(course.db_url, course.course_id) as gb:
-        try:
-            held = _cells(gb, assignment)
-        except MissingEntry:
-            raise GradingError(
-                f"assignment {assignment!r} is not in the course gradebook {course.db_url}; {fix}"
-            ) from None
+    held = released_cells(course.db_url, assignment, course.course_id)
+    if held is None:
+        raise GradingError(f"assignment {assignment!r} is not in the course gradebook {course.db_url}; {fix}")
     if work is None:
         return
-    with Gradebook(gradebook_url(work)) as gb:
-        graded = _cells(gb, assignment)
-    if graded != held:
+    if released_cells(gradebook_url(work), assignment) != held:
         raise GradingError(
             f"assignment {assignment!r} in the course gradebook {course.db_url} has other notebooks or cells than "
             f"the source graded (released before the source changed?); {fix}"
@@ -130,29 +112,6 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextmanager
-def one_transaction(gb: Gradebook) -> Iterator[None]:
-    """Everything done with ``gb`` inside commits once at the end, or not at all.
-
-    nbgrader's Gradebook commits after each of its calls; inside, its commits only flush (the
-    rows go to the database inside one open transaction) and the one real commit comes last, or
-    a rollback on any error. Why one transaction rather than writing a copy of an SQLite file and
-    ``os.replace``-ing it: it works for every database nbgrader supports, and a running formgrader
-    keeps its connection to the file: after a replace it would go on reading, and saving the
-    instructor's manual grades into, the old unlinked file.
-    """
-    session = gb.db()
-    session.commit = session.flush  # nbgrader's commits become flushes, on this session only
-    try:
-        yield
-    except BaseException:
-        del session.commit
-        session.rollback()
-        raise
-    del session.commit
-    session.commit()
 
 
 @contextmanager
@@ -200,29 +159,11 @@ def publish(course: Course, work: Path, assignment: str, students: list[str]) ->
         check_released(course, assignment, work)  # again under the lock: another run may have released since
         staging = Path(tempfile.mkdtemp(prefix=".resumable-publish-", dir=course.root))
         try:
-            with (
-                replaced_folders(moves, staging),
-                Gradebook(course.db_url, course.course_id) as gb,
-                one_transaction(gb),
-            ):
-                for student in students:
-                    _forget_ungraded(gb, assignment, student, graded)
-                write_submissions(gb, assignment, records)
-        except (SQLAlchemyError, InvalidEntry, OSError) as e:
+            with replaced_folders(moves, staging):  # the gradebook's one transaction commits inside: both or neither
+                publish_submissions(course.db_url, course.course_id, assignment, students, records)
+        except REFUSED as e:
             why = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise GradingError(
                 f"could not publish into the course gradebook {course.db_url} ({why}); nothing was written there, "
                 f"the graded run is in {work}: fix that and grade again"
             ) from e
-
-
-def _forget_ungraded(gb: Gradebook, assignment: str, student: str, graded: set[str]) -> None:
-    """The student is on the roster; a submission this run could not grade drops the course's old one."""
-    try:
-        gb.find_student(student)
-    except MissingEntry:
-        gb.add_student(student)
-    if student in graded:
-        return
-    with suppress(MissingEntry):
-        gb.remove_submission(assignment, student)

@@ -3,59 +3,18 @@
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
-from typing import Any
 
 import nbformat
 from nbformat.reader import NotJSONError
-from nbgrader.api import Gradebook, MissingEntry
 
 from .. import notebooks
-from .collect import Submission
-from .feedback import feedback_path, gradebook_grades, write_feedback
-from .workers import StudentReport
-from .workspace import gradebook_url
+from . import reasons
+from .feedback import feedback_path, write_feedback
+from .gradebook import gradebook_url, notebook_grades
+from .model import StudentReport, Submission
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
-
-ISOLATED_REASON = (
-    "passed in the learner's kernel but failed in an isolated re-run: {why}; "
-    "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
-)
-KEPT_REASON = "needs review: could not re-check in isolation ({why}); cells {cells} score 0 until a human looks"
-
-
-def classify_failure(text: str, timeout: int) -> str:
-    """Why nbgrader could not finish a notebook, from its log and error."""
-    if "DeadKernelError" in text or "Kernel died" in text:
-        return (
-            "the kernel died while running the notebook (os._exit, a crash or out of memory); no cell could be graded"
-        )
-    if "UnresponsiveKernel" in text or "became unresponsive" in text:
-        return f"the kernel stayed unresponsive after the {timeout} s timeout and could not be interrupted"
-    if "CellTimeoutError" in text or "TimeoutError" in text:
-        return f"a cell ran past the {timeout} s timeout and the notebook could not go on"
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    errs = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip())]
-    return "nbgrader autograde failed: " + (
-        errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error")
-    )
-
-
-def _cell_loss(cell: Any, timeout: int) -> str:
-    """What a graded test cell's outputs show went wrong."""
-    for o in cell.get("outputs", []):
-        if o.get("output_type") == "error":
-            ename = o.get("ename", "Error")
-            if ename in ("CellTimeoutError", "KeyboardInterrupt"):
-                return f"interrupted at the {timeout} s timeout"
-            evalue = str(o.get("evalue", "")).strip().splitlines()
-            return f"{ename}: {evalue[0][:120]}" if evalue else ename
-    for o in cell.get("outputs", []):
-        if o.get("output_type") == "stream" and o.get("name") == "stderr":
-            return "wrote to stderr"
-    return "partial credit"
 
 
 def cell_reasons(
@@ -75,23 +34,20 @@ def cell_reasons(
         nb = nbformat.read(str(autograded_nb), as_version=4)
     except (OSError, NotJSONError):  # nbgrader wrote no readable notebook: the failure is reported elsewhere
         return []
+    grades = notebook_grades(db_url, assignment, student, nb_name)
     out = []
-    with Gradebook(db_url) as gb:
-        for cell in nb.cells:
-            gid = notebooks.grade_id(cell)
-            if not notebooks.is_grade(cell) or gid is None:
-                continue
-            try:
-                g = gb.find_grade(gid, nb_name, assignment, student)
-            except MissingEntry:
-                continue
-            if g.needs_manual_grade:
-                out.append(f"{gid} ?/{g.max_score:g} (needs manual grading)")
-            elif isolated and gid in isolated:
-                why = (isolated[gid].splitlines() or [""])[0][:120]
-                out.append(f"{gid} {g.score:g}/{g.max_score:g} ({ISOLATED_REASON.format(why=why)})")
-            elif g.score < g.max_score and cell.cell_type == "code":
-                out.append(f"{gid} {g.score:g}/{g.max_score:g} ({_cell_loss(cell, timeout)})")
+    for cell in nb.cells:
+        gid = notebooks.grade_id(cell)
+        if not notebooks.is_grade(cell) or gid is None or gid not in grades:
+            continue
+        g = grades[gid]
+        if g.score is None:  # waits for manual grading
+            out.append(reasons.needs_manual_grading(gid, g.max_score))
+        elif isolated and gid in isolated:
+            why = (isolated[gid].splitlines() or [""])[0][:120]
+            out.append(reasons.cell_lost(gid, g.score, g.max_score, reasons.failed_in_isolation(why)))
+        elif g.score < g.max_score and cell.cell_type == "code":
+            out.append(reasons.cell_lost(gid, g.score, g.max_score, reasons.cell_loss(cell, timeout)))
     return out
 
 
@@ -103,22 +59,20 @@ def write_student_feedback(sub: Submission, out: Path, assignment: str, name: st
     autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
     try:
         target = feedback_path(out / "feedback", sub.student, name, assignment)
-        grades = gradebook_grades(gradebook_url(out), assignment, sub.student, name)
+        grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)
         write_feedback(
             autograded, grades, target, title=f"{assignment}: {name}.ipynb, {sub.student}", messages=messages
         )
     except (OSError, NotJSONError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
-        sub.notes.append(f"feedback HTML could not be written ({type(e).__name__})")
+        sub.notes.append(reasons.feedback_not_written(e))
 
 
 def _recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
     """What the feedback page says of the cells the isolated re-check zeroed or could not confirm."""
-    out = {
-        gid: f"passed in your notebook but failed when re-checked in isolation: {why}" for gid, why in isolated.items()
-    }
+    out = {gid: reasons.page_failed_in_isolation(why) for gid, why in isolated.items()}
     for gid in (kept or {}).get("cells", "").split(", "):
         if gid:
-            out[gid] = f"needs review: could not be re-checked in isolation ({(kept or {}).get('why', '')})"
+            out[gid] = reasons.page_kept_for_review((kept or {}).get("why", ""))
     return out
 
 
@@ -126,7 +80,7 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
     """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback."""
     if not report.success:
         sub.status = "failed"
-        sub.problems.append(classify_failure(report.log + "\n" + report.error, timeout))
+        sub.problems.append(reasons.classify_failure(report.log + "\n" + report.error, timeout))
         return
     for name in sub.files:
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
@@ -134,7 +88,7 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
         sub.problems += cell_reasons(autograded, gradebook_url(out), assignment, sub.student, name, timeout, isolated)
         kept = report.isolated_kept.get(name)
         if kept:
-            sub.notes.append(KEPT_REASON.format(why=kept["why"][:200], cells=kept["cells"]))
+            sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
         write_student_feedback(sub, out, assignment, name, _recheck_messages(isolated, kept))
 
 

@@ -27,50 +27,27 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-
-from nbgrader.api import Gradebook, MissingEntry
 
 from .. import nbgrader_cli
 from . import execute, recheck
 from .execute import SandboxedExecute
-from .sandbox import Sandbox
-from .workspace import DEFAULT_TIMEOUT, Execution, gradebook_url, write_course
+from .gradebook import gradebook_url, submission_score
+from .gradebook import passed_cells as _passed_cells
+from .gradebook import zero_cells as _zero
+from .isolation import Backend
+from .model import Cells, StudentReport
+from .reasons import RECHECK_FAILED, UNREPORTED, needs_review
+from .workspace import DEFAULT_TIMEOUT, Execution, write_course
 
 WORKER_MODULE = "resumable_core.course.grading.workers"
 LOG_TAIL, ERROR_TAIL = 20000, 5000
 """How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
 REPORT_CAP = 200_000
 """Bytes: a larger report file is not read (a report is a few kB)."""
-REVIEW = "needs review: {why}"
-"""The reason of a cell zeroed because its isolated re-run was inconclusive."""
-UNREPORTED = "the isolated re-check did not report this cell"
-"""Why a cell that scored in the kernel but is missing from the re-check's report needs review."""
 log = logging.getLogger(__name__)
-
-Cells = dict[str, dict[str, str]]
-"""{notebook name: {key: text}}: the zeroed cells' reasons, or why a re-check was inconclusive."""
-
-
-@dataclass
-class StudentReport:
-    """What a worker reports for one student (``reports/<student>.json`` in its course copy)."""
-
-    student: str
-    worker: str
-    """The worker's course folder (its gradebook, autograded/ and feedback/)."""
-    success: bool
-    log: str = ""
-    error: str = ""
-    isolated: Cells = field(default_factory=dict)
-    """{notebook: {grade_id: why}} of the cells zeroed by the isolated re-check."""
-    isolated_kept: Cells = field(default_factory=dict)
-    """{notebook: {"why": ..., "cells": "grade_id, ..."}} where the re-check was inconclusive (those cells score 0)."""
-    seconds: float = 0.0
-    timings: dict[str, float] = field(default_factory=dict)
-    """Seconds of this student's ``autograde`` (nbgrader with the sandboxed kernel) and ``recheck``."""
 
 
 # --- inside a worker process -------------------------------------------------------------------
@@ -84,24 +61,6 @@ def timeout_of(config: Any) -> int:
         return DEFAULT_TIMEOUT
 
 
-def _passed_cells(db_url: str, name: str, assignment: str, student: str) -> list[str]:
-    """The autograded test cells of one notebook that scored in the learner's kernel."""
-    with Gradebook(db_url) as gb:
-        try:
-            grades = gb.find_submission_notebook(name, assignment, student).grades
-        except MissingEntry:
-            return []
-        return sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
-
-
-def _zero(db_url: str, cells: list[str], name: str, assignment: str, student: str) -> None:
-    """``Grade.manual_score = 0``: nbgrader's instructor override, ``auto_score`` keeps the kernel's."""
-    with Gradebook(db_url) as gb:
-        for gid in cells:
-            gb.find_grade(gid, name, assignment, student).manual_score = 0.0
-        gb.db.commit()
-
-
 def recheck_outcome(
     passed: list[str], report: Mapping[str, str | None], inconclusive: str | None
 ) -> tuple[dict[str, str], dict[str, str] | None]:
@@ -112,21 +71,21 @@ def recheck_outcome(
     out is "needs review" too (:data:`UNREPORTED`): none keeps the kernel's score unconfirmed. The
     note, {"why", "cells"}, names the cells left for review (:attr:`StudentReport.isolated_kept`).
     """
-    failed = {gid: report[gid] or "failed" for gid in passed if gid in report and report[gid] is not None}
+    failed = {gid: report[gid] or RECHECK_FAILED for gid in passed if gid in report and report[gid] is not None}
     review = sorted(failed) if inconclusive else []
     if inconclusive:
-        failed = dict.fromkeys(failed, REVIEW.format(why=inconclusive))
+        failed = dict.fromkeys(failed, needs_review(inconclusive))
     missing = [gid for gid in passed if gid not in report]
-    failed.update(dict.fromkeys(missing, REVIEW.format(why=UNREPORTED)))
+    failed.update(dict.fromkeys(missing, needs_review(UNREPORTED)))
     if not review and not missing:
         return failed, None
     return failed, {"why": inconclusive or UNREPORTED, "cells": ", ".join(sorted([*review, *missing]))}
 
 
 def recheck_isolated(
-    root: Path, assignment: str, student: str, timeout: int, sandbox: Sandbox | None = None
+    root: Path, assignment: str, student: str, timeout: int, backend: Backend | None = None
 ) -> tuple[Cells, Cells]:
-    """Re-run, outside the learner's kernel (in ``sandbox``), every test cell that scored; zero the ones that fail there.
+    """Re-run, outside the learner's kernel (on ``backend``), every test cell that scored; zero the ones that fail there.
 
     An inconclusive re-run (the isolated process died, hit a limit, or the learner's code raised
     while loading there but not in the kernel) zeroes its failed cells too, with "needs review:
@@ -154,8 +113,7 @@ def recheck_isolated(
                 source=source,
                 only=passed,
                 timeout=timeout,
-                env=nbgrader_cli.env(),
-                sandbox=sandbox,
+                backend=backend,
                 learner=learner,
             )
         else:  # nothing trusted to re-check against: no cell keeps its kernel score
@@ -173,7 +131,7 @@ def recheck_isolated(
 
 
 def autograde_student(
-    api: Any, root: Path, assignment: str, student: str, timeout: int, sandbox: Sandbox | None = None
+    api: Any, root: Path, assignment: str, student: str, timeout: int, backend: Backend | None = None
 ) -> StudentReport:
     """Autograde and re-check one student with nbgrader's API."""
     started = time.monotonic()
@@ -188,7 +146,7 @@ def autograde_student(
     )
     try:
         if report.success:
-            report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, sandbox)
+            report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, backend)
     finally:
         execute.stop_learners(student)  # the notebooks nothing re-checked
     ended = time.monotonic()
@@ -197,16 +155,15 @@ def autograde_student(
     return report
 
 
-def sandbox_of(config: Any) -> Sandbox | None:
-    """The sandbox the course's config runs notebooks in, its limits too (None: ``--no-sandbox`` or plain nbgrader).
+def backend_of(config: Any) -> Backend | None:
+    """The backend the course's config runs notebooks on, its limits too (None: plain nbgrader's own Execute).
 
-    Made by the kernel's own factory (:meth:`.execute.SandboxedExecute.sandbox`): the re-check gets
-    the memory and CPU caps the course configured for the kernel.
+    Made by the kernel's own factory (:meth:`.execute.SandboxedExecute.backend`): the re-check gets
+    the backend, the memory and the CPU caps the course configured for the kernel.
     """
     if "SandboxedExecute" not in config:
         return None
-    execute = SandboxedExecute(config=config)
-    return execute.sandbox() if execute.sandboxed else None
+    return SandboxedExecute(config=config).backend()
 
 
 def write_report(root: Path, report: StudentReport) -> None:
@@ -229,7 +186,7 @@ def worker_main(argv: list[str]) -> int:
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     for student in students:
-        report = autograde_student(api, root, assignment, student, timeout_of(config), sandbox_of(config))
+        report = autograde_student(api, root, assignment, student, timeout_of(config), backend_of(config))
         write_report(root, report)
     return 0
 
@@ -246,12 +203,8 @@ class Progress:
         self._lock = threading.Lock()
 
     def _score(self, report: StudentReport) -> str:
-        with Gradebook(gradebook_url(Path(report.worker))) as gb:
-            try:
-                sub = gb.find_submission(self.assignment, report.student)
-            except MissingEntry:
-                return "-"
-            return f"{sub.score:g}/{sub.max_score:g}"
+        scored = submission_score(gradebook_url(Path(report.worker)), self.assignment, report.student)
+        return "-" if scored is None else f"{scored[0]:g}/{scored[1]:g}"
 
     def __call__(self, report: StudentReport) -> None:
         outcome = f"{self._score(report)} in {report.seconds:.1f} s" if report.success else "FAILED"

@@ -16,6 +16,8 @@ import nbformat
 from ..nbgrader_cli import nbgrader
 from ..release import COURSE_ROOT, SOURCE_DIR
 from .budget import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT  # the one per-cell timeout, here for the grading commands
+from .errors import GradingError
+from .gradebook import gradebook_url
 
 MARKER = ".resumable-grading"
 """A file that marks a folder as made by this command (and safe to wipe on the next run)."""
@@ -40,26 +42,18 @@ from resumable_core.course.grading.execute import autograde_preprocessors
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.SandboxedExecute.timeout = {timeout}
 c.SandboxedExecute.library = {library!r}
-c.SandboxedExecute.sandboxed = {sandboxed}
+c.SandboxedExecute.isolation = {isolation!r}
 """
 
 
 @dataclass(frozen=True)
 class Execution:
-    """How the working course runs learner notebooks: in the sandbox, seeing ``library``, or not (``--no-sandbox``)."""
+    """How the working course runs learner notebooks: on which backend (:mod:`.isolation`), seeing ``library``."""
 
     library: Path | None
-    """The pristine copy of ``resumable_core`` made for this run (:func:`.sandbox.library_copy`)."""
-    sandboxed: bool = True
-
-
-class GradingError(Exception):
-    """The grading run itself cannot go on (not one student's problem); the message says what to fix."""
-
-
-def gradebook_url(root: Path) -> str:
-    """The SQLAlchemy URL of the gradebook of the course at ``root``."""
-    return f"sqlite:///{root / 'gradebook.db'}"
+    """The pristine copy of ``resumable_core`` made for this run (:func:`.isolation.library_copy`)."""
+    isolation: str = "bwrap"
+    """The backend's name (:data:`.isolation.BACKENDS`): ``plain`` for ``--no-sandbox``."""
 
 
 def write_course(root: Path, timeout: int, execution: Execution | None = None) -> None:
@@ -72,7 +66,7 @@ def write_course(root: Path, timeout: int, execution: Execution | None = None) -
     config = CONFIG.format(root=str(root), db_url=gradebook_url(root), timeout=int(timeout))
     if execution is not None:
         library = str(execution.library) if execution.library else ""
-        config += SANDBOX_CONFIG.format(timeout=int(timeout), library=library, sandboxed=execution.sandboxed)
+        config += SANDBOX_CONFIG.format(timeout=int(timeout), library=library, isolation=execution.isolation)
     (root / "nbgrader_config.py").write_text(config)
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...assignments import REGISTRY
+from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
 from ..notebook_cells import graded_sources, setup_cells
 
 
@@ -54,15 +55,6 @@ def _defined(ns: Mapping[str, Any], name: str) -> Any:
     if name not in ns:
         raise AssertionError(f"{name} is not defined by the notebook's cells")
     return ns[name]
-
-
-class UnknownCheckError(ValueError):
-    """A trusted test cell calls a ``check_*`` this module did not bind; ``.call`` names it."""
-
-    def __init__(self, call: str, reason: str) -> None:
-        super().__init__(f"{call}: {reason}; add the check to its module or fix the test cell")
-        self.call = call
-        self.reason = reason
 
 
 def _aliases(trees: list[ast.Module], modules: dict[str, Any]) -> dict[str, str]:

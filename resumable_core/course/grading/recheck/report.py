@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..reasons import raised_only_here
+
 
 class Report(dict):
     """{test cell grade_id: None | why it failed in isolation}, and how loading the learner's code went.
@@ -24,7 +26,7 @@ class Report(dict):
         if inconclusive is None:
             new = [e for e in self.load_errors if e.get("kernel") is None]
             if new:
-                self.inconclusive = (f"{new[0]['cell']} raised {new[0]['error']} here but not in the kernel")[:200]
+                self.inconclusive = raised_only_here(new[0]["cell"], new[0]["error"])[:200]
 
     def to_json(self) -> str:
         return json.dumps(

@@ -1,0 +1,327 @@
+"""Every read and write of an nbgrader gradebook that grading makes; nothing else in ``grading/`` opens one.
+
+Two kinds of gradebook: a *working* one (the throwaway course of one run and each worker's copy
+of it, at :func:`gradebook_url`; nbgrader's default course id) and the *course's own* (the one its
+``nbgrader_config.py`` names, opened with its URL and course id). Each function opens the gradebook
+it is given, does one thing and closes it; what it reads comes back as plain values
+(:class:`.model.CellGrade`, the records below), never as nbgrader's rows, which need an open
+session. A grade a human or the re-check sets is nbgrader's instructor override
+(``Grade.manual_score``); ``auto_score`` keeps what the kernel gave.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
+from sqlalchemy.exc import SQLAlchemyError
+
+from .model import CellGrade
+
+WRITE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, InvalidEntry)
+"""What a gradebook refusing a write raises (the database's errors and nbgrader's own)."""
+
+
+def gradebook_url(root: Path) -> str:
+    """The SQLAlchemy URL of the gradebook of the working course at ``root``."""
+    return f"sqlite:///{root / 'gradebook.db'}"
+
+
+def _open(db_url: str, course_id: str | None = None) -> Gradebook:
+    """The gradebook at ``db_url`` (of ``course_id``; None: nbgrader's default, as the working courses have)."""
+    return Gradebook(db_url) if course_id is None else Gradebook(db_url, course_id)
+
+
+# --- one student's grades --------------------------------------------------------------------------
+
+
+def passed_cells(db_url: str, notebook: str, assignment: str, student: str) -> list[str]:
+    """The autograded test cells of one notebook that scored in the learner's kernel ([] without a submission)."""
+    with _open(db_url) as gb:
+        try:
+            grades = gb.find_submission_notebook(notebook, assignment, student).grades
+        except MissingEntry:
+            return []
+        return sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
+
+
+def zero_cells(db_url: str, cells: list[str], notebook: str, assignment: str, student: str) -> None:
+    """Score ``cells`` of one notebook 0: ``Grade.manual_score = 0``, nbgrader's override; ``auto_score`` is kept."""
+    with _open(db_url) as gb:
+        for gid in cells:
+            gb.find_grade(gid, notebook, assignment, student).manual_score = 0.0
+        gb.db.commit()
+
+
+def submission_score(db_url: str, assignment: str, student: str) -> tuple[float, float] | None:
+    """(score, max score) of one student's submission, or None if the gradebook has none."""
+    with _open(db_url) as gb:
+        try:
+            sub = gb.find_submission(assignment, student)
+        except MissingEntry:
+            return None
+        return float(sub.score), float(sub.max_score)
+
+
+def _cell_grades(nb: Any) -> dict[str, CellGrade]:
+    """{grade_id: CellGrade} of one gradebook ``SubmittedNotebook``, as the feedback page shows them."""
+    comments = {c.name: c.manual_comment or "" for c in nb.comments}
+    return {
+        g.name: CellGrade(
+            None if g.needs_manual_grade or g.score is None else float(g.score),
+            float(g.max_score),
+            comments.get(g.name, ""),
+        )
+        for g in nb.grades
+    }
+
+
+def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> dict[str, CellGrade]:
+    """{grade_id: CellGrade} of one student's notebook ({} if the gradebook has no such submission)."""
+    with _open(db_url) as gb:
+        try:
+            nb = gb.find_submission_notebook(notebook, assignment, student)
+        except MissingEntry:
+            return {}
+        return _cell_grades(nb)
+
+
+def assignment_scores(db_url: str, assignment: str, students: list[str]) -> tuple[float, dict[str, float]]:
+    """The assignment's max score, and {student: score} of those of ``students`` with a submission."""
+    with _open(db_url) as gb:
+        max_score = float(gb.find_assignment(assignment).max_score)
+        scores = {}
+        for student in students:
+            with suppress(MissingEntry):
+                scores[student] = float(gb.find_submission(assignment, student).score)
+        return max_score, scores
+
+
+# --- copying submissions between gradebooks (merge, publish) ---------------------------------------
+
+GradeRow = tuple[str, Any, Any, Any, bool]
+"""(grade_id, auto_score, manual_score, extra_credit, needs_manual_grade)."""
+
+
+@dataclass
+class _NotebookRecord:
+    name: str
+    flagged: bool
+    grades: list[GradeRow]
+    comments: list[tuple[str, Any, Any]]
+    """(grade_id, auto_comment, manual_comment)."""
+
+
+@dataclass
+class SubmissionRecord:
+    """One student's submission read out of a gradebook as plain values (no session attached)."""
+
+    student: str
+    names: dict[str, Any]
+    timestamp: Any
+    notebooks: list[_NotebookRecord]
+
+
+def read_submissions(source_db: str, assignment: str, students: list[str]) -> list[SubmissionRecord]:
+    """The students' submissions of ``assignment`` in a gradebook, as plain values (students without one: none)."""
+    found = []
+    with _open(source_db) as src:
+        for s in students:
+            try:
+                sub = src.find_submission(assignment, s)
+            except MissingEntry:  # nbgrader failed before it recorded the submission
+                continue
+            st = src.find_student(s)
+            notebooks = [
+                _NotebookRecord(
+                    nb.name,
+                    nb.flagged,
+                    [(g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in nb.grades],
+                    [(c.name, c.auto_comment, c.manual_comment) for c in nb.comments],
+                )
+                for nb in sub.notebooks
+            ]
+            names = {"first_name": st.first_name, "last_name": st.last_name, "email": st.email}
+            found.append(SubmissionRecord(s, names, sub.timestamp, notebooks))
+    return found
+
+
+def write_submissions(dst: Gradebook, assignment: str, records: list[SubmissionRecord]) -> None:
+    """Write ``records`` into the open ``dst``: each submission's grades, comments and flags replace what it held.
+
+    A student missing from ``dst`` is added with the record's names; one already there keeps its own
+    (a course's roster). The caller commits: nbgrader's own calls here commit as they go.
+    """
+    with warnings.catch_warnings():
+        # nbgrader's add_submission trips SQLAlchemy autoflush warnings; the rows are right
+        warnings.simplefilter("ignore")
+        for rec in records:
+            try:
+                dst.find_student(rec.student)
+            except MissingEntry:
+                dst.add_student(rec.student, **rec.names)
+            dst.update_or_create_submission(assignment, rec.student, timestamp=rec.timestamp)
+            for nb in rec.notebooks:
+                dst.find_submission_notebook(nb.name, assignment, rec.student).flagged = nb.flagged
+                for name, auto, manual, extra, needs in nb.grades:
+                    g = dst.find_grade(name, nb.name, assignment, rec.student)
+                    g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade = auto, manual, extra, needs
+                for name, auto, manual in nb.comments:
+                    c = dst.find_comment(name, nb.name, assignment, rec.student)
+                    c.auto_comment, c.manual_comment = auto, manual
+
+
+def merge_gradebook(target_db: str, source_db: str, assignment: str, students: list[str]) -> None:
+    """Copy the students' submissions (grades, comments, flags) from a worker's gradebook."""
+    records = read_submissions(source_db, assignment, students)
+    with _open(target_db) as dst:
+        write_submissions(dst, assignment, records)
+        dst.db.commit()
+
+
+@contextmanager
+def one_transaction(gb: Gradebook) -> Iterator[None]:
+    """Everything done with ``gb`` inside commits once at the end, or not at all.
+
+    nbgrader's Gradebook commits after each of its calls; inside, its commits only flush (the
+    rows go to the database inside one open transaction) and the one real commit comes last, or
+    a rollback on any error. Why one transaction rather than writing a copy of an SQLite file and
+    ``os.replace``-ing it: it works for every database nbgrader supports, and a running formgrader
+    keeps its connection to the file: after a replace it would go on reading, and saving the
+    instructor's manual grades into, the old unlinked file.
+    """
+    session = gb.db()
+    session.commit = session.flush  # nbgrader's commits become flushes, on this session only
+    try:
+        yield
+    except BaseException:
+        del session.commit
+        session.rollback()
+        raise
+    del session.commit
+    session.commit()
+
+
+def _forget_ungraded(gb: Gradebook, assignment: str, student: str, graded: set[str]) -> None:
+    """The student is on the roster; a submission this run could not grade drops the course's old one."""
+    try:
+        gb.find_student(student)
+    except MissingEntry:
+        gb.add_student(student)
+    if student in graded:
+        return
+    with suppress(MissingEntry):
+        gb.remove_submission(assignment, student)
+
+
+def publish_submissions(
+    db_url: str, course_id: str, assignment: str, students: list[str], records: list[SubmissionRecord]
+) -> None:
+    """Into the course's gradebook, in one transaction: every one of ``students`` on the roster, and ``records``.
+
+    Each record's submission replaces the course's; a student of ``students`` without a record (this
+    run could not grade them) loses the course's old submission. Raises one of :data:`WRITE_ERRORS`
+    (nothing written) if the database refuses.
+    """
+    graded = {r.student for r in records}
+    with _open(db_url, course_id) as gb, one_transaction(gb):
+        for student in students:
+            _forget_ungraded(gb, assignment, student, graded)
+        write_submissions(gb, assignment, records)
+
+
+# --- what a course has released (publish) ----------------------------------------------------------
+
+ReleasedCells = dict[str, list[tuple[str, str, float]]]
+"""{notebook: [(kind, cell name, points), ...]} of an assignment: its graded, answer and task cells."""
+
+
+def released_cells(db_url: str, assignment: str, course_id: str | None = None) -> ReleasedCells | None:
+    """{notebook: its graded, answer and task cells with points}: what a submission's rows mirror; None if not there."""
+    with _open(db_url, course_id) as gb:
+        try:
+            notebooks = gb.find_assignment(assignment).notebooks
+        except MissingEntry:
+            return None
+        return {
+            nb.name: sorted(
+                [("grade", c.name, float(c.max_score)) for c in nb.grade_cells]
+                + [("solution", c.name, 0.0) for c in nb.solution_cells]
+                + [("task", c.name, float(c.max_score)) for c in nb.task_cells]
+            )
+            for nb in notebooks
+        }
+
+
+# --- a course's grades of one assignment (course_grades) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class GradeValues:
+    """One cell's grade row as plain values."""
+
+    name: str
+    score: float
+    max_score: float
+    auto_score: float | None
+    manual_score: float | None
+    needs_manual_grade: bool
+
+
+@dataclass(frozen=True)
+class NotebookGrades:
+    """One submitted notebook: its grade rows, and the same as the feedback page shows them."""
+
+    name: str
+    grades: list[GradeValues]
+    cells: dict[str, CellGrade]
+
+
+@dataclass(frozen=True)
+class StudentGrades:
+    """One student of the course and their submission of the assignment (``score`` None: no submission)."""
+
+    student: str
+    score: float | None
+    notebooks: list[NotebookGrades]
+
+
+@dataclass(frozen=True)
+class AssignmentGrades:
+    """An assignment in a course's gradebook: its max score, how many notebooks, every student's grades."""
+
+    max_score: float
+    notebooks: int
+    students: list[StudentGrades]
+
+
+def _notebook_grades(nb: Any) -> NotebookGrades:
+    grades = [
+        GradeValues(g.name, g.score, g.max_score, g.auto_score, g.manual_score, bool(g.needs_manual_grade))
+        for g in nb.grades
+    ]
+    return NotebookGrades(nb.name, grades, _cell_grades(nb))
+
+
+def assignment_grades(db_url: str, course_id: str, assignment: str) -> AssignmentGrades | None:
+    """Every student of the course's gradebook with their grades of ``assignment``; None if it is not there."""
+    with _open(db_url, course_id) as gb:
+        try:
+            found = gb.find_assignment(assignment)
+        except MissingEntry:
+            return None
+        students = []
+        for student in gb.students:
+            try:
+                sub = gb.find_submission(assignment, student.id)
+            except MissingEntry:
+                students.append(StudentGrades(student.id, None, []))
+                continue
+            notebooks = [_notebook_grades(nb) for nb in sub.notebooks]
+            students.append(StudentGrades(student.id, float(sub.score or 0.0), notebooks))
+        return AssignmentGrades(float(found.max_score), len(found.notebooks), students)

@@ -1,0 +1,105 @@
+"""Start a job's process, pump its output under the cap until the wall clock, kill its whole session."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from .limits import Limit, Limits
+
+
+def start_and_wait(
+    cmd: Sequence[str],
+    limits: Limits,
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
+) -> tuple[int, bytes, bytes, Limit | None]:
+    """Run ``cmd`` in a session of its own; its exit code, output and the limit it hit (wall clock or output)."""
+    deadline = time.monotonic() + limits.wall
+    proc = subprocess.Popen(
+        list(cmd),
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=preexec,
+    )
+    try:
+        stdout, stderr, limit = _pump(proc, limits, deadline)
+    finally:
+        _kill(proc)
+    return proc.returncode, stdout, stderr, limit
+
+
+def processes_of_this_user() -> int:
+    """How many processes this uid runs now: ``RLIMIT_NPROC`` counts them too when bwrap clones the sandbox."""
+    uid = f"Uid:\t{os.getuid()}\t"
+    count = 0
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and uid in (entry / "status").read_text():
+                count += 1
+        except OSError:  # the process ended while we looked
+            continue
+    return count
+
+
+def _pump(proc: subprocess.Popen[bytes], limits: Limits, deadline: float) -> tuple[bytes, bytes, Limit | None]:
+    """Read stdout and stderr until both close; stop at the wall clock or when either passes the cap."""
+    if proc.stdout is None or proc.stderr is None:
+        raise OSError("the job's pipes were not opened")
+    out = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    limit: Limit | None = None
+    with selectors.DefaultSelector() as sel:
+        for f in (proc.stdout, proc.stderr):
+            sel.register(f, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                limit = Limit.WALL
+                break
+            for key, _ in sel.select(timeout=min(left, 1.0)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = out[key.fd]
+                kept = chunk[: max(0, limits.output - len(buf))]
+                buf += kept
+                if len(kept) < len(chunk):
+                    limit = Limit.OUTPUT
+            if limit:
+                break
+    return bytes(out[proc.stdout.fileno()]), bytes(out[proc.stderr.fileno()]), limit
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL bwrap's whole session: its PID namespace's init dies, and the kernel kills the rest."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for f in (proc.stdout, proc.stderr):
+        if f is not None:
+            f.close()
+
+
+def limit_from_exit(returncode: int, stderr: bytes) -> Limit | None:
+    """The limit a process that ended on its own hit, from how it ended (None if none shows)."""
+    tail = stderr[-4000:]
+    if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ) or b"File too large" in tail:
+        return Limit.FILE_SIZE
+    if returncode != 0 and b"MemoryError" in tail:
+        return Limit.MEMORY
+    if returncode != 0 and b"Resource temporarily unavailable" in tail:
+        return Limit.PROCESSES
+    return None

@@ -1,0 +1,247 @@
+"""The bubblewrap backend: every learner process and every checker of a grading run, where bwrap runs.
+
+:meth:`BwrapBackend.run` starts ``bwrap`` with every namespace unshared (no network but its own
+loopback, its own PID namespace, ``--die-with-parent``, ``--new-session``), read-only binds of only
+what Python needs (``/usr``, ``/lib*``, a few files of ``/etc``, the interpreter's real prefix, the
+venv) and of a pristine copy of ``resumable_core`` made once per grading run
+(:func:`.views.library_copy`, first on ``PYTHONPATH``), one writable scratch folder (on a
+size-capped tmpfs of its own where the grader may mount one, :class:`.disk.Disk`), a private tmpfs
+``/tmp`` and ``HOME``, a clean environment (an allowlist), resource limits set in the child before
+``exec`` (:class:`.Limits`), a cgroup for the whole sandbox where one can be made
+(:class:`.cgroup.Cgroup`: its memory, process and CPU caps; else only ``RLIMIT_AS`` per process and
+``RLIMIT_NPROC``, and no CPU cap), a wall clock after which the whole sandbox is killed, and caps on
+the output it may write to its pipes. Why and what it still lets through: ``docs/architecture.md``,
+"The sandbox".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._process import limit_from_exit, processes_of_this_user, start_and_wait
+from .backend import Guarantee, IsolationUnavailable, Job, Mount, Outcome
+from .cgroup import Cgroup, cgroup_for, cgroup_parents
+from .disk import disk_for
+from .limits import Limit, Limits
+from .sweep import sweep_left_behind
+
+BWRAP = "bwrap"
+PRLIMIT = "prlimit"
+"""util-linux's ``prlimit``: sets bwrap's file-size cap behind a tracer that must not have it."""
+SCRATCH = "/grading/scratch"
+"""Where the writable scratch folder appears inside the sandbox (also the working directory)."""
+LIBRARY = "/grading/lib"
+"""Where the pristine library copy appears inside the sandbox (first on ``PYTHONPATH``)."""
+HOME = "/home/learner"
+ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf", "mime.types")
+"""The only files of the host's ``/etc`` the sandbox sees (the dynamic linker's cache, the time zone)."""
+PASSWD = "learner:x:{uid}:{gid}:learner:" + HOME + ":/bin/false\n"
+ALLOWED_ENV = ("LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "RESUMABLE_FAKE_LATENCY")
+"""Variables of the caller's environment that reach the sandbox (no key, token or PYTHON* setting)."""
+
+ALWAYS = frozenset(
+    {
+        Guarantee.OWN_NETWORK,
+        Guarantee.HOST_HIDDEN,
+        Guarantee.READ_ONLY_LIBRARY,
+        Guarantee.PRIVATE_TMP,
+        Guarantee.NO_SECRETS,
+        Guarantee.NOTHING_OUTLIVES,
+        Guarantee.MEMORY,
+        Guarantee.FILE_SIZE,
+        Guarantee.OUTPUT,
+        Guarantee.WALL,
+    }
+)
+"""What bwrap holds on any host it runs on; the rest depends on the cgroups and mounts the grader may make."""
+
+
+def _system_binds() -> list[str]:
+    """``/usr``, the ``/lib*``/``/bin`` folders (or their merged-usr symlinks) and the interpreter's prefixes."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        top = Path("/") / name
+        if top.is_symlink():
+            args += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            args += ["--ro-bind", str(top), str(top)]
+    prefixes = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
+    for prefix in sorted(prefixes):
+        if not str(prefix).startswith("/usr/"):
+            args += ["--ro-bind", str(prefix), str(prefix)]
+    for name in ETC_FILES:
+        if Path("/etc", name).exists():
+            args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    return args
+
+
+def _environment(extra: Mapping[str, str]) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ALLOWED_ENV if k in os.environ}
+    env.update(
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+        HOME=HOME,
+        USER="learner",
+        TMPDIR="/tmp",
+        LANG=env.get("LANG", "C.UTF-8"),
+        PYTHONPATH=LIBRARY,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONNOUSERSITE="1",
+        PYTHONUNBUFFERED="1",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+        MPLBACKEND="Agg",
+        MALLOC_ARENA_MAX="2",  # glibc reserves 64 MiB of address space per thread's arena: a kernel would near 1 GiB
+        MPLCONFIGDIR="/tmp/matplotlib",
+        IPYTHONDIR="/tmp/ipython",
+        JUPYTER_RUNTIME_DIR="/tmp/jupyter-runtime",
+        JUPYTER_PLATFORM_DIRS="1",
+    )
+    env.update(extra)
+    return env
+
+
+@functools.cache
+def _probe() -> str | None:
+    """None when bubblewrap starts a sandbox here, else why not (one line); asked once per process."""
+    if shutil.which(BWRAP) is None:
+        return "bwrap is not installed (apt-get install bubblewrap)"
+    probe = BwrapBackend(limits=Limits(wall=30))
+    try:
+        with tempfile.TemporaryDirectory(prefix="resumable-sandbox-probe-") as scratch:
+            outcome = probe.run(Job((sys.executable, "-c", "print('ok')"), Path(scratch)))
+    except (OSError, IsolationUnavailable) as e:
+        return f"bwrap could not start: {e}"
+    if outcome.returncode != 0 or outcome.stdout.strip() != b"ok":
+        last = (outcome.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+        return f"bwrap failed (exit code {outcome.returncode}): {last[:200]}"
+    return None
+
+
+@dataclass(frozen=True)
+class BwrapBackend:
+    """Jobs in bubblewrap: what they see, the limits they get, the trusted variables set in them."""
+
+    library: Path | None = None
+    """The folder holding the pristine ``resumable_core`` (:func:`.views.library_copy`); None for none."""
+    limits: Limits = field(default_factory=Limits)
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Variables set inside besides the allowlist (trusted values only: never a secret)."""
+    name: str = "bwrap"
+
+    def available(self) -> str | None:
+        return _probe()
+
+    def guarantees(self) -> frozenset[Guarantee]:
+        controllers = frozenset().union(*cgroup_parents().values())
+        more = set()
+        if "memory" in controllers:
+            more.add(Guarantee.WHOLE_MEMORY)
+        if "cpu" in controllers:
+            more.add(Guarantee.CPU)
+        if "pids" in controllers or os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC
+            more.add(Guarantee.PROCESSES)
+        if os.geteuid() == 0:  # the scratch tmpfs is mounted by the grader, which needs root
+            more.add(Guarantee.DISK)
+        return ALWAYS | more
+
+    def inside(self, mount: Mount) -> str:
+        return mount.inside
+
+    def command(self, job: Job, scratch: Path, etc: Path, library: Path | None) -> list[str]:
+        """The ``bwrap`` command line running ``job`` with ``scratch`` writable at :data:`SCRATCH`.
+
+        ``etc``: an empty folder for the sandbox's own ``/etc/passwd`` and ``/etc/group``. The job's
+        mounts go after all others.
+        """
+        uid, gid = os.getuid(), os.getgid()
+        (etc / "passwd").write_text(PASSWD.format(uid=uid, gid=gid))
+        (etc / "group").write_text(f"learner:x:{gid}:\n")
+        args = [BWRAP, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+        args += ["--uid", str(uid), "--gid", str(gid), "--cap-drop", "ALL", "--hostname", "sandbox"]
+        # The private /tmp and HOME first: a later bind may lie under them (a venv in /tmp/x/.venv).
+        args += ["--size", str(self.limits.tmp_size), "--tmpfs", "/tmp"]
+        args += ["--size", str(self.limits.tmp_size), "--tmpfs", HOME]
+        args += _system_binds()
+        args += ["--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        if library is not None:
+            args += ["--ro-bind", str(library), LIBRARY]
+        args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
+        for mount in job.mounts:
+            args += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.inside]
+        args += ["--remount-ro", "/"]  # bwrap's root is an uncapped tmpfs in memory: nothing may be written there
+        args += ["--clearenv"]
+        for k, v in sorted(_environment(self.env).items()):
+            args += ["--setenv", k, v]
+        return [*args, "--", *job.argv]
+
+    def run(self, job: Job) -> Outcome:
+        """Run ``job`` in the sandbox until it ends or hits a limit; whatever it started dies with it.
+
+        A writable mount is not under the disk quota (:func:`.disk.capped_folder` makes one that is).
+        Afterwards the job's scratch folder holds what the sandbox left there.
+        """
+        if shutil.which(BWRAP) is None:
+            raise IsolationUnavailable(self.name, "bwrap is not installed")
+        limits = self.limits if job.wall is None else dataclasses.replace(self.limits, wall=job.wall)
+        scratch = Path(job.scratch).resolve()
+        library = job.library if job.library is not None else self.library
+        started = time.monotonic()
+        sweep_left_behind()
+        with tempfile.TemporaryDirectory(prefix="resumable-sandbox-etc-") as etc:
+            cgroup = cgroup_for(limits)
+            disk = None
+            try:
+                disk = disk_for(scratch, limits.disk)
+                cmd = self.command(job, disk.path if disk else scratch, Path(etc), library)
+                if job.tracer:  # the tracer's own output is not the learner's file: only bwrap gets the size cap
+                    size = limits.file_size
+                    cmd = [*job.tracer, PRLIMIT, f"--fsize={size}:{size}", "--", *cmd]
+                enforced = cgroup.controllers if cgroup else frozenset()
+                nproc = limits.processes + (0 if "pids" in enforced else processes_of_this_user())
+                setup = functools.partial(_child_setup, limits, nproc, cgroup, cap_file_size=not job.tracer)
+                returncode, stdout, stderr, limit = start_and_wait(cmd, limits, preexec=setup)
+                limit = limit or (cgroup.hit() if cgroup else None)
+                if cgroup is not None:  # before the copy back: no process of it is left to race it (without a
+                    cgroup.kill_and_remove()  # cgroup its PID namespace is dying; the copy skips a swapped-in link)
+                if disk is not None:
+                    limit = limit or (Limit.DISK if disk.full() else None)
+                    disk.copy_back(scratch)
+            finally:
+                if cgroup is not None:
+                    cgroup.kill_and_remove()
+                if disk is not None:
+                    disk.remove()
+        limit = limit or limit_from_exit(returncode, stderr)
+        seconds = time.monotonic() - started
+        return Outcome(returncode, stdout, stderr, limits.describe(limit) if limit else None, seconds, limit)
+
+
+def _child_setup(limits: Limits, nproc: int, cgroup: Cgroup | None, *, cap_file_size: bool = True) -> None:
+    """In the child, before ``exec bwrap``: the limits every process of the sandbox inherits.
+
+    ``cap_file_size=False`` when a tracer runs first: its output may outgrow the learner's file cap,
+    so ``prlimit`` sets that cap on bwrap instead (:meth:`BwrapBackend.run`).
+
+    ``RLIMIT_NPROC`` (``nproc``) is what caps processes for a grader that is not root and has no
+    pids cgroup; root is exempt from it, even inside a user namespace. ``RLIMIT_AS`` stays beside the
+    memory cgroup: one allocation over the limit fails at once with a ``MemoryError`` the cell can
+    report (the kernel lives on), where the cgroup would let it be mapped and OOM-kill a process
+    when its pages are touched; and it is the only memory cap where no memory cgroup can be made.
+    """
+    if cgroup is not None:
+        cgroup.enter()
+    resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    if cap_file_size:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))

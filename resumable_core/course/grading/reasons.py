@@ -1,0 +1,240 @@
+"""Every sentence grading writes about a submission: ``grades.csv``'s reason column, the summary, the feedback pages.
+
+Each is defined here once, as a constant or a function of what it names, so a reason reads the same
+wherever it is given (the run's ``grades.csv`` and ``grades``' rewrite of it, the page and the
+row). Three policies are one function each: :func:`not_graded` (a submission refused before it
+runs), :func:`not_a_notebook` (a file that is none) and :func:`needs_review` (a cell zeroed until a
+human looks). No I/O and no nbgrader: the steps pass in what they found.
+
+What a sandboxed process says of itself (``inside/``, :mod:`.boundary`, :mod:`.rpc`) is worded
+there; it reaches a row only as the ``why`` of a reason here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+# --- the policies --------------------------------------------------------------------------------
+
+
+def not_graded(why: str) -> str:
+    """A submission refused before nbgrader runs it (it scores 0)."""
+    return f"not graded: {why}"
+
+
+def not_a_notebook(why: str) -> str:
+    """A submitted file that is no notebook (refused, scores 0)."""
+    return f"not a notebook: {why}"
+
+
+def needs_review(why: str) -> str:
+    """A cell scored 0 until a human looks, because the isolated re-check could not confirm it: the one wording."""
+    return f"needs review: {why}"
+
+
+def megabytes(n: int) -> str:
+    """A size in a reason: ``1.5 MB``."""
+    return f"{n / 2**20:.1f} MB"
+
+
+# --- finding the submissions (collect) -----------------------------------------------------------
+
+
+def no_notebook_file(kinds: Iterable[str], count: int) -> str:
+    """Files were submitted, but none of them is a notebook; ``kinds``: their suffixes."""
+    return not_a_notebook(f"{' and '.join(kinds)} file{'s' if count > 1 else ''}, no .ipynb")
+
+
+def no_assignment_folder(assignment: str, folder: str) -> str:
+    """A student's folder in nbgrader's layout without the assignment's folder."""
+    return f"no {assignment}/ folder in {folder}/"
+
+
+def no_notebook_for(assignment: str) -> str:
+    """A student's assignment folder holds no file at all."""
+    return f"no notebook for {assignment}"
+
+
+def renamed_notebook(file_name: str, notebook: str) -> str:
+    """The student's one notebook, under another name, graded as the assignment's."""
+    return f"renamed notebook {file_name!r} graded as {notebook}.ipynb"
+
+
+def ignored_file(file_name: str) -> str:
+    """A flat file beside the student's notebook, not graded."""
+    return f"ignored another file {file_name!r}"
+
+
+def flat_file_graded_as(notebook: str) -> str:
+    """A flat ``<student>.ipynb`` of an assignment with several notebooks: graded as the first only."""
+    return f"flat file graded as {notebook}.ipynb only"
+
+
+def same_student_id(labels: str, student: str) -> str:
+    """Two or more folders or files whose names give one student id: all refused."""
+    return not_graded(f"{labels} give the same student id {student!r} (case aside); rename all but one")
+
+
+# --- checking the notebooks (prepare) ------------------------------------------------------------
+
+NOT_JSON = not_a_notebook("the file is not JSON")
+NO_CELLS = not_a_notebook("JSON without a cells list")
+EMPTY_NOTEBOOK = "empty notebook: no code in it"
+
+
+def file_too_large(size: int, cap: int) -> str:
+    """A submitted file over the cap, refused unread."""
+    return not_graded(f"the file is {megabytes(size)}, over the {megabytes(cap)} a notebook may be")
+
+
+def fails_validation(error: str) -> str:
+    """JSON with cells that nbformat refuses; ``error``: the exception's class name."""
+    return not_a_notebook(f"fails nbformat validation ({error})")
+
+
+def content_too_large(size: int, cap: int) -> str:
+    """A notebook whose code and text (outputs stripped) are over the cap."""
+    return not_graded(f"its code and text are {megabytes(size)}, over the {megabytes(cap)} a notebook may hold")
+
+
+def metadata_dropped(cells: Iterable[str]) -> str:
+    """Cells whose nbgrader metadata names no released (or a repeated) grade_id, run as plain cells."""
+    return "nbgrader metadata with an unknown or repeated grade_id dropped (run as plain cells): " + ", ".join(cells)
+
+
+def metadata_put_back(grade_ids: Iterable[str]) -> str:
+    """Cells whose grading metadata the learner edited, given the release's again."""
+    return "edited nbgrader metadata put back as released: " + ", ".join(grade_ids)
+
+
+def outputs_stripped(size: int) -> str:
+    """Large outputs cleared before grading."""
+    return f"outputs stripped ({megabytes(size)}; grading runs every cell again)"
+
+
+def cells_restored(grade_ids: Iterable[str]) -> str:
+    """The instructor's cells the learner deleted, put back."""
+    return "restored deleted cells: " + ", ".join(grade_ids)
+
+
+def flagged_for_review(flags: Iterable[str]) -> str:
+    """What the learner's code does that a reviewer should look at (the score is the tests')."""
+    return "flagged for review: " + ", ".join(flags)
+
+
+# --- autograding and the cells' points (report, course_grades) -----------------------------------
+
+
+def classify_failure(text: str, timeout: int) -> str:
+    """Why nbgrader could not finish a notebook, from its log and error."""
+    if "DeadKernelError" in text or "Kernel died" in text:
+        return (
+            "the kernel died while running the notebook (os._exit, a crash or out of memory); no cell could be graded"
+        )
+    if "UnresponsiveKernel" in text or "became unresponsive" in text:
+        return f"the kernel stayed unresponsive after the {timeout} s timeout and could not be interrupted"
+    if "CellTimeoutError" in text or "TimeoutError" in text:
+        return f"a cell ran past the {timeout} s timeout and the notebook could not go on"
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    errs = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip())]
+    return "nbgrader autograde failed: " + (
+        errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error")
+    )
+
+
+def cell_loss(cell: Mapping[str, Any], timeout: int) -> str:
+    """What a graded test cell's outputs show went wrong."""
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "error":
+            ename = o.get("ename", "Error")
+            if ename in ("CellTimeoutError", "KeyboardInterrupt"):
+                return f"interrupted at the {timeout} s timeout"
+            evalue = str(o.get("evalue", "")).strip().splitlines()
+            return f"{ename}: {evalue[0][:120]}" if evalue else ename
+    for o in cell.get("outputs", []):
+        if o.get("output_type") == "stream" and o.get("name") == "stderr":
+            return "wrote to stderr"
+    return "partial credit"
+
+
+def cell_lost(grade_id: str, score: float, max_score: float, why: str | None = None) -> str:
+    """One cell short of full marks: ``test_x 0/3 (why)`` (no parenthesis without a why)."""
+    head = f"{grade_id} {score:g}/{max_score:g}"
+    return f"{head} ({why})" if why else head
+
+
+def needs_manual_grading(grade_id: str, max_score: float) -> str:
+    """A cell that waits for a human's score."""
+    return f"{grade_id} ?/{max_score:g} (needs manual grading)"
+
+
+def manual_override(auto_score: float) -> str:
+    """Why a cell's score is not the autograder's: a grader's, or the re-check's zero."""
+    return f"manual score, from a grader or the isolated re-check; the autograder gave {auto_score:g}"
+
+
+GRADED_BY_HAND = "graded by hand"
+NO_SUBMISSION = "no submission"
+
+
+def feedback_not_written(error: BaseException) -> str:
+    """A student's feedback page could not be written (the row says so; the run goes on)."""
+    return f"feedback HTML could not be written ({type(error).__name__})"
+
+
+# --- the isolated re-check -----------------------------------------------------------------------
+
+UNREPORTED = "the isolated re-check did not report this cell"
+"""Why a cell that scored in the kernel but is missing from the re-check's report needs review."""
+RECHECK_FAILED = "failed"
+"""Why a cell failed the re-check when the re-check gave no why."""
+
+
+def raised_only_here(cell: str, error: str) -> str:
+    """Why a re-check is inconclusive: a learner cell raised in the isolated process but not in the kernel."""
+    return f"{cell} raised {error} here but not in the kernel"
+
+
+def failed_in_isolation(why: str) -> str:
+    """``grades.csv``: a cell that scored in the kernel and failed the isolated re-check (it scores 0)."""
+    return (
+        f"passed in the learner's kernel but failed in an isolated re-run: {why}; "
+        "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
+    )
+
+
+def kept_for_review(why: str, cells: str) -> str:
+    """``grades.csv``: the cells an inconclusive re-check left at 0 for review; ``cells``: ``"test_a, test_b"``."""
+    return needs_review(f"could not re-check in isolation ({why}); cells {cells} score 0 until a human looks")
+
+
+def page_failed_in_isolation(why: str) -> str:
+    """The feedback page: a cell that passed in the learner's notebook and failed the isolated re-check."""
+    return f"passed in your notebook but failed when re-checked in isolation: {why}"
+
+
+def page_kept_for_review(why: str) -> str:
+    """The feedback page: a cell the re-check could not confirm."""
+    return needs_review(f"could not be re-checked in isolation ({why})")
+
+
+# --- the feedback page's points ------------------------------------------------------------------
+
+CELL_NOT_GRADED = "not graded"
+NO_POINTS = "no points (the check did not pass)"
+SOME_POINTS_WAIT = "some points wait for manual grading"
+
+
+def waits_for_manual_grading(max_score: float) -> str:
+    """A cell's points on the feedback page while a human has not graded it."""
+    return f"?/{max_score:g} (waits for manual grading)"
+
+
+# --- the workers' reports ------------------------------------------------------------------------
+
+
+def unknown_report(student: str, worker: str) -> str:
+    """A worker's report the grading side cannot vouch for, ignored (logged)."""
+    return f"ignored a grading report for unknown student {student!r} (from {worker!r})"

@@ -1,0 +1,228 @@
+"""The learner's process of one notebook: its folders on the host, its job on the backend, its result.
+
+It runs the notebook's cells once (:mod:`..inside.learner_server`), saving the executed notebook
+nbgrader records, then serves the re-check's checker until it is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import syscalls
+from ..isolation import Backend, Guarantee, Job, Mount, Outcome, capped_folder
+from ..learner_view import learner_library
+
+RPC = "/grading/rpc"
+"""Where the socket folder appears in both sandboxes."""
+SHARED = "/grading/shared"
+"""The one folder both sandboxes see, at the same path: the copies of handed paths, nothing else."""
+IN = "/grading/in"
+"""Where each process finds its read-only inputs."""
+TRACE = "/grading/trace"
+"""Where the checker finds the learner's process's system calls (a tracer outside both sandboxes writes them)."""
+SOCKET = "learner.sock"
+RESULT = "executed.ipynb"
+"""The executed notebook, in the socket folder (the trusted side reads it while the process serves)."""
+ENDED = f"{SOCKET}.ended"
+"""Made when the learner's process has ended (so nothing waits for one that died)."""
+LEARNER_MODULE = "resumable_core.course.grading.inside.learner_server"
+CHECKER_MODULE = "resumable_core.course.grading.inside.checker"
+
+
+@dataclass
+class Layout:
+    """One re-run's folders on the host: each process's inputs, the socket folder, the shared folder.
+
+    Each is a :class:`.isolation.Mount`; where a process sees it is the backend's to say.
+    """
+
+    folder: Path
+    backend: Backend
+    inputs: dict[str, dict[str, Path]] = field(default_factory=lambda: {"learner": {}, "checker": {}})
+
+    def host(self, name: str) -> Path:
+        path = self.folder / name
+        path.mkdir(exist_ok=True)
+        return path
+
+    def give(self, side: str, name: str, data: str) -> None:
+        """Write the input ``name`` that only ``side``'s process sees."""
+        path = self.host(f"in-{side}") / name
+        path.write_text(data, encoding="utf-8")
+        self.inputs[side][name] = path
+
+    def mounts(self, side: str) -> tuple[Mount, ...]:
+        """What ``side``'s process sees: its inputs (read-only), the socket and shared folders, the checker the trace."""
+        ro = [Mount(p, f"{IN}/{name}") for name, p in self.inputs[side].items()]
+        if side == "checker":  # the tracer writes it from outside; only the checker reads it
+            ro.append(Mount(self.host("trace"), TRACE))
+        return (*ro, Mount(self.host("rpc"), RPC, writable=True), Mount(self.host("shared"), SHARED, writable=True))
+
+    def path(self, side: str, name: str) -> str:
+        """Where ``side``'s process finds the input or folder (rpc, shared) ``name``."""
+        if name in self.inputs[side]:
+            return self.backend.inside(Mount(self.inputs[side][name], f"{IN}/{name}"))
+        return self.backend.inside(Mount(self.host(name), {"rpc": RPC, "shared": SHARED}[name], writable=True))
+
+    def trace(self, side: str) -> str:
+        """The learner's process's trace file, as ``side`` sees it (the tracer on the host writes it)."""
+        if side == "checker":
+            return f"{self.backend.inside(Mount(self.host('trace'), TRACE))}/learner.trace"
+        return str(self.host("trace") / "learner.trace")
+
+
+def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Callable[[], Outcome]:
+    """Run ``job`` on the layout's backend, on a thread; returns what waits for its outcome.
+
+    ``ended`` is created when it ends (so the checker stops waiting for a learner's process that died).
+    """
+    out: list[Outcome] = []
+
+    def target() -> None:
+        out.append(layout.backend.run(job))
+        if ended is not None:
+            ended.touch()
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+
+    def wait() -> Outcome:
+        thread.join()
+        return out[0] if out else Outcome(-1, b"", b"", None, 0.0)
+
+    return wait
+
+
+def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: bool) -> list[str]:
+    argv = [sys.executable, "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
+    argv += [
+        "--out",
+        f"{layout.path('learner', 'rpc')}/{RESULT}",
+        "--socket",
+        f"{layout.path('learner', 'rpc')}/{SOCKET}",
+    ]
+    argv += ["--timeout", str(int(timeout)), "--wall", str(wall)]
+    return argv + (["--kill-leftovers"] if kill_leftovers else [])
+
+
+@dataclass
+class LearnerProcess:
+    """The learner's process of one notebook, in its sandbox: it runs the cells once, then serves the re-check.
+
+    :meth:`start` it; :meth:`executed` waits until the cells ran and reads the executed notebook
+    back (as data: it is the learner's file); :func:`run` re-checks against it; :meth:`stop` ends it
+    and removes its folders.
+    """
+
+    layout: Layout
+    assignment: str
+    wall: float
+    wait: Callable[[], Outcome]
+    stack: contextlib.ExitStack
+    result: Outcome | None = None
+
+    @classmethod
+    def start(
+        cls,
+        nb: Any,
+        folder: Path | None,
+        assignment: str,
+        *,
+        timeout: int,
+        wall: float,
+        backend: Backend,
+        loopless: bool = False,
+    ) -> LearnerProcess:
+        """Run the nbformat notebook ``nb`` (with a copy of ``folder``'s files beside it) for at most ``wall`` seconds.
+
+        ``loopless``: on the library view whose loop refuses to run (:func:`..learner_view.learner_library`).
+        """
+        stack = contextlib.ExitStack()
+        # Both processes write here (the socket, the result, the copies): a capped tmpfs where one can be mounted.
+        tmp = stack.enter_context(capped_folder(backend.limits.disk))
+        layout = Layout(Path(tmp), backend)
+        scratch = layout.folder / "scratch-learner"
+        if folder is not None:
+            shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
+        scratch.mkdir(exist_ok=True)
+        import nbformat  # here, not at the top: the checker imports this package and never needs it
+
+        layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
+        argv = _argv_of_learner(
+            layout, timeout, wall, kill_leftovers=Guarantee.NOTHING_OUTLIVES in backend.guarantees()
+        )
+        tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
+        library = learner_library(backend.library, loopless=loopless) if backend.library else None
+        job = Job(tuple(argv), scratch, layout.mounts("learner"), wall=wall, library=library, tracer=tuple(tracer))
+        wait = start(layout, "learner", job, layout.host("rpc") / ENDED)
+        return cls(layout, assignment, wall, wait, stack)
+
+    @property
+    def traced(self) -> bool:
+        return (self.layout.folder / "trace").is_dir() and syscalls.available() is None
+
+    def ended(self) -> bool:
+        return (self.layout.host("rpc") / ENDED).exists()
+
+    def executed(self, cap: int) -> tuple[Any | None, str | None]:
+        """Wait until the cells ran (or the process ended); the executed notebook (None if unusable) and why.
+
+        ``why`` is None when the cells ran to the end and the process is serving; otherwise it says
+        what stopped it (a limit of the sandbox, an exit), and the notebook is as far as it got.
+        """
+        socket_path = self.layout.host("rpc") / SOCKET
+        while not socket_path.exists() and not self.ended():
+            time.sleep(0.02)
+        why = None
+        if self.ended():
+            self.result = self.wait()
+            why = (
+                f"the sandbox hit its {self.result.limit} limit"
+                if self.result.limit
+                else "the learner's process ended before its last cell (os._exit, a crash or a signal)"
+            )
+        nb, unusable = read_result(self.layout.host("rpc") / RESULT, cap)
+        return nb, why or unusable
+
+    def stop(self) -> Outcome:
+        """End the process (if it still serves) and remove its folders; its result."""
+        (self.layout.host("rpc") / f"{SOCKET}.stop").touch()
+        result = self.result or self.wait()
+        self.stack.close()
+        return result
+
+
+def read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
+    """The executed notebook in ``path`` (None if unusable) and why it is not usable.
+
+    Opened without following a link and without blocking: a submission may have made the file a
+    symlink to ``/dev/zero`` or a fifo; anything but a regular file under ``cap`` is no result.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None, "the sandbox wrote no result"
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None, "the sandbox's result is not a regular file"
+    with os.fdopen(fd, "rb") as f:
+        if st.st_size > cap:
+            return None, f"the executed notebook is over the output cap ({st.st_size >> 20} MiB > {cap >> 20} MiB)"
+        data = f.read(cap + 1)
+    import nbformat
+
+    try:
+        return nbformat.reads(data.decode("utf-8"), as_version=4), None
+    except Exception as e:  # noqa: BLE001 - anything unreadable is just no result
+        return None, f"the sandbox's result is not a notebook ({type(e).__name__})"

@@ -1,0 +1,269 @@
+"""The bubblewrap backend's own parts (course/grading/isolation/bwrap.py, cgroup.py, disk.py): its cgroup
+files, its disk quota's copy back, the leftovers of a grader that died. What every backend must hold
+is in the conformance suite (tests/test_isolation_conformance.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from resumable_core.course.grading.isolation import (
+    BwrapBackend,
+    IsolationUnavailable,
+    Job,
+    Limits,
+    Mount,
+    Outcome,
+    cgroup,
+    disk,
+    library_copy,
+)
+from resumable_core.course.grading.isolation import bwrap as bwrap_backend
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Skipped only where bwrap is not installed: an installed bwrap that cannot run fails the test below.
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None, reason="bwrap is not installed (apt-get install bubblewrap)"
+)
+
+
+def test_the_sandbox_runs_here() -> None:
+    """An installed bwrap starts the grading sandbox; when it cannot, the reason is the failure."""
+    why = BwrapBackend().available()
+    if why is not None:
+        pytest.fail(f"bwrap is installed but the sandbox cannot run: {why}")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> Path:
+    return library_copy(tmp_path_factory.mktemp("lib") / "lib")
+
+
+def _run(library: Path, scratch: Path, code: str, limits: Limits | None = None) -> Outcome:
+    box = BwrapBackend(library, limits or Limits(wall=60))
+    return box.run(Job((sys.executable, "-c", textwrap.dedent(code)), scratch))
+
+
+def _lines(result: Outcome) -> list[str]:
+    return result.stdout.decode().split()
+
+
+def _running_with(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # the process ended while we looked
+            continue
+    return found
+
+
+def _can_make(controller: str) -> bool:
+    return any(controller in names for names in cgroup.cgroup_parents().values())
+
+
+SPREAD = """
+import os, select
+ready_r, ready_w = os.pipe()
+release_r, release_w = os.pipe()
+kids = set()
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        os.close(release_w)  # else no child ever sees the release
+        share = b"x" * ({mib} << 20)  # written, so resident
+        os.write(ready_w, b"%d " % os.getpid())
+        os.read(release_r, 1)  # hold it until every child holds its share or is dead
+        os._exit(0)
+    kids.add(pid)
+ready, ended = set(), dict()
+while ready | set(ended) != kids:
+    if select.select([ready_r], [], [], 0.1)[0]:
+        ready.update(int(p) for p in os.read(ready_r, 4096).split())
+    for pid in kids - set(ended):
+        got, status = os.waitpid(pid, os.WNOHANG)
+        if got:
+            ended[pid] = status
+os.close(release_w)
+ended.update((pid, os.waitpid(pid, 0)[1]) for pid in kids - set(ended))
+held = [pid for pid in ready if ended[pid] & 0x7F != 9]
+print(len(held), sum(status & 0x7F == 9 for status in ended.values()))
+"""
+
+
+FILLER = """
+import errno
+written = 0
+try:
+    for i in range(100_000):
+        with open(f"small-{i}", "wb") as f:
+            f.write(b"x" * 1000)
+        written += 1
+except OSError as e:
+    print(errno.errorcode[e.errno], written)
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_only_folders_and_regular_files_come_back_from_scratch(library, tmp_path):
+    """A symlink to a host file, a fifo and a symlinked folder left in scratch never reach the grader."""
+    code = """
+        import os
+        os.symlink("/etc/hostname", ".result.ipynb")
+        os.symlink("/etc", "etc")
+        os.mkfifo("pipe")
+        os.makedirs("deep/er")
+        open("deep/er/kept.txt", "w").write("kept")
+        """
+    result = _run(library, tmp_path, code)
+    assert result.returncode == 0 and result.limit is None
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["deep", "deep/er", "deep/er/kept.txt"]
+
+
+def test_rw_binds_are_writable_and_ro_binds_read_only(library, tmp_path):
+    """An ``rw`` bind takes writes that reach the host; an ``ro`` bind is readable and refuses them."""
+    scratch, ro, rw = tmp_path / "scratch", tmp_path / "ro", tmp_path / "rw"
+    for folder in (scratch, ro, rw):
+        folder.mkdir()
+    (ro / "given.txt").write_text("given")
+    code = """
+        print(open("/grading/in/given.txt").read())
+        for path in ("/grading/in/x", "/grading/out/x"):
+            try:
+                open(path, "w").write("written")
+                print("wrote", path)
+            except OSError as e:
+                print(type(e).__name__, path)
+        """
+    box = BwrapBackend(library, Limits(wall=60))
+    mounts = (Mount(ro, "/grading/in"), Mount(rw, "/grading/out", writable=True))
+    result = box.run(Job((sys.executable, "-c", textwrap.dedent(code)), scratch, mounts))
+    assert result.stdout.decode().splitlines() == ["given", "OSError /grading/in/x", "wrote /grading/out/x"]
+    assert (rw / "x").read_text() == "written" and not (ro / "x").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a capped folder needs a tmpfs the grader mounts, as root")
+def test_a_capped_folder_bound_rw_takes_no_more_than_its_size(library, tmp_path, monkeypatch):
+    """Writes into a capped folder bound ``rw`` stop at its size; it goes, mount and all, at the end."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    code = """
+        try:
+            with open("/grading/shared/big", "wb") as f:
+                for _ in range(4):
+                    f.write(b"x" * (1 << 20))
+        except OSError as e:
+            print(e.strerror)
+        """
+    with disk.capped_folder(2 << 20) as shared:
+        box = BwrapBackend(library, Limits(wall=60))
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        mounts = (Mount(shared, "/grading/shared", writable=True),)
+        result = box.run(Job((sys.executable, "-c", textwrap.dedent(code)), scratch, mounts))
+        assert result.stdout.decode().strip() == "No space left on device"
+        assert (shared / "big").stat().st_size <= 2 << 20
+    assert list((tmp_path / "tmp").iterdir()) == [] and str(tmp_path) not in Path("/proc/self/mounts").read_text()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_what_a_grader_that_died_mid_run_left_is_removed_by_the_next_sandbox(library, tmp_path):
+    """A mounted scratch tmpfs and an empty cgroup named for an ended process go; a live grader's stay."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead, alive = f"resumable-sandbox-disk-{ended.pid}-x", f"resumable-sandbox-disk-{os.getpid()}-x"
+    for name in (dead, alive):
+        (tmp_path / name).mkdir()
+        disk._mount_tmpfs(tmp_path / name, 0, "size=1m")
+    cgroups = [parent / f"resumable-sandbox-{ended.pid}-x" for parent in cgroup.cgroup_parents()]
+    for folder in cgroups:
+        folder.mkdir()
+    try:
+        assert _run(library, tmp_path / alive, "print('ran')").stdout == b"ran\n"
+        assert not (tmp_path / dead).exists() and [f for f in cgroups if f.exists()] == []
+        assert str(tmp_path / alive) in Path("/proc/self/mounts").read_text()
+    finally:
+        disk.umount(tmp_path / alive)
+        for folder in cgroups:
+            with contextlib.suppress(FileNotFoundError):
+                folder.rmdir()
+
+
+def test_cgroup_v2_limits_and_out_of_memory_are_read_from_its_files(tmp_path):
+    """In a cgroup v2 folder: memory.max is the memory limit, no swap, pids.max the process cap; an OOM names memory."""
+    for name in ("memory.max", "memory.swap.max", "pids.max"):
+        (tmp_path / name).write_text("max\n")  # as the kernel makes them in a fresh cgroup
+    cgroup._set_limits(tmp_path, frozenset({"memory", "pids"}), Limits(memory=1 << 30, processes=64))
+    assert [(tmp_path / n).read_text() for n in ("memory.max", "memory.swap.max", "pids.max")] == [
+        str(1 << 30),
+        "0",
+        "64",
+    ]
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 0\noom_kill 0\n")
+    assert not cgroup._out_of_memory(tmp_path)  # reclaimed at the limit ("max") is not out of memory
+    (tmp_path / "memory.events").write_text("low 0\nhigh 0\nmax 40\noom 1\noom_kill 1\n")
+    assert cgroup._out_of_memory(tmp_path)
+
+
+def test_the_cpu_cap_is_a_cfs_quota_on_cgroup_v2_and_v1(tmp_path):
+    """Half a CPU is cpu.max "50000 100000" on cgroup v2, cfs_quota_us 50000 per cfs_period_us 100000 on v1."""
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    for folder, names in ((v2, ["cpu.max"]), (v1, ["cpu.cfs_quota_us", "cpu.cfs_period_us"])):
+        folder.mkdir()
+        for name in names:
+            (folder / name).write_text("max 100000\n" if name == "cpu.max" else "-1\n")
+    assert cgroup._set_limits(v2, frozenset({"cpu"}), Limits(cpus=0.5)) == {"cpu"}
+    assert (v2 / "cpu.max").read_text() == "50000 100000"
+    assert cgroup._set_limits(v1, frozenset({"cpu"}), Limits(cpus=0.5)) == {"cpu"}
+    assert [(v1 / n).read_text() for n in ("cpu.cfs_quota_us", "cpu.cfs_period_us")] == ["50000", "100000"]
+
+
+def test_a_cgroup_limit_that_cannot_be_set_leaves_out_only_its_controller(tmp_path):
+    """A CPU quota the kernel refuses drops the cpu controller alone: memory and pids of that folder still hold."""
+    for name in ("memory.max", "memory.swap.max", "pids.max"):
+        (tmp_path / name).write_text("max\n")
+    (tmp_path / "cpu.max").mkdir()  # writing it fails as a refused quota does (an OSError)
+    held = cgroup._set_limits(tmp_path, frozenset({"memory", "pids", "cpu"}), Limits(memory=1 << 30, processes=64))
+    assert held == {"memory", "pids"} and (tmp_path / "pids.max").read_text() == "64"
+
+
+BURNERS = """
+import os, resource, time
+started = time.monotonic()
+kids = []
+for _ in range({n}):
+    pid = os.fork()
+    if pid == 0:
+        end = time.monotonic() + {seconds}
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    kids.append(pid)
+for pid in kids:
+    os.waitpid(pid, 0)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print((used.ru_utime + used.ru_stime) / (time.monotonic() - started))
+"""
+
+
+def test_without_bwrap_available_says_why(monkeypatch):
+    """With no bwrap on PATH, available() gives the reason and run() raises IsolationUnavailable with it."""
+    bwrap_backend._probe.cache_clear()
+    monkeypatch.setattr(bwrap_backend, "BWRAP", "no-such-bwrap")
+    try:
+        assert BwrapBackend().available() == "bwrap is not installed (apt-get install bubblewrap)"
+        with pytest.raises(IsolationUnavailable, match="install bubblewrap or pass --no-sandbox") as info:
+            BwrapBackend().run(Job(("true",), Path(os.getcwd())))
+        assert info.value.reason == "bwrap is not installed" and info.value.backend == "bwrap"
+    finally:
+        bwrap_backend._probe.cache_clear()
