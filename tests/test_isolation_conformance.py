@@ -314,15 +314,28 @@ def test_tmp_and_home_are_private_and_thrown_away(run, tmp_path):
 
 @guarantee(Guarantee.NO_SECRETS)
 def test_secrets_and_python_settings_stay_outside(run, tmp_path, monkeypatch):
-    """ANTHROPIC_API_KEY, PYTHONOPTIMIZE and anything not on the allowlist never reach the sandbox."""
+    """ANTHROPIC_API_KEY, PYTHONOPTIMIZE and anything not on the allowlist reach no process it can see, its pid 1 too."""
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-secret")
     monkeypatch.setenv("PYTHONOPTIMIZE", "2")
     monkeypatch.setenv("RESUMABLE_LIVE", "1")
-    result = run(tmp_path, "import os, sys; print(sorted(os.environ)); print(sys.flags.optimize)")
-    names, optimize = result.stdout.decode().splitlines()
+    code = """
+        import os, sys
+        print(sorted(os.environ))
+        print(sys.flags.optimize)
+        seen = []  # every process it can see, bwrap's own pid 1 too: /proc/N/environ
+        for entry in os.listdir("/proc"):
+            try:
+                seen.append(b"sk-secret" in open(f"/proc/{entry}/environ", "rb").read())
+            except OSError:
+                continue
+        print(len(seen), any(seen))
+        """
+    result = run(tmp_path, code)
+    names, optimize, environs = result.stdout.decode().splitlines()
     for name in ("ANTHROPIC_API_KEY", "PYTHONOPTIMIZE", "RESUMABLE_LIVE"):
         assert name not in names
     assert optimize == "0"
+    assert environs.split()[1] == "False" and int(environs.split()[0]) >= 1
 
 
 @guarantee(Guarantee.NOTHING_OUTLIVES)

@@ -34,7 +34,8 @@ def env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment nbgrader (and everything it starts) runs in, from ``base`` or ``os.environ``."""
     out = dict(os.environ if base is None else base)
     out["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), out.get("PATH", "")])
-    out.pop("RESUMABLE_LIVE", None)  # grading and release never call the real API
+    out.pop("RESUMABLE_LIVE", None)  # grading and release never call the real API,
+    out.pop("ANTHROPIC_API_KEY", None)  # so no process they start holds the key
     out.setdefault("PYTHONUNBUFFERED", "1")
     out.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # debugpy's warning would land on stderr
     out.setdefault("MPLBACKEND", "Agg")  # kernels and workers draw without a display

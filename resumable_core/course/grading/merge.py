@@ -37,13 +37,16 @@ def merge(out: Path, assignment: str, reports: dict[str, StudentReport]) -> None
     """Every graded student's gradebook rows and ``autograded/`` from their worker into ``out``.
 
     Reports :func:`trusted_reports` cannot vouch for are dropped from ``reports`` first (and
-    logged). nbgrader's own feedback is not copied: it shows the hidden tests;
-    :mod:`.feedback` renders each student's page instead.
+    logged). A failed report's gradebook rows are never merged: whatever nbgrader saved before it
+    failed (a forged output can make it fail after saving) was never re-checked, so that student
+    scores 0 with the failure as the reason. nbgrader's own feedback is not copied: it shows the
+    hidden tests; :mod:`.feedback` renders each student's page instead.
     """
     trusted_reports(out, reports)
     for student, report in sorted(reports.items()):
         worker = Path(report.worker)
-        merge_gradebook(gradebook_url(out), gradebook_url(worker), assignment, [student])
+        if report.success:
+            merge_gradebook(gradebook_url(out), gradebook_url(worker), assignment, [student])
         src_dir = worker / "autograded" / student
         if src_dir.is_dir():
             shutil.copytree(src_dir, out / "autograded" / student, dirs_exist_ok=True)

@@ -127,6 +127,12 @@ def flagged_for_review(flags: Iterable[str]) -> str:
 # --- autograding and the cells' points (report, course_grades) -----------------------------------
 
 
+RECHECK_CRASHED = "the isolated re-check could not run"
+GRADING_STOPPED = "grading stopped"
+GRADER_FAILURES = (RECHECK_CRASHED, GRADING_STOPPED)
+"""How a worker's report begins its error when a step of the kit's own failed for one student (:mod:`.workers`)."""
+
+
 def classify_failure(text: str, timeout: int) -> str:
     """Why nbgrader could not finish a notebook, from its log and error."""
     if "DeadKernelError" in text or "Kernel died" in text:
@@ -138,6 +144,9 @@ def classify_failure(text: str, timeout: int) -> str:
     if "CellTimeoutError" in text or "TimeoutError" in text:
         return f"a cell ran past the {timeout} s timeout and the notebook could not go on"
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    ours = [ln.strip() for ln in lines if ln.strip().startswith(GRADER_FAILURES)]
+    if ours:  # the kit's own step failed, not nbgrader: no score of this student was kept
+        return f"{ours[-1]}; no score is kept (nothing was re-checked)"
     errs = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip())]
     return "nbgrader autograde failed: " + (
         errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error")

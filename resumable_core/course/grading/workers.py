@@ -39,7 +39,7 @@ from .gradebook import passed_cells as _passed_cells
 from .gradebook import zero_cells as _zero
 from .isolation import Backend
 from .model import Cells, StudentReport
-from .reasons import RECHECK_FAILED, UNREPORTED, needs_review
+from .reasons import GRADING_STOPPED, RECHECK_CRASHED, RECHECK_FAILED, UNREPORTED, needs_review
 from .workspace import DEFAULT_TIMEOUT, Execution, write_course
 
 WORKER_MODULE = "resumable_core.course.grading.workers"
@@ -147,6 +147,10 @@ def autograde_student(
     try:
         if report.success:
             report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, backend)
+    except Exception as e:  # one student's re-check failing never takes the worker's others
+        log.exception("the re-check of %s failed", student)
+        report.success = False  # unconfirmed: none of this student's kernel scores is merged (:func:`.merge.merge`)
+        report.error = f"{RECHECK_CRASHED}: {type(e).__name__}: {e}"[:ERROR_TAIL]
     finally:
         execute.stop_learners(student)  # the notebooks nothing re-checked
     ended = time.monotonic()
@@ -186,7 +190,14 @@ def worker_main(argv: list[str]) -> int:
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     for student in students:
-        report = autograde_student(api, root, assignment, student, timeout_of(config), backend_of(config))
+        started = time.monotonic()
+        try:
+            report = autograde_student(api, root, assignment, student, timeout_of(config), backend_of(config))
+        except Exception as e:  # the next student is graded all the same
+            log.exception("grading %s failed", student)
+            error = f"{GRADING_STOPPED}: {type(e).__name__}: {e}"[:ERROR_TAIL]
+            report = StudentReport(student, str(root), success=False, error=error)
+            report.seconds = round(time.monotonic() - started, 2)
         write_report(root, report)
     return 0
 

@@ -86,13 +86,13 @@ def _session(conn: socket.socket, ns: dict[str, Any], load_errors: list[dict[str
     session.serve_forever()
 
 
-def serve(address: Path, ns: dict[str, Any], load_errors: list[dict[str, Any]], wall: float) -> None:
-    """Accept the checker's connections until ``address.stop`` appears or ``wall`` seconds pass."""
+def serve(address: Path, ns: dict[str, Any], load_errors: list[dict[str, Any]], wall: float, stop: Path) -> None:
+    """Accept the checker's connections until ``stop`` appears or ``wall`` seconds pass."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # finished sessions are reaped by the kernel
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(address))
     listener.listen(16)
-    stop, deadline = Path(f"{address}.stop"), time.monotonic() + wall
+    deadline = time.monotonic() + wall
     while not stop.exists() and time.monotonic() < deadline:
         ready, _, _ = select.select([listener], [], [], 0.2)
         if not ready:
@@ -114,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--socket", required=True, help="the Unix socket to listen on once the cells ran")
     p.add_argument("--timeout", type=int, required=True, help="seconds per cell")
     p.add_argument("--wall", type=float, required=True, help="seconds before it stops serving")
+    p.add_argument("--stop", type=Path, help="it stops serving when this file appears (default: SOCKET.stop)")
     p.add_argument(
         "--kill-leftovers", action="store_true", help="after each cell, kill what it left running (sandbox only)"
     )
@@ -133,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
 
     run_notebook(nb, args.out, args.timeout, shell, after_cell=after if args.kill_leftovers else None)
     errors = load_errors(nb)
-    serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started))
+    stop = args.stop or Path(f"{args.socket}.stop")
+    serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started), stop)
     os.close(held)
     os._exit(0)  # no atexit or finalizer of the learner's code runs
 

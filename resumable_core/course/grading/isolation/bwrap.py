@@ -49,6 +49,8 @@ PASSWD = "learner:x:{uid}:{gid}:learner:" + HOME + ":/bin/false\n"
 ALLOWED_ENV = ("LANG", "LC_ALL", "TZ", "NBGRADER_EXECUTION", "RESUMABLE_FAKE_LATENCY")
 """Variables of the caller's environment that reach the sandbox (no key, token or PYTHON* setting)."""
 
+LAUNCH_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+"""The whole environment of the commands in front of the job (the tracer, ``prlimit``, ``bwrap``)."""
 ALWAYS = frozenset(
     {
         Guarantee.OWN_NETWORK,
@@ -209,7 +211,9 @@ class BwrapBackend:
                 enforced = cgroup.controllers if cgroup else frozenset()
                 nproc = limits.processes + (0 if "pids" in enforced else processes_of_this_user())
                 setup = functools.partial(_child_setup, limits, nproc, cgroup, cap_file_size=not job.tracer)
-                returncode, stdout, stderr, limit = start_and_wait(cmd, limits, preexec=setup)
+                # bwrap (the sandbox's pid 1, whose /proc/1/environ the job can read) and the tracer get
+                # only these variables: --clearenv cleans the job's, not bwrap's own.
+                returncode, stdout, stderr, limit = start_and_wait(cmd, limits, env=LAUNCH_ENV, preexec=setup)
                 limit = limit or (cgroup.hit() if cgroup else None)
                 if cgroup is not None:  # before the copy back: no process of it is left to race it (without a
                     cgroup.kill_and_remove()  # cgroup its PID namespace is dying; the copy skips a swapped-in link)

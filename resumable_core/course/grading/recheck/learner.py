@@ -11,6 +11,7 @@ import os
 import shutil
 import stat
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import syscalls
-from ..isolation import Backend, Guarantee, Job, Mount, Outcome, capped_folder
+from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder
 from ..learner_view import learner_library
 
 RPC = "/grading/rpc"
@@ -28,13 +29,22 @@ SHARED = "/grading/shared"
 """The one folder both sandboxes see, at the same path: the copies of handed paths, nothing else."""
 IN = "/grading/in"
 """Where each process finds its read-only inputs."""
+CONTROL = "/grading/control"
+"""Where the learner's process watches for the host's stop mark (read-only: the host's own folder)."""
+STOP = "stop"
 TRACE = "/grading/trace"
 """Where the checker finds the learner's process's system calls (a tracer outside both sandboxes writes them)."""
 SOCKET = "learner.sock"
 RESULT = "executed.ipynb"
 """The executed notebook, in the socket folder (the trusted side reads it while the process serves)."""
-ENDED = f"{SOCKET}.ended"
-"""Made when the learner's process has ended (so nothing waits for one that died)."""
+ENDED = "learner.ended"
+"""Made, in the host's own folder, when the learner's process has ended (so nothing waits for one that died)."""
+WRITABLE = ("rpc", "shared")
+"""The folders a learner's process may write: on a capped tmpfs of their own, apart from every file the host writes."""
+TRACE_CAP = 256 << 20
+"""Bytes of the learner's process's system-call trace (a capped tmpfs of its own, where one can be mounted)."""
+MARGIN = 30.0
+"""Seconds past its wall clock that the host waits for a learner's process before it counts it ended."""
 LEARNER_MODULE = "resumable_core.course.grading.inside.learner_server"
 CHECKER_MODULE = "resumable_core.course.grading.inside.checker"
 
@@ -43,15 +53,24 @@ CHECKER_MODULE = "resumable_core.course.grading.inside.checker"
 class Layout:
     """One re-run's folders on the host: each process's inputs, the socket folder, the shared folder.
 
-    Each is a :class:`.isolation.Mount`; where a process sees it is the backend's to say.
+    Each is a :class:`.isolation.Mount`; where a process sees it is the backend's to say. The
+    folders the learner's process may write (:data:`WRITABLE`) are on a capped tmpfs of their own,
+    the trace on another: filling them can fail only the learner's own calls, never a file the host
+    writes (its inputs, the copy back of a scratch folder, the ended mark), which live in ``folder``.
     """
 
     folder: Path
+    """The host's own folder: the inputs, the scratch folders, the ended mark."""
+    writable: Path
+    """The capped folder holding :data:`WRITABLE`."""
+    traces: Path
+    """The capped folder the tracer writes in."""
     backend: Backend
     inputs: dict[str, dict[str, Path]] = field(default_factory=lambda: {"learner": {}, "checker": {}})
 
     def host(self, name: str) -> Path:
-        path = self.folder / name
+        root = self.writable if name in WRITABLE else self.traces if name == "trace" else self.folder
+        path = root / name
         path.mkdir(exist_ok=True)
         return path
 
@@ -66,6 +85,8 @@ class Layout:
         ro = [Mount(p, f"{IN}/{name}") for name, p in self.inputs[side].items()]
         if side == "checker":  # the tracer writes it from outside; only the checker reads it
             ro.append(Mount(self.host("trace"), TRACE))
+        else:
+            ro.append(Mount(self.host("control"), CONTROL))
         return (*ro, Mount(self.host("rpc"), RPC, writable=True), Mount(self.host("shared"), SHARED, writable=True))
 
     def path(self, side: str, name: str) -> str:
@@ -89,9 +110,13 @@ def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Cal
     out: list[Outcome] = []
 
     def target() -> None:
-        out.append(layout.backend.run(job))
-        if ended is not None:
-            ended.touch()
+        try:
+            out.append(layout.backend.run(job))
+        except Exception as e:  # noqa: BLE001 - the host's own failure (a full disk): the process counts as ended
+            out.append(Outcome(-1, b"", f"the grader could not run it: {type(e).__name__}: {e}".encode(), None, 0.0))
+        finally:
+            if ended is not None:
+                ended.touch()
 
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
@@ -112,6 +137,7 @@ def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: 
         f"{layout.path('learner', 'rpc')}/{SOCKET}",
     ]
     argv += ["--timeout", str(int(timeout)), "--wall", str(wall)]
+    argv += ["--stop", f"{layout.backend.inside(Mount(layout.host('control'), CONTROL))}/{STOP}"]
     return argv + (["--kill-leftovers"] if kill_leftovers else [])
 
 
@@ -129,6 +155,8 @@ class LearnerProcess:
     wall: float
     wait: Callable[[], Outcome]
     stack: contextlib.ExitStack
+    deadline: float
+    """``time.monotonic()`` past which the host stops waiting for it (its wall clock and :data:`MARGIN`)."""
     result: Outcome | None = None
 
     @classmethod
@@ -148,9 +176,11 @@ class LearnerProcess:
         ``loopless``: on the library view whose loop refuses to run (:func:`..learner_view.learner_library`).
         """
         stack = contextlib.ExitStack()
+        own = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="resumable-recheck-")))
         # Both processes write here (the socket, the result, the copies): a capped tmpfs where one can be mounted.
-        tmp = stack.enter_context(capped_folder(backend.limits.disk))
-        layout = Layout(Path(tmp), backend)
+        writable = stack.enter_context(capped_folder(backend.limits.disk))
+        traces = stack.enter_context(capped_folder(TRACE_CAP))
+        layout = Layout(own, Path(writable), Path(traces), backend)
         scratch = layout.folder / "scratch-learner"
         if folder is not None:
             shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
@@ -164,15 +194,15 @@ class LearnerProcess:
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
         job = Job(tuple(argv), scratch, layout.mounts("learner"), wall=wall, library=library, tracer=tuple(tracer))
-        wait = start(layout, "learner", job, layout.host("rpc") / ENDED)
-        return cls(layout, assignment, wall, wait, stack)
+        wait = start(layout, "learner", job, layout.folder / ENDED)
+        return cls(layout, assignment, wall, wait, stack, time.monotonic() + wall + MARGIN)
 
     @property
     def traced(self) -> bool:
-        return (self.layout.folder / "trace").is_dir() and syscalls.available() is None
+        return (self.layout.traces / "trace").is_dir() and syscalls.available() is None
 
     def ended(self) -> bool:
-        return (self.layout.host("rpc") / ENDED).exists()
+        return (self.layout.folder / ENDED).exists() or time.monotonic() > self.deadline
 
     def executed(self, cap: int) -> tuple[Any | None, str | None]:
         """Wait until the cells ran (or the process ended); the executed notebook (None if unusable) and why.
@@ -185,7 +215,7 @@ class LearnerProcess:
             time.sleep(0.02)
         why = None
         if self.ended():
-            self.result = self.wait()
+            self.result = self.wait() if (self.layout.folder / ENDED).exists() else _overdue(self.wall)
             why = (
                 f"the sandbox hit its {self.result.limit} limit"
                 if self.result.limit
@@ -196,10 +226,15 @@ class LearnerProcess:
 
     def stop(self) -> Outcome:
         """End the process (if it still serves) and remove its folders; its result."""
-        (self.layout.host("rpc") / f"{SOCKET}.stop").touch()
+        (self.layout.host("control") / STOP).touch()
         result = self.result or self.wait()
         self.stack.close()
         return result
+
+
+def _overdue(wall: float) -> Outcome:
+    """The outcome of a learner's process the host gave up waiting for (its backend never returned)."""
+    return Outcome(-1, b"", b"", f"wall clock ({wall:g} s)", wall + MARGIN, Limit.WALL)
 
 
 def read_result(path: Path, cap: int) -> tuple[Any | None, str | None]:
