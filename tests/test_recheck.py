@@ -343,10 +343,10 @@ raise RuntimeError(repr(sorted(os.listdir("/grading/in"))) + repr(sorted(os.list
 
 @pytest.mark.slow
 def test_the_learners_process_gets_no_source_notebook(tmp_path):
-    """The learner's sandbox holds the submission and the release's setup cells, never the source notebook."""
+    """The learner's sandbox holds the submission, the release's setup cells and the host's marks, never the source notebook."""
     if not BOX:
         pytest.skip("bwrap is not installed (apt-get install bubblewrap)")
     report = _run(
         _submit(tmp_path, STEAL_THE_SOURCE), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
     )
-    assert report.load_errors[0]["error"] == "RuntimeError: ['notebook.ipynb']['in', 'lib', 'rpc', 'scratch', 'shared']"
+    assert report.load_errors[0]["error"] == "RuntimeError: ['notebook.ipynb']['control', 'in', 'lib', 'rpc', 'scratch', 'shared']"

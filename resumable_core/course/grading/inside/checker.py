@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, required=True, help="seconds per test cell")
     p.add_argument("--load-timeout", type=float, default=600.0, help="seconds to wait for the learner's process")
     p.add_argument("--trace", default=None, help="the learner's process's system calls (strace's output)")
+    p.add_argument("--ended", type=Path, help="appears when the learner's process has ended (default: SOCKET.ended)")
     args = p.parse_args(argv)
     out = os.fdopen(os.dup(1), "w")  # the result goes here; whatever a check prints goes to /dev/null
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     learner = Learner(args.learner, Path(args.shared))
     if args.trace:
         observe_with(Path(args.trace))
-    why = connect(learner, Path(f"{args.learner}.ended"), time.monotonic() + args.load_timeout)
+    ended = args.ended or Path(f"{args.learner}.ended")
+    why = connect(learner, ended, time.monotonic() + args.load_timeout)
     if why:
         wanted = only if only is not None else sorted(planned_calls(source, args.assignment))
         report = Report(dict.fromkeys(wanted, why), inconclusive=why)

@@ -23,10 +23,10 @@ from typing import Any
 
 from ...assignments import REGISTRY
 from ..budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
-from ..isolation import Backend, Job, Limit, Outcome, PlainBackend
+from ..isolation import Backend, Job, Limit, Mount, Outcome, PlainBackend
 from ..learner_view import kernel_notebook
 from ..notebook_cells import NOT_RUN, is_test, setup_cells, source_of
-from .learner import CHECKER_MODULE, SOCKET, LearnerProcess, read_result, start
+from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, LearnerProcess, read_result, start
 from .plan import CheckCall, UnknownCheckError, check_calls, graded_sources, planned_calls
 from .report import Report
 
@@ -60,6 +60,7 @@ def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, tim
     argv = [sys.executable, "-m", CHECKER_MODULE, "--source", layout.path("checker", "source.ipynb")]
     argv += ["--assignment", learner.assignment, "--learner", address, "--shared", layout.path("checker", "shared")]
     argv += ["--timeout", str(int(timeout))]
+    argv += ["--ended", f"{layout.backend.inside(Mount(layout.host('control'), CONTROL))}/{ENDED}"]
     argv += ["--only", ",".join(only)] if only is not None else []
     if learner.traced:
         argv += ["--trace", layout.trace("checker")]

@@ -37,8 +37,8 @@ TRACE = "/grading/trace"
 SOCKET = "learner.sock"
 RESULT = "executed.ipynb"
 """The executed notebook, in the socket folder (the trusted side reads it while the process serves)."""
-ENDED = "learner.ended"
-"""Made, in the host's own folder, when the learner's process has ended (so nothing waits for one that died)."""
+ENDED = "ended"
+"""Made in the control folder when the learner's process has ended (so nothing waits for one that died)."""
 WRITABLE = ("rpc", "shared")
 """The folders a learner's process may write: on a capped tmpfs of their own, apart from every file the host writes."""
 TRACE_CAP = 256 << 20
@@ -85,8 +85,7 @@ class Layout:
         ro = [Mount(p, f"{IN}/{name}") for name, p in self.inputs[side].items()]
         if side == "checker":  # the tracer writes it from outside; only the checker reads it
             ro.append(Mount(self.host("trace"), TRACE))
-        else:
-            ro.append(Mount(self.host("control"), CONTROL))
+        ro.append(Mount(self.host("control"), CONTROL))  # the host's marks: stop, ended
         return (*ro, Mount(self.host("rpc"), RPC, writable=True), Mount(self.host("shared"), SHARED, writable=True))
 
     def path(self, side: str, name: str) -> str:
@@ -194,7 +193,7 @@ class LearnerProcess:
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
         job = Job(tuple(argv), scratch, layout.mounts("learner"), wall=wall, library=library, tracer=tuple(tracer))
-        wait = start(layout, "learner", job, layout.folder / ENDED)
+        wait = start(layout, "learner", job, layout.host("control") / ENDED)
         return cls(layout, assignment, wall, wait, stack, time.monotonic() + wall + MARGIN)
 
     @property
@@ -202,7 +201,7 @@ class LearnerProcess:
         return (self.layout.traces / "trace").is_dir() and syscalls.available() is None
 
     def ended(self) -> bool:
-        return (self.layout.folder / ENDED).exists() or time.monotonic() > self.deadline
+        return (self.layout.host("control") / ENDED).exists() or time.monotonic() > self.deadline
 
     def executed(self, cap: int) -> tuple[Any | None, str | None]:
         """Wait until the cells ran (or the process ended); the executed notebook (None if unusable) and why.
@@ -215,7 +214,7 @@ class LearnerProcess:
             time.sleep(0.02)
         why = None
         if self.ended():
-            self.result = self.wait() if (self.layout.folder / ENDED).exists() else _overdue(self.wall)
+            self.result = self.wait() if (self.layout.host("control") / ENDED).exists() else _overdue(self.wall)
             why = (
                 f"the sandbox hit its {self.result.limit} limit"
                 if self.result.limit
