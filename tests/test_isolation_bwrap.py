@@ -267,3 +267,29 @@ def test_without_bwrap_available_says_why(monkeypatch):
         assert info.value.reason == "bwrap is not installed" and info.value.backend == "bwrap"
     finally:
         bwrap_backend._probe.cache_clear()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_sparse_files_come_back_no_bigger_than_the_disk_cap(library, tmp_path):
+    """Forty sparse 64 MiB files take no room in the tmpfs; copied back (holes as bytes) they stop at its size."""
+    code = """
+        for i in range(40):
+            with open(f"sparse{i}", "wb") as f:
+                f.seek((64 << 20) - 1)
+                f.write(b"x")
+        """
+    result = _run(library, tmp_path, code, Limits(disk=128 << 20, wall=60))
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    kept = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert 0 < kept <= 128 << 20
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
+def test_a_job_that_keeps_no_scratch_leaves_nothing_on_the_host(library, tmp_path):
+    """With keep_scratch=False, what a job writes in its scratch folder stays in its tmpfs and goes with it."""
+    (tmp_path / "given.txt").write_text("given")
+    code = "open('left.txt', 'w').write('x'); print(open('given.txt').read())"
+    job = Job((sys.executable, "-c", code), tmp_path, keep_scratch=False)
+    result = BwrapBackend(library, Limits(wall=60)).run(job)
+    assert result.stdout == b"given\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["given.txt"]

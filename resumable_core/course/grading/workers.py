@@ -198,7 +198,10 @@ def worker_main(argv: list[str]) -> int:
             error = f"{GRADING_STOPPED}: {type(e).__name__}: {e}"[:ERROR_TAIL]
             report = StudentReport(student, str(root), success=False, error=error)
             report.seconds = round(time.monotonic() - started, 2)
-        write_report(root, report)
+        try:
+            write_report(root, report)
+        except OSError:  # a full disk: that student has no report (failed), the next is graded all the same
+            log.exception("the report of %s could not be written", student)
     return 0
 
 

@@ -72,6 +72,8 @@ class Job:
     """The folder holding the ``resumable_core`` it imports (None: the backend's)."""
     tracer: tuple[str, ...] = ()
     """A command put in front of the job, outside whatever isolates it (the re-check's strace, :mod:`..syscalls`)."""
+    keep_scratch: bool = True
+    """Whether ``scratch`` holds what the job left there afterwards; False: nothing of it comes back to the host."""
 
 
 @dataclass

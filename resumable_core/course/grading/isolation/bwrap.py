@@ -219,7 +219,8 @@ class BwrapBackend:
                     cgroup.kill_and_remove()  # cgroup its PID namespace is dying; the copy skips a swapped-in link)
                 if disk is not None:
                     limit = limit or (Limit.DISK if disk.full() else None)
-                    disk.copy_back(scratch)
+                    if job.keep_scratch:
+                        disk.copy_back(scratch)
             finally:
                 if cgroup is not None:
                     cgroup.kill_and_remove()

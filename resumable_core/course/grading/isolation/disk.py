@@ -36,22 +36,31 @@ def umount(target: Path) -> None:
         raise OSError(err, os.strerror(err), str(target))
 
 
-def _copy_file(src: str, dest: Path) -> None:
-    """Copy ``src`` if it is a regular file; a symlink, fifo, socket or device (even one swapped in) is skipped."""
+def _copy_file(src: str, dest: Path, left: int) -> int:
+    """Copy ``src`` if it is a regular file of at most ``left`` bytes; the bytes written.
+
+    A symlink, fifo, socket or device (even one swapped in) is skipped, and so is a file too big
+    for what is left: its size is what a copy writes, holes and all (a sparse file of 64 MiB takes
+    no room in the tmpfs but 64 MiB on the disk it is copied to).
+    """
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:  # a symlink (ELOOP), a fifo with no writer, or gone
-        return
+        return 0
     with os.fdopen(fd, "rb") as f:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISREG(mode):
-            with open(dest, "wb") as out:
-                shutil.copyfileobj(f, out, 1 << 20)
-            os.chmod(dest, stat.S_IMODE(mode) & 0o777)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > left:
+            return 0
+        with open(dest, "wb") as out:
+            shutil.copyfileobj(f, out, 1 << 20)
+            written = out.tell()
+        os.chmod(dest, stat.S_IMODE(st.st_mode) & 0o777)
+        return written
 
 
-def copy_regular(src: Path, dest: Path) -> None:
-    """The folders and regular files under ``src`` into ``dest``; nothing else, no link followed."""
+def copy_regular(src: Path, dest: Path, budget: int | None = None) -> None:
+    """The folders and regular files under ``src`` into ``dest``, at most ``budget`` bytes; no link followed."""
+    left = (1 << 62) if budget is None else budget
     todo = [(src, dest)]  # a loop, not recursion: a learner may nest folders thousands deep
     while todo:
         here, there = todo.pop()
@@ -61,7 +70,7 @@ def copy_regular(src: Path, dest: Path) -> None:
                     (there / entry.name).mkdir(exist_ok=True)
                     todo.append((Path(entry.path), there / entry.name))
                 elif entry.is_file(follow_symlinks=False):
-                    _copy_file(entry.path, there / entry.name)
+                    left -= _copy_file(entry.path, there / entry.name, left)
 
 
 def _empty(folder: Path) -> None:
@@ -89,13 +98,16 @@ class Disk:
         # Beside the scratch folder, never inside it (a TMPDIR under it): the copy in would copy itself.
         self.path = Path(tempfile.mkdtemp(prefix=owned("resumable-sandbox-disk-"), dir=scratch.parent))
         self.mounted = False
+        self.capacity = size
         try:
             _mount_tmpfs(self.path, _MS_NOSUID | _MS_NODEV, "mode=0700")
             self.mounted = True
             copy_regular(scratch, self.path)
             used = os.statvfs(self.path)
             blocks, inodes = used.f_blocks - used.f_bfree, used.f_files - used.f_ffree
-            options = f"size={blocks * used.f_frsize + size},nr_inodes={inodes + max(1024, size // 4096)}"
+            self.capacity = blocks * used.f_frsize + size
+            """Bytes it may hold: what was copied in, and the disk cap (all a copy back may write)."""
+            options = f"size={self.capacity},nr_inodes={inodes + max(1024, size // 4096)}"
             _mount_tmpfs(self.path, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV, options)
         except OSError:
             self.remove()
@@ -109,7 +121,7 @@ class Disk:
     def copy_back(self, scratch: Path) -> None:
         """Make ``scratch`` hold what the sandbox left (call only when every process of it is dead)."""
         _empty(scratch)
-        copy_regular(self.path, scratch)
+        copy_regular(self.path, scratch, self.capacity)
 
     def remove(self) -> None:
         if self.mounted:

@@ -43,6 +43,8 @@ WRITABLE = ("rpc", "shared")
 """The folders a learner's process may write: on a capped tmpfs of their own, apart from every file the host writes."""
 TRACE_CAP = 256 << 20
 """Bytes of the learner's process's system-call trace (a capped tmpfs of its own, where one can be mounted)."""
+STOP_GRACE = 15.0
+"""Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.2 s)."""
 MARGIN = 30.0
 """Seconds past its wall clock that the host waits for a learner's process before it counts it ended."""
 LEARNER_MODULE = "resumable_core.course.grading.inside.learner_server"
@@ -101,8 +103,8 @@ class Layout:
         return str(self.host("trace") / "learner.trace")
 
 
-def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Callable[[], Outcome]:
-    """Run ``job`` on the layout's backend, on a thread; returns what waits for its outcome.
+def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Callable[..., Outcome | None]:
+    """Run ``job`` on the layout's backend, on a thread; returns what waits for its outcome (None: not in time).
 
     ``ended`` is created when it ends (so the checker stops waiting for a learner's process that died).
     """
@@ -120,8 +122,10 @@ def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Cal
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
 
-    def wait() -> Outcome:
-        thread.join()
+    def wait(timeout: float | None = None) -> Outcome | None:
+        thread.join(timeout)
+        if thread.is_alive():
+            return None
         return out[0] if out else Outcome(-1, b"", b"", None, 0.0)
 
     return wait
@@ -152,7 +156,7 @@ class LearnerProcess:
     layout: Layout
     assignment: str
     wall: float
-    wait: Callable[[], Outcome]
+    wait: Callable[..., Outcome | None]
     stack: contextlib.ExitStack
     deadline: float
     """``time.monotonic()`` past which the host stops waiting for it (its wall clock and :data:`MARGIN`)."""
@@ -175,7 +179,9 @@ class LearnerProcess:
         ``loopless``: on the library view whose loop refuses to run (:func:`..learner_view.learner_library`).
         """
         stack = contextlib.ExitStack()
-        own = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="resumable-recheck-")))
+        own = Path(
+            stack.enter_context(tempfile.TemporaryDirectory(prefix="resumable-recheck-", ignore_cleanup_errors=True))
+        )
         # Both processes write here (the socket, the result, the copies): a capped tmpfs where one can be mounted.
         writable = stack.enter_context(capped_folder(backend.limits.disk))
         traces = stack.enter_context(capped_folder(TRACE_CAP))
@@ -192,7 +198,15 @@ class LearnerProcess:
         )
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
-        job = Job(tuple(argv), scratch, layout.mounts("learner"), wall=wall, library=library, tracer=tuple(tracer))
+        job = Job(
+            tuple(argv),
+            scratch,
+            layout.mounts("learner"),
+            wall=wall,
+            library=library,
+            tracer=tuple(tracer),
+            keep_scratch=False,  # nothing reads it after: what the learner leaves there never reaches the host's disk
+        )
         wait = start(layout, "learner", job, layout.host("control") / ENDED)
         return cls(layout, assignment, wall, wait, stack, time.monotonic() + wall + MARGIN)
 
@@ -214,7 +228,9 @@ class LearnerProcess:
             time.sleep(0.02)
         why = None
         if self.ended():
-            self.result = self.wait() if (self.layout.host("control") / ENDED).exists() else _overdue(self.wall)
+            self.result = (self.wait() if (self.layout.host("control") / ENDED).exists() else None) or _overdue(
+                self.wall
+            )
             why = (
                 f"the sandbox hit its {self.result.limit} limit"
                 if self.result.limit
@@ -224,11 +240,23 @@ class LearnerProcess:
         return nb, why or unusable
 
     def stop(self) -> Outcome:
-        """End the process (if it still serves) and remove its folders; its result."""
-        (self.layout.host("control") / STOP).touch()
-        result = self.result or self.wait()
+        """End the process (if it still serves) and remove its folders; its result.
+
+        One that ignores the stop mark for :data:`STOP_GRACE` seconds is left to its wall clock,
+        its folders removed when its sandbox ends: the worker goes on at once.
+        """
+        with contextlib.suppress(OSError):
+            (self.layout.host("control") / STOP).touch()
+        result = self.result or self.wait(STOP_GRACE)
+        if result is None:
+            threading.Thread(target=self._close_when_ended, daemon=True).start()
+            return _overdue(self.wall)
         self.stack.close()
         return result
+
+    def _close_when_ended(self) -> None:
+        self.wait()
+        self.stack.close()
 
 
 def _overdue(wall: float) -> Outcome:
