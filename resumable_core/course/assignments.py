@@ -52,9 +52,10 @@ class Assignment:
 REGISTRY: dict[str, Assignment] = {
     a.name: a
     for a in (
-        Assignment("reconcile", 1),
-        Assignment("postmortem", 2),
-        Assignment("resume_skeleton", 3),
+        # The order of the lessons that lead to them: lesson 1, 2 and 3's exercises, then the whole path.
+        Assignment("resume_skeleton", 1),
+        Assignment("reconcile", 2),
+        Assignment("postmortem", 3),
         Assignment("resume", 4, answer_is_a_loop=True),
     )
 }
