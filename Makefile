@@ -8,6 +8,7 @@ export PATH := $(BIN):$(PATH)
 .PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit clean
 
 $(STAMP): pyproject.toml
+	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[lab,course,dev]'
@@ -20,8 +21,16 @@ setup: $(STAMP)
 LAB_FLAGS := --notebook-dir=$(CURDIR) --LabApp.news_url=None \
 	--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	$(if $(filter 0,$(shell id -u)),--allow-root,)
+# JupyterLab takes its settings' defaults from overrides.json in its app settings folder (`jupyter
+# lab path`: the Application directory's settings/). The kit's, the same as the student kit's, say
+# never to fetch news (so no "official Jupyter news?" pop-up) nor check for updates.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-lab: setup  ## open JupyterLab on the lessons
+$(LAB_OVERRIDES): resumable_core/course/kit/lab-settings/overrides.json | $(STAMP)
+	mkdir -p $(@D)
+	cp $< $@
+
+lab: setup $(LAB_OVERRIDES)  ## open JupyterLab on the lessons
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
 
 test: setup lint  ## lint, types, then every test; then the core suite on 3.12 and 3.13

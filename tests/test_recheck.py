@@ -349,4 +349,7 @@ def test_the_learners_process_gets_no_source_notebook(tmp_path):
     report = _run(
         _submit(tmp_path, STEAL_THE_SOURCE), "reconcile", source=RECONCILE, only=["test_reconcile_B"], timeout=30
     )
-    assert report.load_errors[0]["error"] == "RuntimeError: ['notebook.ipynb']['control', 'in', 'lib', 'rpc', 'scratch', 'shared']"
+    assert (
+        report.load_errors[0]["error"]
+        == "RuntimeError: ['notebook.ipynb']['control', 'in', 'lib', 'rpc', 'scratch', 'shared']"
+    )

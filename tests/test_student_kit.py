@@ -195,15 +195,35 @@ def test_kit_holds_the_manifest(built: tuple[Path, Path]) -> None:
 
 
 def test_zip_is_deterministic(built: tuple[Path, Path], tmp_path: Path) -> None:
-    """Two builds write the same bytes: sorted entries, fixed dates and modes."""
+    """Two builds write the same bytes: sorted entries, one date (the source's, not 1980's) and fixed modes."""
     archive, _ = built
     _, again = student_kit.build(tmp_path)
     assert again.read_bytes() == archive.read_bytes()
     with zipfile.ZipFile(archive) as z:
         infos = z.infolist()
     assert [i.filename for i in infos] == sorted(i.filename for i in infos)
-    assert {i.date_time for i in infos} == {student_kit.ZIP_DATE}
+    assert {i.date_time for i in infos} == {student_kit.zip_date(student_kit.source_epoch())}
+    assert all(i.date_time >= (2020, 1, 1, 0, 0, 0) for i in infos)
     assert all(i.filename.startswith(f"{student_kit.KIT_NAME}/") for i in infos)
+
+
+def test_zip_date_is_the_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The kit's date is SOURCE_DATE_EPOCH, else the last commit's, else a recent constant; zip's 1980 at the earliest."""
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1767225601")
+    assert student_kit.source_epoch() == 1767225601
+    student_kit.write_zip({"a.txt": b"a"}, tmp_path / "a.zip", student_kit.zip_date(student_kit.source_epoch()))
+    with zipfile.ZipFile(tmp_path / "a.zip") as z:
+        assert z.getinfo(f"{student_kit.KIT_NAME}/a.txt").date_time == (2026, 1, 1, 0, 0, 0)  # zip keeps even seconds
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")
+    with pytest.raises(student_kit.StudentKitError, match="SOURCE_DATE_EPOCH"):
+        student_kit.source_epoch()
+    monkeypatch.delenv("SOURCE_DATE_EPOCH")
+    assert student_kit.source_epoch(tmp_path) == student_kit.FALLBACK_EPOCH  # not a checkout
+    assert student_kit.zip_date(student_kit.FALLBACK_EPOCH)[0] >= 2026
+    if (ROOT / ".git").exists() and shutil.which("git"):
+        last = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%ct"], capture_output=True, text=True)
+        assert student_kit.source_epoch(ROOT) == int(last.stdout)
+    assert student_kit.zip_date(0) == (1980, 1, 1, 0, 0, 0)
 
 
 def test_no_solution_region(built: tuple[Path, Path]) -> None:

@@ -11,9 +11,12 @@ under ``resumable_core/course/kit/``. ``tests/test_student_kit.py`` checks the z
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
+import subprocess
 import sys
+import time
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -42,7 +45,10 @@ JUNK_NAMES = frozenset(
 JUNK_SUFFIXES = (".pyc", ".pyo")
 # The kit's [dev] extra: only what its own tests need, at the repository's pinned versions.
 KIT_DEV_PACKAGES = ("pytest",)
-ZIP_DATE = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: every build writes the same bytes
+# Every entry of the zip carries one date, the source's, so builds of one commit write the same bytes:
+# SOURCE_DATE_EPOCH (reproducible-builds.org) if set, else the last commit's date, else this one.
+FALLBACK_EPOCH = 1767225600  # 2026-01-01 00:00:00 UTC
+ZIP_EARLIEST_EPOCH = 315532800  # 1980-01-01 00:00:00 UTC: no zip entry can be dated before
 TEMPLATE_SUFFIX = ".in"  # a template whose @NAME@ fields are filled from the repository's pyproject
 
 
@@ -153,11 +159,36 @@ def write_folder(contents: dict[str, bytes], folder: Path) -> None:
         path.write_bytes(data)
 
 
-def write_zip(contents: dict[str, bytes], path: Path) -> None:
-    """Write the kit as a zip under one top folder: sorted entries, fixed dates and modes."""
+def source_epoch(root: Path = REPO_ROOT) -> int:
+    """The kit's date in seconds since 1970: ``SOURCE_DATE_EPOCH``, else ``root``'s last commit, else a constant."""
+    given = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if given:
+        if not given.isdigit():
+            raise StudentKitError(root, f"SOURCE_DATE_EPOCH={given!r} is not a number of seconds since 1970")
+        return int(given)
+    if not (root / ".git").exists():  # not a checkout (or inside someone else's): no commit date to ask for
+        return FALLBACK_EPOCH
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):  # no git on this machine, or a hung one
+        return FALLBACK_EPOCH
+    stamp = done.stdout.strip()
+    return int(stamp) if done.returncode == 0 and stamp.isdigit() else FALLBACK_EPOCH
+
+
+def zip_date(epoch: int) -> tuple[int, int, int, int, int, int]:
+    """A zip entry's date and time for ``epoch``: UTC, so every machine writes the same, to zip's 2 s."""
+    year, month, day, hour, minute, second = time.gmtime(max(epoch, ZIP_EARLIEST_EPOCH))[:6]
+    return year, month, day, hour, minute, second - second % 2
+
+
+def write_zip(contents: dict[str, bytes], path: Path, date_time: tuple[int, int, int, int, int, int]) -> None:
+    """Write the kit as a zip under one top folder: sorted entries, one date (``date_time``), fixed modes."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(contents):
-            info = zipfile.ZipInfo(f"{KIT_NAME}/{name}", date_time=ZIP_DATE)
+            info = zipfile.ZipInfo(f"{KIT_NAME}/{name}", date_time=date_time)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3  # Unix, so the mode below is read on every platform
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
@@ -170,7 +201,7 @@ def build(out: Path, root: Path = REPO_ROOT) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     folder, archive = out / KIT_NAME, out / f"{KIT_NAME}.zip"
     write_folder(contents, folder)
-    write_zip(contents, archive)
+    write_zip(contents, archive, zip_date(source_epoch(root)))
     return folder, archive
 
 
