@@ -26,6 +26,16 @@ def library(tmp_path_factory) -> Path:
     return library_copy(tmp_path_factory.mktemp("lib") / "lib")
 
 
+@pytest.fixture(autouse=True)
+def _stop_serving_learners():
+    """A notebook whose cells all ran leaves its learner's process serving (a worker stops it): stop it here."""
+    yield
+    from resumable_core.course.grading import execute
+
+    for key in list(execute.RUNNING):
+        execute.RUNNING.pop(key).stop()
+
+
 def _running_with(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
