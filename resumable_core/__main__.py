@@ -50,9 +50,18 @@ def _missing_dependency(error: ModuleNotFoundError) -> bool:
     return not (error.name or "resumable_core").startswith("resumable_core")
 
 
+def _distribution() -> str:
+    """The name this install of ``resumable_core`` goes by (the repository's, or the student kit's)."""
+    from importlib.metadata import packages_distributions
+
+    return (packages_distributions().get("resumable_core") or ["resumable-core"])[0]
+
+
 def _install_hint(extra: str, missing: str | None) -> str:
     package = (missing or "a dependency").split(".")[0]
-    return f"this command needs the [{extra}] extra ({package} is not installed): pip install 'resumable-core[{extra}]'"
+    return (
+        f"this command needs the [{extra}] extra ({package} is not installed): pip install '{_distribution()}[{extra}]'"
+    )
 
 
 def _add_wing(sub: Any, wing: Wing) -> None:

@@ -173,3 +173,27 @@ def test_a_bad_argument_from_the_command_line_exits_2() -> None:
         "check: exercises/nope.ipynb: no such file; give the path of an exercise notebook, "
         "e.g. exercises/reconcile/reconcile.ipynb"
     ]
+
+
+@pytest.mark.slow
+def test_a_syntax_error_in_an_answer_is_reported_before_the_tests(tmp_path: Path) -> None:
+    """An answer Python cannot read is the report's first line after the title, before the NameErrors it causes."""
+    path = exercise(tmp_path, "def double(x)\n    return 2 * x")
+    text, passed = self_check.run_check(path)
+    lines = text.splitlines()
+    assert not passed and lines[2].startswith("Fix this first: Python cannot read this cell")
+    assert "answer double" in lines[3] and "SyntaxError" in lines[3]
+    assert lines.index(lines[3]) < next(i for i, ln in enumerate(lines) if "test_double" in ln)
+
+
+def test_the_command_to_run_again_is_the_one_the_learner_has(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """make check's own command when it ran the check; else this interpreter as a path from here, or python."""
+    path = Path("exercises/reconcile/reconcile.ipynb")
+    monkeypatch.setenv(self_check.COMMAND_VARIABLE, "make check NB={path}")
+    assert self_check.check_command(path) == f"make check NB={path}"
+    monkeypatch.delenv(self_check.COMMAND_VARIABLE)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
+    monkeypatch.chdir(tmp_path)
+    assert self_check.check_command(path) == f".venv/bin/python -m resumable_core check {path}"
+    monkeypatch.chdir(ROOT.parent)
+    assert self_check.check_command(path) == f"python -m resumable_core check {path}"

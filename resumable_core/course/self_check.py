@@ -213,6 +213,25 @@ def result_of(cell: Any) -> TestResult:
     return TestResult(name, points, PASSED, checks)
 
 
+SYNTAX_ERRORS = ("SyntaxError", "IndentationError", "TabError")
+"""Errors Python raises before a cell runs at all: whatever the cell defines is missing for every test after it."""
+
+
+def syntax_errors(nb: Any) -> list[str]:
+    """The answer cells (and cells the learner added) that do not parse, each with where and why."""
+    out = []
+    tests = {id(cell) for cell in graded_cells(nb)}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or id(cell) in tests:
+            continue
+        error = error_of(cell)
+        if error is not None and error.ename in SYNTAX_ERRORS:
+            grade_id = _nbgrader(cell).get("grade_id")
+            label = "a cell you added" if grade_id is None else f"answer {grade_id}"
+            out.append(f"cell {index} ({label}): " + "\n      ".join(_message(error)))
+    return out
+
+
 def other_errors(nb: Any) -> Iterator[str]:
     """Errors in cells that are not tests (answers, setup, cells the learner added): a test after them may fail for them."""
     tests = {id(cell) for cell in graded_cells(nb)}
@@ -247,6 +266,10 @@ def report(path: Path, nb: Any, command: str) -> tuple[str, bool]:
     visible = [r for r in results if r.status != HIDDEN]
     failed = [r for r in visible if r.status == FAILED]
     lines = [f"{path}: the visible tests, run top to bottom on a fresh kernel as grading runs them", ""]
+    broken = syntax_errors(nb)
+    if broken:  # first: every test after such a cell fails with a NameError that says nothing of why
+        lines += ["Fix this first: Python cannot read this cell, so nothing it defines exists for the tests:"]
+        lines += [f"  {error}" for error in broken] + [""]
     for result in results:
         lines += _result_lines(result)
     errors = list(other_errors(nb))
@@ -270,7 +293,7 @@ def next_steps(path: Path, nb: Any, results: list[TestResult], command: str) -> 
         steps = [
             "Next: fix the answer cells the FAILED tests above check, save the notebook, and run",
             f"  {command}",
-            "again. Each message above is whole (nbgrader validate cuts them to about 80 characters).",
+            "again. Each message above is whole, as the grader's feedback will show it.",
         ]
     else:
         steps = [f"Next: every visible test passes; submit {path} as your instructor asks."]
@@ -313,10 +336,31 @@ def read_exercise(path: Path) -> Any:
     return nb
 
 
+COMMAND_VARIABLE = "RESUMABLE_CHECK_COMMAND"
+"""Set by the kit's ``make check`` to the command it was run as (``{path}`` stands for the notebook)."""
+
+
+def check_command(path: Path) -> str:
+    """The command that runs this check again, as the learner can type it here.
+
+    ``make check NB=...`` when that is how it was run; else this interpreter as a path from the
+    current folder (``.venv/bin/python``), or ``python`` when it is not under it.
+    """
+    given = os.environ.get(COMMAND_VARIABLE)
+    if given:
+        return given.replace("{path}", str(path))
+    python = Path(sys.executable)
+    try:
+        shown = str(python.relative_to(Path.cwd()))
+    except ValueError:
+        shown = "python"
+    return f"{shown} -m resumable_core check {path}"
+
+
 def run_check(path: Path, *, timeout: int = CELL_TIMEOUT, command: str | None = None) -> tuple[str, bool]:
     """Run the exercise at ``path`` whole on a fresh kernel; its report and whether every visible test passed."""
     read_exercise(path)
-    command = command or f"python -m resumable_core check {path}"
+    command = command or check_command(path)
     from nbclient.exceptions import DeadKernelError
 
     warm_matplotlib_cache()
