@@ -195,5 +195,6 @@ def test_the_command_to_run_again_is_the_one_the_learner_has(tmp_path: Path, mon
     monkeypatch.setattr(sys, "executable", str(tmp_path / ".venv" / "bin" / "python"))
     monkeypatch.chdir(tmp_path)
     assert self_check.check_command(path) == f".venv/bin/python -m resumable_core check {path}"
-    monkeypatch.chdir(ROOT.parent)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the interpreter is not under the current folder
     assert self_check.check_command(path) == f"python -m resumable_core check {path}"
