@@ -53,67 +53,6 @@ def _run(library: Path, scratch: Path, code: str, limits: Limits | None = None) 
     return box.run(Job((sys.executable, "-c", textwrap.dedent(code)), scratch))
 
 
-def _lines(result: Outcome) -> list[str]:
-    return result.stdout.decode().split()
-
-
-def _running_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
-                found.append(int(entry.name))
-        except OSError:  # the process ended while we looked
-            continue
-    return found
-
-
-def _can_make(controller: str) -> bool:
-    return any(controller in names for names in cgroup.cgroup_parents().values())
-
-
-SPREAD = """
-import os, select
-ready_r, ready_w = os.pipe()
-release_r, release_w = os.pipe()
-kids = set()
-for _ in range({n}):
-    pid = os.fork()
-    if pid == 0:
-        os.close(release_w)  # else no child ever sees the release
-        share = b"x" * ({mib} << 20)  # written, so resident
-        os.write(ready_w, b"%d " % os.getpid())
-        os.read(release_r, 1)  # hold it until every child holds its share or is dead
-        os._exit(0)
-    kids.add(pid)
-ready, ended = set(), dict()
-while ready | set(ended) != kids:
-    if select.select([ready_r], [], [], 0.1)[0]:
-        ready.update(int(p) for p in os.read(ready_r, 4096).split())
-    for pid in kids - set(ended):
-        got, status = os.waitpid(pid, os.WNOHANG)
-        if got:
-            ended[pid] = status
-os.close(release_w)
-ended.update((pid, os.waitpid(pid, 0)[1]) for pid in kids - set(ended))
-held = [pid for pid in ready if ended[pid] & 0x7F != 9]
-print(len(held), sum(status & 0x7F == 9 for status in ended.values()))
-"""
-
-
-FILLER = """
-import errno
-written = 0
-try:
-    for i in range(100_000):
-        with open(f"small-{i}", "wb") as f:
-            f.write(b"x" * 1000)
-        written += 1
-except OSError as e:
-    print(errno.errorcode[e.errno], written)
-"""
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
 def test_only_folders_and_regular_files_come_back_from_scratch(library, tmp_path):
     """A symlink to a host file, a fifo and a symlinked folder left in scratch never reach the grader."""
@@ -235,25 +174,6 @@ def test_a_cgroup_limit_that_cannot_be_set_leaves_out_only_its_controller(tmp_pa
     (tmp_path / "cpu.max").mkdir()  # writing it fails as a refused quota does (an OSError)
     held = cgroup._set_limits(tmp_path, frozenset({"memory", "pids", "cpu"}), Limits(memory=1 << 30, processes=64))
     assert held == {"memory", "pids"} and (tmp_path / "pids.max").read_text() == "64"
-
-
-BURNERS = """
-import os, resource, time
-started = time.monotonic()
-kids = []
-for _ in range({n}):
-    pid = os.fork()
-    if pid == 0:
-        end = time.monotonic() + {seconds}
-        while time.monotonic() < end:
-            pass
-        os._exit(0)
-    kids.append(pid)
-for pid in kids:
-    os.waitpid(pid, 0)
-used = resource.getrusage(resource.RUSAGE_CHILDREN)
-print((used.ru_utime + used.ru_stime) / (time.monotonic() - started))
-"""
 
 
 def test_without_bwrap_available_says_why(monkeypatch):
