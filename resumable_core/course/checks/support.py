@@ -11,10 +11,12 @@ one folder per process that goes when the process exits; none depends on the wor
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -186,11 +188,22 @@ def dangling(
     return cp
 
 
+def call_learner(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` with what it writes to ``sys.stderr`` shown on stdout instead.
+
+    nbgrader scores a test cell that writes to stderr 0, so a learner's debugging print to stderr
+    would cost points that plain ``nbgrader autograde`` and the kit's grader must agree on. Every
+    check calls the learner's functions through this.
+    """
+    with contextlib.redirect_stderr(sys.stdout):
+        return fn(*args, **kwargs)
+
+
 def run_reconcile(fn: Reconcile, cp: Checkpoint, tools: Toolbox) -> tuple[Checkpoint, Checkpoint]:
     """Call the learner's ``fn(cp, tools)``; return (a copy of cp before, the checkpoint it returned)."""
     before = cp.model_copy(deep=True)
     try:
-        out = fn(cp, tools)
+        out = call_learner(fn, cp, tools)
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         raise CheckFailed(f"reconcile raised {type(e).__name__}: {e}") from None
     if type(out) is not Checkpoint:
