@@ -66,6 +66,7 @@ def test_a_broken_resume_is_shown_not_raised() -> None:
         import resumable_core as rc
 
         cp = rc.load_checkpoint(path)
+        assert cp is not None
         return client.messages.create(model=rc.model_id(), max_tokens=64, messages=cp.messages, tools=tools.schemas())
 
     (raised,) = lab.crash_test(raises, crash_points=["after_tool"]).rows
@@ -135,5 +136,5 @@ def test_crash_test_and_its_default_reconcile_answer_no_check() -> None:
         resume_checks.check_crash_after_tool(lab.crash_test)
     with pytest.raises(CheckFailed):
         reconcile_checks.check_checkpoint_b(module._status_unknown_for_every_call)
-    source = Path(module.__file__).read_text(encoding="utf-8")
+    source = Path(str(module.__file__)).read_text(encoding="utf-8")
     assert "messages.create" not in source and "def resume" not in source
