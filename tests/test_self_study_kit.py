@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -140,3 +141,64 @@ def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
     print(f"self-study kit make test: {time.perf_counter() - started:.1f} s")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+
+
+CHROMIUM = Path(os.environ.get("RESUMABLE_TEST_CHROMIUM", "/usr/bin/chromium"))
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_jupyterlab_renders_the_worked_solution_folded(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """In JupyterLab 4 (headless Chromium), a worked solution shows only its summary until clicked, then its code."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"no chromium at {CHROMIUM}: install it with `apt-get install -y chromium`")
+    from playwright.sync_api import expect, sync_playwright
+
+    firsts = {  # each exercise's first worked solution
+        path: next(c for c in _cells(path) if c["id"].endswith(student_kit.WORKED_SUFFIX))
+        for path in sorted((built[1] / "exercises").glob("*/*.ipynb"))
+    }
+    exercise, first = next((p, c) for p, c in firsts.items() if "```python" in "".join(c["source"]))
+    body = "".join(first["source"]).split("</summary>", 1)[1]
+    line = next(ln for ln in body.splitlines() if ln.strip() and not ln.startswith(("`", "<")))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+    }
+    args = ["--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--allow-root"]
+    with (tmp_path / "lab.log").open("wb") as log:
+        lab = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", *args, f"--notebook-dir={built[1]}"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox"])
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                url = f"http://127.0.0.1:{port}/lab/tree/{exercise.relative_to(built[1]).as_posix()}"
+                for _ in range(120):  # the server takes a few seconds to listen
+                    try:
+                        page.goto(url, timeout=90_000)
+                        break
+                    except Exception:  # noqa: BLE001 - connection refused until it listens
+                        time.sleep(0.5)
+                details = page.locator(".jp-RenderedMarkdown details").first
+                expect(details).to_be_attached(timeout=90_000)
+                summary, code = details.locator("summary"), details.locator("pre").first
+                expect(summary).to_contain_text(student_kit.WORKED_SUMMARY)
+                assert details.evaluate("d => d.open") is False and not code.is_visible()
+                summary.click()
+                expect(code).to_be_visible()
+                expect(code).to_contain_text(line.strip())
+            finally:
+                browser.close()
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
