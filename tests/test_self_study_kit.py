@@ -128,6 +128,24 @@ def test_check_all_in_the_student_kit_says_where_the_hidden_tests_are(
         self_check.every_test(ROOT / "exercises" / "reconcile" / "reconcile.ipynb")
 
 
+def test_the_kits_make_check_takes_all(built: tuple[Path, Path]) -> None:
+    """`make check NB=... ALL=1` runs `check --all` and names itself as the command to run again."""
+    _, kit = built
+    venv = Path(sys.executable).parent.parent
+    nb = "exercises/reconcile/reconcile.ipynb"
+    done = subprocess.run(
+        ["make", "-n", "check", f"NB={nb}", "ALL=1", f"VENV={venv}"],
+        cwd=kit,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"-m resumable_core check --all {nb}" in done.stdout and "ALL=1'" in done.stdout
+    plain = subprocess.run(["make", "-n", "check", f"NB={nb}", f"VENV={venv}"], cwd=kit, capture_output=True, text=True)
+    assert "--all" not in plain.stdout
+
+
 @pytest.mark.slow
 def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
     """The unpacked self-study kit's own `make test` passes (lessons, visible checks, every check, worked solutions)."""
