@@ -198,3 +198,38 @@ def test_the_command_to_run_again_is_the_one_the_learner_has(tmp_path: Path, mon
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # the interpreter is not under the current folder
     assert self_check.check_command(path) == f"python -m resumable_core check {path}"
+
+
+def _source_of(tmp_path: Path, released: Path, hidden: str) -> Path:
+    """The nbgrader source of ``released`` under ``tmp_path/solutions``: its hidden test cell holds ``hidden``."""
+    nb = nbformat.read(released, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata["nbgrader"]["grade_id"] == "test_more":
+            cell.source += f"\n### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS"
+    source = tmp_path / "solutions" / released.stem / released.name
+    source.parent.mkdir(parents=True)
+    nbformat.write(nb, source)
+    return source
+
+
+@pytest.mark.slow
+def test_check_all_runs_the_hidden_tests_and_reports_every_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--all puts each test cell's whole source back (from solutions/) and reports the hidden test too."""
+    (tmp_path / "ex").mkdir()
+    released = exercise(tmp_path / "ex", RIGHT)
+    _source_of(
+        tmp_path, released, 'if double(0.5) != 1:\n    raise AssertionError("halves double to a whole (HIDDEN)")'
+    )
+    monkeypatch.setattr(self_check, "SOURCE_NOTEBOOKS", tmp_path / "solutions")
+    text, passed = self_check.run_check(released, every=True)
+    assert passed, text
+    assert "every test, the hidden ones included," in text and "passed  test_more (1 pt)" in text
+    assert "2 of 2 tests (hidden ones included) pass (3 pt of 3 pt)." in text and "hidden  " not in text
+    visible_only, _ = self_check.run_check(released)
+    assert "hidden  test_more (1 pt)" in visible_only
+
+    released.write_text(released.read_text().replace("2 * x", "x + x if isinstance(x, int) else x"))
+    text, passed = self_check.run_check(released, every=True, command="make check NB={path} ALL=1")
+    assert not passed and "FAILED  test_more (1 pt)" in text and "halves double to a whole (HIDDEN)" in text
