@@ -1,0 +1,165 @@
+"""The ``resume`` exercise's report agent grades the learner's ``resume_report`` by the checker's world, under
+real kills: the notebook's solution passes every report cell, each plausible wrong answer fails a cell its
+bug breaks (so scores lower), the report cells carry most of the points, every rule of the contract is
+tested by a check a cell calls, and the kit ships no function that runs or resumes the agent.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+import test_resume_exercise as exercise  # tests/ is on sys.path under pytest (rootdir-relative import)
+
+from resumable_core.course.checks import resume as checks
+from resumable_core.course.hidden import resume as hidden
+from resumable_core.lab import report_agent as ra
+from resumable_core.tools import Effect
+
+SOLUTION = exercise.REPORT_SOLUTION
+
+
+def edited(*changes: tuple[str, str]) -> str:
+    """The solution with each (old, new) applied once; a change that no longer applies fails loudly."""
+    source = SOLUTION
+    for old, new in changes:
+        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
+        source = source.replace(old, new)
+    return source
+
+
+LOOKUP = (
+    '        if tools.execute("notification_status", {"key": note["key"]}) != ra.SENT:\n'
+    '            tools.execute("notify_reviewer", {"report_sha256": digest, "key": note["key"]})\n'
+)
+RESEND = '        tools.execute("notify_reviewer", {"report_sha256": digest, "key": note["key"]})\n'
+REPORT_CHECK = '        if on_disk != report["sha256"] or report["sha256"] != ra.sha256_text(text):\n'
+CANCEL = (
+    '    if tools.execute("task_status", {"task_id": task["task_id"]}) != ra.ACTIVE:\n'
+    "        return cp  # cancelled: the permission in the file is no permission now\n"
+)
+VERSION = (
+    '    if cp.get("version") != ra.CHECKPOINT_VERSION:\n'
+    '        raise rc.CheckpointVersionError(path, cp.get("version"), ra.CHECKPOINT_VERSION)\n'
+)
+TASK = (
+    '    if cp.get("task_id") != task["task_id"] or cp.get("docs") != task["docs"]:\n'
+    '        raise rc.CheckpointTaskMismatchError(path, task["task_id"], str(cp.get("task_id")))\n'
+)
+CHANGED = (
+    '        if record is not None and tools.execute("doc_sha256", {"name": name}) != record["sha256"]:\n'
+    "            record = None\n"
+)
+INTENT = "        save(cp)  # the intent and its key, before the effect\n"
+NEW_NOTE = '    if note is None or note["report_sha256"] != digest:  # a new report: a new notification\n'
+KEY = 'note = {"key": f"{task[\'task_id\']}-{digest[:12]}"'
+LOAD = '        with open(path, encoding="utf-8") as f:\n            cp = json.load(f)\n'
+
+WRONG: dict[str, tuple[str, str]] = {
+    # (the learner's resume_report, the test cell it must fail)
+    "resends_a_pending_notification": (edited((LOOKUP, RESEND)), "test_report_pending_notification"),
+    "trusts_the_recorded_report": (
+        edited((REPORT_CHECK, '        if report["sha256"] != ra.sha256_text(text):\n')),
+        "test_report_record_vs_reality",
+    ),
+    "redoes_every_step": (
+        edited((LOAD, LOAD + '        cp = {**cp, "read": {}, "report": None, "notification": None}\n')),
+        "test_report_pending_notification",
+    ),
+    "ignores_cancellation": (edited((CANCEL, "")), "test_report_cancelled"),
+    "skips_the_version_check": (edited((VERSION, "")), "test_report_refusals"),
+    "no_task_check": (edited((TASK, "")), "test_report_refusals"),
+    "checks_the_task_id_but_not_the_scope": (
+        edited((TASK, TASK.replace(' or cp.get("docs") != task["docs"]', ""))),
+        "test_report_refusals",
+    ),
+    "rereads_every_document_on_a_change": (
+        edited(
+            (
+                CHANGED,
+                '        if record is not None and tools.execute("doc_sha256", {"name": name}) != record["sha256"]:\n'
+                "            cp['read'] = {}\n            record = None\n",
+            ),
+            ('    for name in cp["docs"]:', '    for name in list(cp["docs"]) * 2:'),
+        ),
+        "test_report_changed_doc",
+    ),
+    "trusts_the_recorded_reads": (edited((CHANGED, "")), "test_report_changed_doc"),
+    "no_new_notification_for_a_new_report": (
+        edited((NEW_NOTE, "    if note is None:\n")),
+        "test_report_changed_doc",
+    ),
+    "a_fresh_key_after_the_send": (
+        edited(
+            (KEY, 'note = {"key": __import__("uuid").uuid4().hex'),
+            (INTENT, ""),
+        ),
+        "test_report_kills_in_your_run",
+    ),
+    "checks_cancellation_after_reading": (
+        edited(
+            (CANCEL, ""),
+            (
+                '    text = ra.report_text({name: r["summary"]',
+                CANCEL + '    text = ra.report_text({name: r["summary"]',
+            ),
+        ),
+        "test_report_cancelled_at_every_boundary",
+    ),
+}
+
+REPORT_CELLS = {gid for gid in exercise.graded_cells() if gid.startswith("test_report_")}
+
+
+def learner(source: str) -> dict:
+    """The learner's names after the notebook's setup cells and ``source``, as in the kernel."""
+    return exercise.learner(source)
+
+
+def test_the_report_cells_carry_most_of_the_points():
+    """The report agent's cells are worth more than every other cell of the assignment together."""
+    cells = exercise.graded_cells()
+    report = sum(points for gid, (points, _) in cells.items() if gid in REPORT_CELLS)
+    rest = sum(points for gid, (points, _) in cells.items() if gid not in REPORT_CELLS)
+    assert report > rest, (report, rest)
+
+
+def test_every_rule_of_the_contract_is_checked_by_a_cell():
+    """Each bullet of the report task's contract maps to checks, and each of those is called by a test cell."""
+    markdown = next(c["source"] for c in exercise.NOTEBOOK["cells"] if c["id"] == "report_task")
+    bullets = markdown.split("**The contract.**\n\n", 1)[1].split("\n\n", 1)[0]
+    rules = [line.removeprefix("- ") for line in bullets.splitlines()]
+    assert set(rules) == set(hidden.CONTRACT)
+    called = {call.check.__name__ for _, calls in exercise.graded_cells().values() for call in calls}
+    for rule, names in hidden.CONTRACT.items():
+        assert names and set(names) <= called, rule
+
+
+def test_the_kit_runs_no_report_agent():
+    """The lab module holds the world and the tools: no function of it, or of the visible checks, calls a side effect."""
+    assert {t.name for t in ra.REPORT_TOOLS if t.effect is Effect.SIDE_EFFECT} == {"save_report", "notify_reviewer"}
+    for module in (ra, checks):
+        source = inspect.getsource(module)
+        for name in ("save_report", "notify_reviewer"):
+            assert not re.search(rf"execute\(\s*[\"']{name}", source), (module.__name__, name)
+
+
+@pytest.mark.slow
+def test_the_solution_passes_every_report_cell():
+    """The notebook's resume_report passes every report cell, visible and hidden, under real SIGKILLs."""
+    ns = learner(SOLUTION)
+    cells = exercise.graded_cells()
+    failed = {gid: why for gid in REPORT_CELLS if (why := exercise.failure(cells[gid][1], ns))}
+    assert failed == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_resume_report_scores_lower(name):
+    """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
+    source, cell = WRONG[name]
+    points, calls = exercise.graded_cells()[cell]
+    why = exercise.failure(calls, learner(source))
+    assert why is not None, f"{name} passed {cell} ({points} points)"
+    print(f"{name}: {cell} fails: {why}")
