@@ -29,6 +29,7 @@ from ...checkpoint import Checkpoint, load_checkpoint, text_of
 from ...claude import make_client
 from ...crash import CrashError, CrashPlan, run_in_child
 from ...errors import CheckpointError
+from ...lab import report_agent as ra
 from ...loop import run_agent
 from ...run_folder import RunFolder, count_effects
 from ...scenarios import EMAIL_TASK, NOTES_TASK
@@ -405,7 +406,7 @@ def check_another_task_refused(fn: Resume) -> None:
 # fixes. These visible checks build each state by hand from the world's own operations; the hidden
 # ones make every state by killing the instructor's reference agent for real.
 
-ResumeReport = Callable[..., Any]
+ResumeReport = Callable[[str, dict[str, Any], Toolbox], Any]
 """``resume_report(path, task, tools) -> dict``: the learner's resume of the report agent."""
 
 CHECKLIST = "reread lesson 4, section 1, 'The resume-order checklist'"
@@ -415,10 +416,8 @@ CONTRACT_TEXT = "reread the exercise's contract for the report agent"
 
 def report_checkpoint(task: dict[str, Any]) -> dict[str, Any]:
     """The report checkpoint of a task nothing was done for yet (the exercise's fields, version 2)."""
-    from ...lab.report_agent import CHECKPOINT_VERSION
-
     return {
-        "version": CHECKPOINT_VERSION,
+        "version": ra.CHECKPOINT_VERSION,
         "task_id": task["task_id"],
         "docs": list(task["docs"]),
         "read": {},
@@ -488,25 +487,20 @@ class Allowance:
 class ReportTrial:
     """The report agent's world in a fresh folder, its checkpoint's path, and the task resumed."""
 
-    world: Any
-    """The :class:`~resumable_core.lab.report_agent.ReportWorld`."""
+    world: ra.ReportWorld
     path: Path
     task: dict[str, Any]
 
     @classmethod
     def new(cls) -> ReportTrial:
         """A fresh world (both documents, no report, no notification, the task active), no checkpoint."""
-        from ...lab.report_agent import REPORT_TASK, ReportWorld
-
         root = scratch("report")
-        return cls(ReportWorld.create(root / "world"), root / "report.json", copy.deepcopy(REPORT_TASK))
+        return cls(ra.ReportWorld.create(root / "world"), root / "report.json", copy.deepcopy(ra.REPORT_TASK))
 
     @property
     def toolbox(self) -> Toolbox:
         """The report agent's tools on this world."""
-        from ...lab.report_agent import report_toolbox
-
-        return report_toolbox(self.world)
+        return ra.report_toolbox(self.world)
 
     # -- the checkpoint file ------------------------------------------------------------------
 
@@ -526,16 +520,12 @@ class ReportTrial:
 
     def read_into(self, cp: dict[str, Any], name: str) -> None:
         """Record in ``cp`` that ``name`` was read as it is now."""
-        from ...lab.report_agent import sha256_text, summary_of
-
         text = (self.world.docs_dir / name).read_text(encoding="utf-8")
-        cp["read"][name] = {"sha256": sha256_text(text), "summary": summary_of(text)}
+        cp["read"][name] = {"sha256": ra.sha256_text(text), "summary": ra.summary_of(text)}
 
     def saved_into(self, cp: dict[str, Any]) -> None:
         """Save the report of ``cp``'s summaries in the world and record it in ``cp``."""
-        from ...lab.report_agent import report_text
-
-        path, digest = self.world.save_report(report_text({n: r["summary"] for n, r in cp["read"].items()}))
+        path, digest = self.world.save_report(ra.report_text({n: r["summary"] for n, r in cp["read"].items()}))
         cp["report"] = {"path": path, "sha256": digest}
 
     def state(self, *, notified: str = "confirmed") -> dict[str, Any]:
@@ -558,25 +548,21 @@ class ReportTrial:
 
     def expected_sha256(self) -> str:
         """The hash of the report of the documents as they are now."""
-        from ...lab.report_agent import report_text, sha256_text, summary_of
-
         texts = {n: (self.world.docs_dir / n).read_text(encoding="utf-8") for n in self.task["docs"]}
-        return sha256_text(report_text({n: summary_of(t) for n, t in texts.items()}))
+        return ra.sha256_text(ra.report_text({n: ra.summary_of(t) for n, t in texts.items()}))
 
     def allowance(self) -> Allowance:
         """What a resume from the state on disk may redo: each document not recorded as it is now, the
         report unless a file with the right hash is recorded."""
-        from ...lab.report_agent import sha256_text
-
         cp = self.checkpoint() or {}
         read = cp.get("read") or {}
         reads = {}
         for name in self.task["docs"]:
-            now = sha256_text((self.world.docs_dir / name).read_text(encoding="utf-8"))
+            now = ra.sha256_text((self.world.docs_dir / name).read_text(encoding="utf-8"))
             reads[name] = 0 if (read.get(name) or {}).get("sha256") == now else 1
         report = cp.get("report") or {}
         file = self.world.reports_dir / str(report.get("path", "")).removeprefix("reports/")
-        on_disk = file.is_file() and sha256_text(file.read_text(encoding="utf-8")) == report.get("sha256")
+        on_disk = file.is_file() and ra.sha256_text(file.read_text(encoding="utf-8")) == report.get("sha256")
         saves = 0 if on_disk and report.get("sha256") == self.expected_sha256() else 1
         return Allowance(reads, saves)
 
@@ -660,11 +646,9 @@ def require_report_end(
         f"{where}: the reviewer was never notified about the report of the documents as they are now "
         f"({want[:12]}...); a report rewritten after a change is notified again, with a new key",
     )
-    from ...lab.report_agent import sha256_text
-
     files = [trial.world.reports_dir / p.removeprefix("reports/") for p in trial.world.saved_reports()]
     require(
-        any(sha256_text(f.read_text(encoding="utf-8")) == want for f in files if f.is_file()),
+        any(ra.sha256_text(f.read_text(encoding="utf-8")) == want for f in files if f.is_file()),
         f"{where}: no saved report holds the report of the documents as they are now: check the recorded report "
         f"with report_sha256(path) and save it again when it is missing or differs ({CHECKLIST}: record vs reality)",
     )
@@ -711,14 +695,12 @@ def resume_and_judge(fn: ResumeReport, trial: ReportTrial, where: str) -> None:
 # -- the visible checks of the report agent --------------------------------------------------------
 
 
-def check_report_fresh_start(fn: ResumeReport) -> None:
+def check_report_fresh_start(resume_report: ResumeReport) -> None:
     """No checkpoint yet: each document read once, one report saved, the reviewer notified once, recorded."""
     trial = ReportTrial.new()
-    resume_and_judge(fn, trial, "no checkpoint yet (a fresh start)")
+    resume_and_judge(resume_report, trial, "no checkpoint yet (a fresh start)")
     cp = trial.checkpoint() or {}
-    from ...lab.report_agent import CHECKPOINT_VERSION
-
-    require(cp.get("version") == CHECKPOINT_VERSION, f"the checkpoint must say version {CHECKPOINT_VERSION}")
+    require(cp.get("version") == ra.CHECKPOINT_VERSION, f"the checkpoint must say version {ra.CHECKPOINT_VERSION}")
     require(
         cp.get("task_id") == trial.task["task_id"] and cp.get("docs") == trial.task["docs"],
         "the checkpoint must record the task's task_id and docs (its identity and scope)",
@@ -730,31 +712,35 @@ def check_report_fresh_start(fn: ResumeReport) -> None:
     )
 
 
-def check_report_pending_notification(fn: ResumeReport) -> None:
+def check_report_pending_notification(resume_report: ResumeReport) -> None:
     """A notification recorded as not confirmed: sent already (settled, not re-sent), or not (sent once)."""
     sent = ReportTrial.new()
     sent.state(notified="sent")
-    resume_and_judge(fn, sent, "the notification went out, and the crash lost its outcome (confirmed: false)")
+    resume_and_judge(
+        resume_report, sent, "the notification went out, and the crash lost its outcome (confirmed: false)"
+    )
     unsent = ReportTrial.new()
     unsent.state(notified="pending")
-    resume_and_judge(fn, unsent, "the notification was recorded as about to go out, and never went (confirmed: false)")
+    resume_and_judge(
+        resume_report, unsent, "the notification was recorded as about to go out, and never went (confirmed: false)"
+    )
 
 
-def check_report_changed_doc(fn: ResumeReport) -> None:
+def check_report_changed_doc(resume_report: ResumeReport) -> None:
     """A finished run whose terms.md changed since: terms.md re-read (pricing.md not), a new report, notified once."""
     trial = ReportTrial.new()
     trial.state(notified="confirmed")
     trial.world.edit_doc(
         "terms.md", "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
     )
-    resume_and_judge(fn, trial, "terms.md changed after the run finished")
+    resume_and_judge(resume_report, trial, "terms.md changed after the run finished")
 
 
-def check_report_cancelled(fn: ResumeReport) -> None:
+def check_report_cancelled(resume_report: ResumeReport) -> None:
     """The user cancelled the task while a notification was pending: nothing is read, saved or sent."""
     trial = ReportTrial.new()
     trial.state(notified="pending")
     trial.world.cancel(trial.task["task_id"])
     before, file_before = trial.counts(), trial.path.read_bytes()
     where = "the task was cancelled while its notification was pending"
-    require_did_nothing(trial, trial.resume(fn), where, before=before, file_before=file_before)
+    require_did_nothing(trial, trial.resume(resume_report), where, before=before, file_before=file_before)

@@ -268,20 +268,20 @@ def every_killed_reference() -> Iterator[tuple[str, ReportTrial]]:
 CHANGED_TERMS = "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
 
 
-def check_report_every_kill(fn: ResumeReport) -> None:
+def check_report_every_kill(resume_report: ResumeReport) -> None:
     """The reference agent killed at every step boundary; the learner resumes: a sound end from each state."""
     for where, trial in every_killed_reference():
-        resume_and_judge(fn, trial, where)
+        resume_and_judge(resume_report, trial, where)
 
 
-def check_report_every_kill_then_change(fn: ResumeReport) -> None:
+def check_report_every_kill_then_change(resume_report: ResumeReport) -> None:
     """Killed at every step boundary, then terms.md changes: only what the change invalidates is redone."""
     for where, trial in every_killed_reference():
         trial.world.edit_doc("terms.md", CHANGED_TERMS)
-        resume_and_judge(fn, trial, f"{where}, then terms.md changed")
+        resume_and_judge(resume_report, trial, f"{where}, then terms.md changed")
 
 
-def check_report_record_vs_reality(fn: ResumeReport) -> None:
+def check_report_record_vs_reality(resume_report: ResumeReport) -> None:
     """A finished run whose saved report was deleted, or altered: saved again (no document re-read), not re-notified."""
     for damage in ("deleted", "altered"):
         trial = ReportTrial.new()
@@ -291,21 +291,25 @@ def check_report_record_vs_reality(fn: ResumeReport) -> None:
             file.unlink()
         else:
             file.write_text("# Changes report\n\n(edited by hand)\n", encoding="utf-8")
-        resume_and_judge(fn, trial, f"the checkpoint records a saved report, but its file was {damage}")
+        resume_and_judge(resume_report, trial, f"the checkpoint records a saved report, but its file was {damage}")
 
 
-def check_report_cancelled_at_every_boundary(fn: ResumeReport) -> None:
+def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> None:
     """The reference agent killed at every step boundary, then the task cancelled: nothing is done."""
     for where, trial in every_killed_reference():
         trial.world.cancel(trial.task["task_id"])
         before = trial.counts()
         file_before = trial.path.read_bytes() if trial.path.exists() else None
         require_did_nothing(
-            trial, trial.resume(fn), f"{where}, then the task was cancelled", before=before, file_before=file_before
+            trial,
+            trial.resume(resume_report),
+            f"{where}, then the task was cancelled",
+            before=before,
+            file_before=file_before,
         )
 
 
-def check_report_refusals(fn: ResumeReport) -> None:
+def check_report_refusals(resume_report: ResumeReport) -> None:
     """Another version's checkpoint, another task's and another scope's are refused untouched, before any tool call."""
     cases: dict[str, tuple[dict[str, Any], str]] = {
         "a checkpoint of version 1 (which this exercise refuses)": ({"version": 1}, LOADING),
@@ -318,7 +322,7 @@ def check_report_refusals(fn: ResumeReport) -> None:
         cp = trial.state(notified="pending")
         trial.write({**cp, **change})
         before, calls = trial.path.read_bytes(), len(trial.world.calls())
-        outcome = trial.resume(fn)
+        outcome = trial.resume(resume_report)
         ended = outcome.ended
         require(
             outcome.ended == "raised",
@@ -328,20 +332,20 @@ def check_report_refusals(fn: ResumeReport) -> None:
         require(len(trial.world.calls()) == calls, f"{what}: refuse it before any tool call ({reread})")
         require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file ({reread})")
     good = killed_reference(after_save=2)  # refusing every file is no answer: a good one resumes
-    resume_and_judge(fn, good, "a good checkpoint, after the refusals")
+    resume_and_judge(resume_report, good, "a good checkpoint, after the refusals")
 
 
-def check_report_kills_in_your_run(fn: ResumeReport) -> None:
+def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
     """Your own run killed right after each of its tool calls ran, then resumed again: a sound end each time."""
     probe = ReportTrial.new()
-    outcome = probe.resume(fn)  # in a child: count its calls from the world's log
+    outcome = probe.resume(resume_report)  # in a child: count its calls from the world's log
     if outcome.ended != "returned":
         raise CheckFailed(f"a fresh start: resume_report {outcome.ended}: {outcome.error}")
     calls = len(probe.world.calls())
     for n in range(1, calls + 1):
         trial = ReportTrial.new()
         logged_before = len(trial.world.calls())
-        first = trial.resume(fn, tools=DyingReportToolbox(trial.toolbox, n))
+        first = trial.resume(resume_report, tools=DyingReportToolbox(trial.toolbox, n))
         require(
             first.ended == "killed",
             f"resume_report was to be killed after its tool call {n}, but it {first.ended}: {first.error}",
@@ -353,4 +357,4 @@ def check_report_kills_in_your_run(fn: ResumeReport) -> None:
         where = (
             f"your run killed after its tool call {n} ({cut[0] if cut else 'a call that failed'}), then resumed again"
         )
-        require_report_end(trial, trial.resume(fn), where, before=before, allowed=allowed)
+        require_report_end(trial, trial.resume(resume_report), where, before=before, allowed=allowed)
