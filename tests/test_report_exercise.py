@@ -163,3 +163,31 @@ def test_a_wrong_resume_report_scores_lower(name):
     why = exercise.failure(calls, learner(source))
     assert why is not None, f"{name} passed {cell} ({points} points)"
     print(f"{name}: {cell} fails: {why}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resends_a_pending_notification", "trusts_the_recorded_report"])
+def test_the_isolated_recheck_fails_the_same_cells(name, tmp_path):
+    """In the sandboxed re-check (the learner's code in a process of its own, the world in the checker's), a wrong
+    resume_report loses exactly the cells it loses in the kernel: the checker judges by its own world."""
+    import shutil
+
+    import nbformat
+
+    from resumable_core.course.grading import recheck as isolated
+    from resumable_core.course.grading.isolation import BwrapBackend, library_copy
+
+    cells = exercise.graded_cells()
+    ns = learner(exercise.SOLUTION + "\n" + WRONG[name][0])
+    in_kernel = {gid for gid, (_, calls) in cells.items() if exercise.failure(calls, ns)}
+    assert WRONG[name][1] in in_kernel
+    source = exercise.course.notebook_path("resume")
+    nb = nbformat.read(str(source), as_version=4)
+    for cell in nb.cells:
+        if cell.get("id") == "resume_report":
+            cell.source = WRONG[name][0]
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    backend = BwrapBackend(library_copy(tmp_path / "lib")) if shutil.which("bwrap") else None
+    report = isolated.run(path, "resume", backend=backend, source=source, timeout=60)
+    assert {gid for gid, why in report.items() if why} == in_kernel

@@ -186,7 +186,7 @@ def _record(fn: Resume, args: tuple[Any, ...], kwargs: dict[str, Any], out: Path
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child never returns to close it
     record: dict[str, Any]
     try:
-        result = fn(*args, **kwargs)
+        result = call_learner(fn, *args, **kwargs)
     except anthropic.BadRequestError as e:
         body = e.body if isinstance(e.body, dict) else {}
         record = {"error": "the API refused it with a 400: " + ((body.get("error") or {}).get("message") or str(e))}
@@ -573,13 +573,11 @@ class ReportTrial:
 
     # -- one run of the learner's function -------------------------------------------------------
 
-    def resume(
-        self, fn: ResumeReport, *, tools: Toolbox | None = None, task: dict[str, Any] | None = None
-    ) -> ReportOutcome:
+    def resume(self, fn: ResumeReport, *, tools: Toolbox | None = None) -> ReportOutcome:
         """Run ``fn(path, task, tools)`` in a forked child, on this world's tools (or ``tools``)."""
         out = self.path.parent / "resume-outcome.json"
         out.unlink(missing_ok=True)
-        args = (handed(self.path), copy.deepcopy(task or self.task), tools or self.toolbox)
+        args = (handed(self.path), copy.deepcopy(self.task), tools or self.toolbox)
         try:
             ended = run_in_child(lambda: _record_report(fn, args, out), timeout=RESUME_TIMEOUT)
         except CrashError:
@@ -654,13 +652,18 @@ def require_report_end(
     )
     cp = trial.checkpoint()
     require(cp is not None, f"{where}: the checkpoint file is missing or not JSON after resume_report returned")
-    report = (cp or {}).get("report") or {}
-    note = (cp or {}).get("notification") or {}
+    report, note = (_field(cp, name) for name in ("report", "notification"))
     require(
         report.get("sha256") == want and note.get("report_sha256") == want and note.get("confirmed") is True,
         f"{where}: the checkpoint on disk does not record the finished run (report.sha256 {want[:12]}..., "
         "notification confirmed for it): save the checkpoint after every step",
     )
+
+
+def _field(cp: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """The checkpoint's object field ``name``, or an empty one when it is missing or not an object."""
+    value = (cp or {}).get(name)
+    return value if isinstance(value, dict) else {}
 
 
 def require_did_nothing(
@@ -672,8 +675,8 @@ def require_did_nothing(
     file_before: bytes | None,
 ) -> None:
     """A cancelled task: nothing read, saved or sent, the checkpoint untouched."""
-    if outcome.ended == "hung":
-        raise CheckFailed(f"{where}: {outcome.error}")
+    if outcome.ended != "returned":
+        raise CheckFailed(f"{where}: resume_report {outcome.ended}: {outcome.error}; return the checkpoint as it is")
     reads, saves, pings = trial.counts()
     rule = (
         "check task_status(task_id) before any side effect: a permission an old checkpoint holds is no "
@@ -744,3 +747,6 @@ def check_report_cancelled(resume_report: ResumeReport) -> None:
     before, file_before = trial.counts(), trial.path.read_bytes()
     where = "the task was cancelled while its notification was pending"
     require_did_nothing(trial, trial.resume(resume_report), where, before=before, file_before=file_before)
+    active = ReportTrial.new()  # doing nothing is no answer: the same state of an active task resumes
+    active.state(notified="pending")
+    resume_and_judge(resume_report, active, "the same state, the task active")

@@ -145,7 +145,8 @@ CONTRACT: dict[str, tuple[str, ...]] = {
     "The task matches: a checkpoint whose `task_id` or `docs` differ from the task's is refused with "
     "`rc.CheckpointTaskMismatchError`, before any tool call.": ("check_report_refusals",),
     "A cancelled task does nothing, even when an old checkpoint holds permission: `task_status` is checked "
-    "before anything else is done, and then nothing is read, saved or sent, and the file stays as it was.": (
+    "before anything else is done, and then nothing is read, saved or sent, the file stays as it was, and the "
+    "checkpoint is returned as it is.": (
         "check_report_cancelled",
         "check_report_cancelled_at_every_boundary",
     ),
@@ -307,6 +308,8 @@ def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> Non
             before=before,
             file_before=file_before,
         )
+    active = killed_reference(after_save=3)  # doing nothing is no answer: an active task resumes
+    resume_and_judge(resume_report, active, "an active task, after the cancelled ones")
 
 
 def check_report_refusals(resume_report: ResumeReport) -> None:
@@ -320,13 +323,15 @@ def check_report_refusals(resume_report: ResumeReport) -> None:
     for what, (change, reread) in cases.items():
         trial = ReportTrial.new()
         cp = trial.state(notified="pending")
-        trial.write({**cp, **change})
+        data = {**cp, **change}
+        if change.get("version") == 1:  # as an earlier kit wrote it: no summaries
+            data["read"] = {n: {"sha256": r["sha256"]} for n, r in cp["read"].items()}
+        trial.write(data)
         before, calls = trial.path.read_bytes(), len(trial.world.calls())
         outcome = trial.resume(resume_report)
-        ended = outcome.ended
         require(
             outcome.ended == "raised",
-            f"{what}: resume_report must refuse it with an exception, but it {ended} ({reread})",
+            f"{what}: resume_report must refuse it with an exception, but it {outcome.ended} ({reread})",
         )
         require(outcome.refused, f"{what}: raise a CheckpointError (or a ValueError), not {outcome.error} ({reread})")
         require(len(trial.world.calls()) == calls, f"{what}: refuse it before any tool call ({reread})")
