@@ -191,3 +191,20 @@ def test_the_isolated_recheck_fails_the_same_cells(name, tmp_path):
     backend = BwrapBackend(library_copy(tmp_path / "lib")) if shutil.which("bwrap") else None
     report = isolated.run(path, "resume", backend=backend, source=source, timeout=60)
     assert {gid for gid, why in report.items() if why} == in_kernel
+
+
+@pytest.mark.slow
+def test_no_kit_callable_or_lesson_function_resumes_the_report_agent():
+    """No public three-argument callable of the kit, and no lesson definition, passes the report agent's checks."""
+    import test_no_answers as no_answers  # tests/ is on sys.path under pytest
+
+    from resumable_core.course.assignments import REGISTRY
+
+    checks_, roles = no_answers.graded_checks(REGISTRY["resume"])
+    assert roles["resume_report"] == 3
+    report = [c for c in checks_ if c.roles == ("resume_report",)]
+    candidates = {**no_answers.kit_callables(3), **no_answers.every_lesson_definition()}
+    fitting = {name: fn for name, fn in candidates.items() if no_answers._fits(fn, 3)}
+    assert fitting, "no candidate was found: the test would grade nothing"
+    full = [name for name, fn in fitting.items() if no_answers.first_failure(report, {"resume_report": fn}) == "full"]
+    assert full == []
