@@ -10,6 +10,12 @@ the kill: ``turns`` equals the model calls made, ``tokens_used`` the tokens of t
 Its test cells call these as ``checks.check_*(resume)``; the hidden ones live with the instructor
 (:mod:`resumable_core.course.hidden.resume`). The reconcile these checks hand to ``resume`` knows
 only their own crash (a ``send_email`` that may have run): it is no general answer.
+
+Part 2 resumes a different agent: ``resume_report(path, task, tools)`` continues the report agent
+(:mod:`resumable_core.lab.report_agent`: two documents, a saved report, a reviewer's notification)
+from its JSON checkpoint. Its checks build each state by hand from the world's own operations, run
+the learner's function in a forked child, and judge by the world alone: the reads, the saved
+reports, the notifications, and the checkpoint file read back.
 """
 
 from __future__ import annotations

@@ -3,6 +3,11 @@ the turn cap, and a second kill inside the learner's own loop.
 
 The notebook's hidden test blocks call these as ``hidden.check_*(resume)``. They hand ``resume`` the
 answer reconcile (:mod:`resumable_core.course.hidden.strategies`), so only the learner's loop is graded.
+
+For Part 2 this module holds the instructor's reference report agent (:func:`reference_report`,
+never shipped), killed for real after each of its tool calls and after each of its saves to make
+every state ``resume_report`` must continue from, and :data:`CONTRACT`, which maps each rule of the
+report task's contract to the checks that test it.
 """
 
 from __future__ import annotations
