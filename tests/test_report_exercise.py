@@ -7,13 +7,20 @@ tested by a check a cell calls, and the kit ships no function that runs or resum
 from __future__ import annotations
 
 import inspect
+import json
 import re
+import shutil
 
+import nbformat
 import pytest
 import test_resume_exercise as exercise  # tests/ is on sys.path under pytest (rootdir-relative import)
 
+from resumable_core.course.assignments import REGISTRY
 from resumable_core.course.checks import resume as checks
+from resumable_core.course.grading import recheck as isolated
+from resumable_core.course.grading.isolation import BwrapBackend, library_copy
 from resumable_core.course.hidden import resume as hidden
+from resumable_core.errors import ToolError
 from resumable_core.lab import report_agent as ra
 from resumable_core.tools import Effect
 
@@ -170,13 +177,6 @@ def test_a_wrong_resume_report_scores_lower(name):
 def test_the_isolated_recheck_fails_the_same_cells(name, tmp_path):
     """In the sandboxed re-check (the learner's code in a process of its own, the world in the checker's), a wrong
     resume_report loses exactly the cells it loses in the kernel: the checker judges by its own world."""
-    import shutil
-
-    import nbformat
-
-    from resumable_core.course.grading import recheck as isolated
-    from resumable_core.course.grading.isolation import BwrapBackend, library_copy
-
     cells = exercise.graded_cells()
     ns = learner(exercise.SOLUTION + "\n" + WRONG[name][0])
     in_kernel = {gid for gid, (_, calls) in cells.items() if exercise.failure(calls, ns)}
@@ -198,8 +198,6 @@ def test_no_kit_callable_or_lesson_function_resumes_the_report_agent():
     """No public three-argument callable of the kit, and no lesson definition, passes the report agent's checks."""
     import test_no_answers as no_answers  # tests/ is on sys.path under pytest
 
-    from resumable_core.course.assignments import REGISTRY
-
     checks_, roles = no_answers.graded_checks(REGISTRY["resume"])
     assert roles["resume_report"] == 3
     report = [c for c in checks_ if c.roles == ("resume_report",)]
@@ -208,3 +206,25 @@ def test_no_kit_callable_or_lesson_function_resumes_the_report_agent():
     assert fitting, "no candidate was found: the test would grade nothing"
     full = [name for name, fn in fitting.items() if no_answers.first_failure(report, {"resume_report": fn}) == "full"]
     assert full == []
+
+
+def test_the_report_world_is_real_and_its_provider_does_not_dedupe(tmp_path):
+    """The tools act on files and SQLite: a report is a file with its hash, every notify pings, paths stay inside."""
+    world = ra.ReportWorld.create(tmp_path / "world")
+    tools = ra.report_toolbox(world)
+    text = tools.execute("read_doc", {"name": "pricing.md"})
+    assert tools.execute("doc_sha256", {"name": "pricing.md"}) == ra.sha256_text(text)
+    saved = json.loads(tools.execute("save_report", {"text": "# r\n"}))
+    assert saved == {"path": "reports/report-1.md", "sha256": ra.sha256_text("# r\n")}
+    assert tools.execute("report_sha256", {"path": saved["path"]}) == saved["sha256"]
+    assert tools.execute("notification_status", {"key": "k"}) == ra.NOT_SENT
+    for _ in range(2):
+        tools.execute("notify_reviewer", {"report_sha256": saved["sha256"], "key": "k"})
+    assert len(world.notifications()) == 2 and tools.execute("notification_status", {"key": "k"}) == ra.SENT
+    assert tools.execute("task_status", {"task_id": "report-17"}) == ra.ACTIVE
+    world.cancel("report-17")
+    assert tools.execute("task_status", {"task_id": "report-17"}) == ra.CANCELLED
+    for name, bad in (("read_doc", {"name": "../world.sqlite"}), ("report_sha256", {"path": "reports/../docs/x"})):
+        with pytest.raises(ToolError):
+            tools.execute(name, bad)
+    assert world.reads() == 1 and world.saved_reports() == ["reports/report-1.md"]
