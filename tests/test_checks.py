@@ -27,6 +27,7 @@ import pytest
 from grading_samples import REAL_CORRECT as CORRECT
 from grading_samples import REAL_IS_ERROR_ALL as IS_ERROR_ALWAYS
 from grading_samples import REAL_RERUN as PRODUCTION_BUG
+from test_resume_exercise import REPORT_SOLUTION  # the notebook's own resume_report, for the correct student
 
 from resumable_core.course import release as course
 from resumable_core.course.assignments import ASSIGNMENTS, REGISTRY
@@ -148,7 +149,7 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
         "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT},
         "postmortem": {"root_cause": WHY, "fixed_reconcile": CORRECT, "reconcile_with_ledger": LEDGER},
         "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
-        "resume": {"resume": RESUME},
+        "resume": {"resume": RESUME, "resume_report": REPORT_SOLUTION},
     },
     "production_bug": {
         "reconcile": {
@@ -188,13 +189,25 @@ FULL_RECONCILE = {
 
 
 FULL_RESUME = {
-    "test_crash_after_tool": 3,
-    "test_crash_after_response": 2,
-    "test_every_crash_point": 3,
+    "test_crash_after_tool": 2,
+    "test_crash_after_response": 1,
+    "test_reconciled_state_saved": 1,
+    "test_another_task_refused": 1,
+    "test_every_crash_point": 2,
     "test_finished_run": 1,
-    "test_refusals": 2,
-    "test_turn_cap": 2,
-    "test_second_crash": 2,
+    "test_refusals": 1,
+    "test_turn_cap": 1,
+    "test_second_crash": 1,
+    "test_report_fresh_start": 2,
+    "test_report_pending_notification": 3,
+    "test_report_changed_doc": 3,
+    "test_report_cancelled": 2,
+    "test_report_every_kill": 3,
+    "test_report_every_kill_then_change": 2,
+    "test_report_record_vs_reality": 2,
+    "test_report_cancelled_at_every_boundary": 1,
+    "test_report_refusals": 2,
+    "test_report_kills_in_your_run": 3,
 }
 
 
@@ -213,7 +226,7 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_kill_during_save": 3,
             "test_durable_steps": 2,
         },
-        "resume": FULL_RESUME,  # 15
+        "resume": FULL_RESUME,  # 34
     },
     "production_bug": {
         # A: the source course's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
