@@ -23,8 +23,8 @@ from ...errors import CrashError, IdempotencyConflictError, ToolError, ToolTimeo
 from ...lab.payments import Fault, Provider, refund_tool, shop
 from ...run_folder import finished_turns
 from ...strategies import Reconcile
-from ...tools import Toolbox
-from ...world import NOTES
+from ...tools import Tool, Toolbox
+from ...world import NOTES, World
 from .support import CheckFailed, call_learner, die, replay, require, require_status_unknown, scratch
 
 
@@ -139,8 +139,8 @@ class Call:
 class CappedToolbox(Toolbox):
     """A toolbox whose process dies of SIGKILL at its ``cap``-th request: no call may retry forever."""
 
-    def __init__(self, box: Toolbox, cap: int) -> None:
-        super().__init__(box.world, box._tools.values())
+    def __init__(self, world: World, tools: Iterable[Tool], cap: int) -> None:
+        super().__init__(world, tools)
         self._left = cap
 
     def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
@@ -190,7 +190,7 @@ class Shop:
         out = self.root / "call.json"
         out.unlink(missing_ok=True)
         tool = refund_tool(faults, after_refund=die if die_after_refund else None)
-        tools = CappedToolbox(Toolbox(self.provider.world, (tool,)), REQUEST_CAP)
+        tools = CappedToolbox(self.provider.world, (tool,), REQUEST_CAP)
         try:
             ended = run_in_child(lambda: _record(refund, (tools, order_id, amount_cents), out), timeout=CALL_TIMEOUT)
         except CrashError:
