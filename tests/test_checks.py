@@ -134,6 +134,16 @@ RESUME = """def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX
     return cp
 """
 
+REFUND = """def refund(tools, order_id, amount_cents):
+    key = f"refund:{order_id}:{amount_cents}"
+    for attempt in range(1, 6):
+        try:
+            return tools.execute("refund_payment", {"order_id": order_id, "amount_cents": amount_cents}, idempotency_key=key)
+        except (rc.ToolTimeoutError, rc.ToolUnavailableError):
+            if attempt == 5:
+                raise
+"""
+
 WHY = "A is finished, B is read-only so re-run, C may have sent: is_error."
 
 
@@ -147,7 +157,12 @@ RIGHT = actions("finished_no_call", "rerun_tool", "is_error_fallback")
 CLASS: dict[str, dict[str, dict[str, str] | None]] = {
     "correct": {
         "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT},
-        "postmortem": {"root_cause": WHY, "fixed_reconcile": CORRECT, "reconcile_with_ledger": LEDGER},
+        "postmortem": {
+            "root_cause": WHY,
+            "fixed_reconcile": CORRECT,
+            "refund": REFUND,
+            "reconcile_with_ledger": LEDGER,
+        },
         "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
         "resume": {"resume": RESUME, "resume_report": REPORT_SOLUTION},
     },
@@ -188,6 +203,16 @@ FULL_RECONCILE = {
 }
 
 
+NO_REFUND = {
+    "test_refund_timeout": 0,
+    "test_refund_refused": 0,
+    "test_refund_kill": 0,
+    "test_refund_keys": 0,
+    "test_refund_hidden": 0,
+}
+"""Part 2 of the postmortem, its answer cell left as released."""
+
+
 FULL_RESUME = {
     "test_crash_after_tool": 2,
     "test_crash_after_response": 1,
@@ -218,7 +243,17 @@ def without(full: dict[str, int], *failing: str) -> dict[str, int]:
 EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     "correct": {
         "reconcile": FULL_RECONCILE,  # 16
-        "postmortem": {"test_incident": 3, "test_read_file_rerun": 2, "test_every_path": 3, "bonus_ledger": 2},  # 10
+        "postmortem": {  # 19
+            "test_incident": 2,
+            "test_read_file_rerun": 1,
+            "test_every_path": 1,
+            "test_refund_timeout": 3,
+            "test_refund_refused": 2,
+            "test_refund_kill": 3,
+            "test_refund_keys": 2,
+            "test_refund_hidden": 3,
+            "bonus_ledger": 2,
+        },
         "resume_skeleton": {
             "test_round_trip": 1,
             "test_missing": 1,
@@ -239,8 +274,14 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_side_effect_tools",
             "test_unknown_tool",
         ),
-        # Two emails in the incident and at after_tool; read_file is fine; the bonus was left as released: 2.
-        "postmortem": {"test_incident": 0, "test_read_file_rerun": 2, "test_every_path": 0, "bonus_ledger": 0},
+        # Two emails in the incident and at after_tool; read_file is fine; Part 2 and the bonus were left as released: 1.
+        "postmortem": {
+            "test_incident": 0,
+            "test_read_file_rerun": 1,
+            "test_every_path": 0,
+            **NO_REFUND,
+            "bonus_ledger": 0,
+        },
         # open(path, "w") truncates the good file before the kill; no temp file, no replace: 4.
         "resume_skeleton": {
             "test_round_trip": 1,
@@ -254,8 +295,14 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
         # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools): 11.
         "reconcile": without(FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools"),
         # One email; read_file answered with is_error makes the model ask again (an extra turn); every path
-        # still supplies a tool_result and finishes; no bonus: 6.
-        "postmortem": {"test_incident": 3, "test_read_file_rerun": 0, "test_every_path": 3, "bonus_ledger": 0},
+        # still supplies a tool_result and finishes; no Part 2, no bonus: 3.
+        "postmortem": {
+            "test_incident": 2,
+            "test_read_file_rerun": 0,
+            "test_every_path": 1,
+            **NO_REFUND,
+            "bonus_ledger": 0,
+        },
         # Atomic replace survives the kill but nothing is fsynced; any version is loaded: 5.
         "resume_skeleton": {
             "test_round_trip": 1,

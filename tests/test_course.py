@@ -76,7 +76,8 @@ def test_point_structure_is_what_the_grading_command_expects():
     table = {a: {c["grade_id"]: (c["points"], c["kind"]) for c in cells} for a, cells in course.points_table().items()}
     assert sum(p for p, _ in table["reconcile"].values()) == 19
     assert table["reconcile"]["level1_why"] == (3, "manual")
-    assert table["postmortem"]["root_cause"] == (3, "manual")
+    assert table["postmortem"]["root_cause"] == (2, "manual")
+    assert table["postmortem"]["refund_root_cause"] == (3, "manual")
     assert table["postmortem"]["bonus_ledger"] == (2, "auto")
     assert sum(p for p, _ in table["resume_skeleton"].values()) == 9
     assert sum(p for p, _ in table["resume"].values()) == 34

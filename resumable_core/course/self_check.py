@@ -41,7 +41,10 @@ CELL_TIMEOUT = 60
 ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
 """What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
 
-PASSED, FAILED, HIDDEN = "passed", "FAILED", "hidden"
+PASSED, FAILED, HIDDEN, OPTIONAL = "passed", "FAILED", "hidden", "optional"
+OPTIONAL_PREFIX = "bonus_"
+"""A test cell whose grade_id starts with this is an optional bonus; its answers are the answer cells
+since the test cell before it. Left as released, it is "optional, not attempted", never a failure."""
 KERNEL_DIED = (
     "{path}: the kernel died while running the notebook (os._exit, a crash or out of memory),\n"
     "so no test after that point ran; grading would score them 0.\n"
@@ -216,6 +219,22 @@ class TestResult:
     """Why it failed: the whole error message, one item a line."""
 
 
+def untried_bonuses(nb: Any) -> set[str]:
+    """The grade_ids of the optional test cells whose own answer cells all still hold nbgrader's stub."""
+    untried: set[str] = set()
+    answers: list[Any] = []
+    tests = {id(cell) for cell in graded_cells(nb)}
+    for cell in nb.cells:
+        if id(cell) in tests:
+            grade_id = str(_nbgrader(cell).get("grade_id", ""))
+            if grade_id.startswith(OPTIONAL_PREFIX) and answers and all(is_blank(a) for a in answers):
+                untried.add(grade_id)
+            answers = []
+        elif cell.cell_type == "code" and is_answer(cell):
+            answers.append(cell)
+    return untried
+
+
 def result_of(cell: Any) -> TestResult:
     """The test cell's result: hidden when it holds only comments, failed on an error or stderr."""
     grade = _nbgrader(cell)
@@ -274,14 +293,20 @@ def _result_lines(result: TestResult) -> list[str]:
     head = f"  {result.status:<7} {result.name} ({_points(result.points)})"
     if result.status == HIDDEN:
         return [f"{head}: added and run when your instructor grades"]
+    if result.status == OPTIONAL:
+        return [f"{head}: optional, not attempted; answering it can add {_points(result.points)}: {result.checks}"]
     lines = [f"{head}: {result.checks}" if result.checks else head]
     return lines + [f"          {line}" for line in result.message]
 
 
 def report(path: Path, nb: Any, command: str, *, every: bool = False) -> tuple[str, bool]:
     """The report of an executed exercise, and whether every visible test passed (``every``: every test, hidden too)."""
-    results = [result_of(cell) for cell in graded_cells(nb)]
-    visible = [r for r in results if r.status != HIDDEN]
+    untried = untried_bonuses(nb)
+    results = [
+        TestResult(r.name, r.points, OPTIONAL, r.checks) if r.name in untried else r
+        for r in map(result_of, graded_cells(nb))
+    ]
+    visible = [r for r in results if r.status not in (HIDDEN, OPTIONAL)]
     failed = [r for r in visible if r.status == FAILED]
     which = "every test, the hidden ones included," if every else "the visible tests,"
     lines = [f"{path}: {which} run top to bottom on a fresh kernel as grading runs them", ""]
