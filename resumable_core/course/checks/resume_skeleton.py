@@ -137,12 +137,12 @@ class _DyingFile:
 
 
 def _die_on_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
-    """In the child: the first write of save_state (any file opened for writing, or os.write) dies half done.
+    """In the child: the first write of the learner's call (any file opened for writing, os.write or os.pwrite) dies half done.
 
     ``namespace`` is the save function's globals: IPython puts its own ``open`` there. Returns
     what puts the real functions back (for a save that ends without writing).
     """
-    real_open, real_write = io.open, os.write
+    real_open, real_write, real_pwrite = io.open, os.write, os.pwrite
 
     def dying_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         f = real_open(file, mode, *args, **kwargs)
@@ -153,17 +153,22 @@ def _die_on_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
         kill_self()
         return len(data)  # pragma: no cover - never reached
 
+    def dying_pwrite(fd: int, data: bytes, offset: int) -> int:
+        real_pwrite(fd, data[: max(1, len(data) // 2)], offset)
+        kill_self()
+        return len(data)  # pragma: no cover - never reached
+
     builtins.open = io.open = dying_open  # only in the forked child, which never returns
     ns_open = namespace.get("open")
     if ns_open is not None:
         namespace["open"] = dying_open
-    os.write = dying_write  # type: ignore[assignment]  # likewise
+    os.write, os.pwrite = dying_write, dying_pwrite  # type: ignore[assignment]  # likewise
 
     def undo() -> None:
         builtins.open = io.open = real_open
         if ns_open is not None:
             namespace["open"] = ns_open
-        os.write = real_write
+        os.write, os.pwrite = real_write, real_pwrite
 
     return undo
 
