@@ -73,6 +73,16 @@ REWRITE_APPEND = """def append_record(path, record):
         os.fsync(f.fileno())
 """
 
+IN_PLACE_APPEND = """def append_record(path, record):
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    with open(path, "r+b" if path.exists() else "wb") as f:  # the same bytes again, then the new line
+        f.write(old + data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n")
+        f.flush()
+        os.fsync(f.fileno())
+"""
+
 POP = "    lines.pop()  # after the last \\n: nothing, or a torn line a kill left (never a record)\n"
 CHECKSUM = '            raise JournalError(f"{path}: line {number} is damaged (no tab, or a wrong checksum)")\n'
 CUT = "            f.truncate(len(whole))  # cut the torn line a kill mid-append left\n"
@@ -116,6 +126,11 @@ WRONG: dict[str, tuple[dict[str, str], str]] = {
 }
 TRACED = ("no_fsync", "rewrites_the_whole_file", "appends_with_lesson_1s_snapshot", "does_not_cut_a_torn_tail")
 """The wrong answers also graded in the isolated re-check, where the append is judged by its trace."""
+TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
+    # rewrites every old byte as it was, then the line: only the trace shows the rewrite
+    "rewrites_the_same_bytes_in_place": ({"append_record": IN_PLACE_APPEND}, "test_journal_round_trip"),
+}
+"""Wrong answers only the re-check can see: the kernel's hints pass them."""
 
 
 def learner(answers: dict[str, str]) -> dict:
@@ -252,10 +267,10 @@ def test_the_solution_passes_the_traced_journal_checks(tmp_path, backend):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", TRACED)
+@pytest.mark.parametrize("name", [*TRACED, *TRACED_ONLY])
 def test_a_wrong_append_fails_by_its_trace(tmp_path, backend, name):
     """A wrong append fails its cell in the re-check too, judged by what strace saw, not by the learner's process."""
-    answers, cell = WRONG[name]
+    answers, cell = {**WRONG, **TRACED_ONLY}[name]
     verdicts = recheck(tmp_path, answers, backend)
     assert verdicts[cell], f"{name} passed {cell} in the re-check"
     print(f"{name}: {cell} fails in the re-check: {verdicts[cell]}")

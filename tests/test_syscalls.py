@@ -353,7 +353,7 @@ APPEND = f"""\
 def test_an_append_leaves_every_prefix_of_its_write():
     """A plain append: the states are the old file, then each prefix of the new line on it; fsynced after the write."""
     seen = syscalls.append_states(_events(APPEND), J, HEAD, HEAD + LINE)
-    assert seen.problem is None and seen.synced_after_last_write and not seen.created
+    assert seen.problem is None and seen.synced_after_last_write and not seen.created and seen.start == len(HEAD)
     assert seen.states == tuple(HEAD + LINE[:k] for k in range(len(LINE) + 1))
 
 

@@ -426,19 +426,21 @@ def observed_append(append: Append, path: Path, record: dict[str, Any], what: st
 def require_appends_only(append: Append, path: Path, record: dict[str, Any], what: str) -> Any:
     """Append ``record`` and require that nothing but new bytes at the end changed (traced in the re-check); the trace's reading, or None here."""
     before = path.read_bytes() if path.exists() else b""
+    kept = before[: before.rfind(b"\n") + 1]  # every complete line: what an append leaves as it was
     rewrote = (
-        f"{what}: append_record must add one line at the end of the journal, not rewrite or replace the file "
-        f"(a snapshot's os.replace() is the other form; {REREAD_LAYOUT})"
+        f"{what}: append_record must add one line at the end of the journal, never write over its lines or replace "
+        f"the file (a snapshot is rewritten whole; a journal only grows; {REREAD_LAYOUT})"
     )
     if is_remote(append):
         seen = observed_append(append, path, record, what)
         require(seen.problem is None, f"{what}: {seen.problem}")
+        require(seen.start is None or seen.start >= len(kept), rewrote)
         return seen
     inode = path.stat().st_ino if path.exists() else None
     append_or_fail(append, path, record, what)
     require(path.exists(), f"{what}: append_record left no file")
     require(inode is None or path.stat().st_ino == inode, rewrote)
-    require(path.read_bytes().startswith(before.rpartition(b"\n")[0]), rewrote)
+    require(path.read_bytes().startswith(kept), rewrote)
     return None
 
 

@@ -737,6 +737,8 @@ class Append:
     folder_synced_after_create: bool
     """The folder was fsynced after the call created the file (False when it did not create it)."""
     created: bool
+    start: int | None = None
+    """Where the call's writes began in the file it left (None when they cannot be read as an append)."""
 
 
 def _could_touch(ev: Event, target: str) -> bool:
@@ -882,4 +884,4 @@ def append_states(events: Iterable[Event], target: str, before: bytes | None, af
     for state in states:
         if not unique or unique[-1] != state:
             unique.append(state)
-    return result(tuple(unique), None)
+    return result(tuple(unique), None, start=start)
