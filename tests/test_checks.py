@@ -105,6 +105,80 @@ LENIENT_LOAD = """def load_state(path):
         return json.load(f)  # any version is taken
 """
 
+GOOD_APPEND = """def append_record(path, record):
+    body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+    line = body + b"\\t" + format(zlib.crc32(body), "08x").encode() + b"\\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        end = data.rfind(b"\\n") + 1  # 0: not even the header is whole
+        if end == 0:
+            line = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n" + line
+        os.ftruncate(fd, end)
+        os.pwrite(fd, line, end)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if end == 0:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        os.fsync(folder)
+        os.close(folder)
+"""
+
+NO_FSYNC_APPEND = """def append_record(path, record):
+    body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+    with open(path, "a+b") as f:
+        f.seek(0)
+        end = f.read().rfind(b"\\n") + 1
+        f.truncate(end)
+        head = b"" if end else json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+        f.write(head + body + b"\\t" + format(zlib.crc32(body), "08x").encode() + b"\\n")  # never fsynced
+"""
+
+GOOD_READ = """def read_journal(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as f:
+        *lines, torn = f.read().split(b"\\n")
+    if not lines:
+        return []
+    if json.loads(lines[0]) != JOURNAL_HEADER:
+        raise JournalError("not a version-1 journal")
+    records = []
+    for number, line in enumerate(lines[1:], 2):
+        body, tab, crc = line.rpartition(b"\\t")
+        if not tab or format(zlib.crc32(body), "08x").encode() != crc:
+            raise JournalError(f"line {number} is damaged")
+        records.append(json.loads(body))
+    return records
+"""
+
+STRICT_READ = """def read_journal(path):
+    if not os.path.exists(path):
+        return []
+    lines = open(path, "rb").read().splitlines()  # a torn last line is taken for damage
+    records = []
+    for line in lines[1:]:
+        body, tab, crc = line.rpartition(b"\\t")
+        if not tab or format(zlib.crc32(body), "08x").encode() != crc:
+            raise JournalError("damaged")
+        records.append(json.loads(body))
+    return records
+"""
+
+GOOD_REPLAY = """def replay(records):
+    for n, record in enumerate(records, 1):
+        if record["turn"] != n:
+            raise ValueError(f"record {n} is turn {record['turn']}")
+    return {
+        "turns": len(records),
+        "tokens_used": sum(r["tokens"] for r in records),
+        "messages": [copy.deepcopy(m) for r in records for m in r["messages"]],
+    }
+"""
+
+JOURNAL = {"append_record": GOOD_APPEND, "read_journal": GOOD_READ, "replay": GOOD_REPLAY}
+
 RESUME = """def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX_TURNS):
     cp = rc.load_checkpoint(path) or rc.new_checkpoint(task)
     if cp.task != task:
@@ -163,7 +237,7 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
             "refund": REFUND,
             "reconcile_with_ledger": LEDGER,
         },
-        "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
+        "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD, **JOURNAL},
         "resume": {"resume": RESUME, "resume_report": REPORT_SOLUTION},
     },
     "production_bug": {
@@ -182,7 +256,12 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
             "reconcile": IS_ERROR_ALWAYS,
         },
         "postmortem": {"root_cause": WHY, "fixed_reconcile": IS_ERROR_ALWAYS},
-        "resume_skeleton": {"save_state": NO_FSYNC_SAVE, "load_state": LENIENT_LOAD},
+        "resume_skeleton": {
+            "save_state": NO_FSYNC_SAVE,
+            "load_state": LENIENT_LOAD,
+            **JOURNAL,
+            "append_record": NO_FSYNC_APPEND,
+        },
     },
     "blank": {"reconcile": None, "resume": None},
 }
@@ -236,6 +315,31 @@ FULL_RESUME = {
 }
 
 
+FULL_SKELETON = {
+    "test_round_trip": 1,
+    "test_missing": 1,
+    "test_version": 1,
+    "test_kill_during_save": 2,
+    "test_durable_steps": 1,
+    "test_journal_round_trip": 2,
+    "test_journal_version": 2,
+    "test_torn_tail": 2,
+    "test_corrupt_record": 2,
+    "test_kill_during_append": 4,
+    "test_append_durable": 2,
+    "test_replay": 2,
+}
+JOURNAL_CELLS = (
+    "test_journal_round_trip",
+    "test_journal_version",
+    "test_torn_tail",
+    "test_corrupt_record",
+    "test_kill_during_append",
+    "test_append_durable",
+    "test_replay",
+)
+
+
 def without(full: dict[str, int], *failing: str) -> dict[str, int]:
     return {k: (0 if k in failing else v) for k, v in full.items()}
 
@@ -254,13 +358,7 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_refund_hidden": 3,
             "bonus_ledger": 2,
         },
-        "resume_skeleton": {
-            "test_round_trip": 1,
-            "test_missing": 1,
-            "test_version": 2,
-            "test_kill_during_save": 3,
-            "test_durable_steps": 2,
-        },
+        "resume_skeleton": FULL_SKELETON,  # 22
         "resume": FULL_RESUME,  # 34
     },
     "production_bug": {
@@ -282,14 +380,9 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             **NO_REFUND,
             "bonus_ledger": 0,
         },
-        # open(path, "w") truncates the good file before the kill; no temp file, no replace: 4.
-        "resume_skeleton": {
-            "test_round_trip": 1,
-            "test_missing": 1,
-            "test_version": 2,
-            "test_kill_during_save": 0,
-            "test_durable_steps": 0,
-        },
+        # open(path, "w") truncates the good file before the kill; no temp file, no replace; the journal
+        # left as released: 3.
+        "resume_skeleton": without(FULL_SKELETON, "test_kill_during_save", "test_durable_steps", *JOURNAL_CELLS),
     },
     "is_error_always": {
         # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools): 11.
@@ -303,14 +396,9 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             **NO_REFUND,
             "bonus_ledger": 0,
         },
-        # Atomic replace survives the kill but nothing is fsynced; any version is loaded: 5.
-        "resume_skeleton": {
-            "test_round_trip": 1,
-            "test_missing": 1,
-            "test_version": 0,
-            "test_kill_during_save": 3,
-            "test_durable_steps": 0,
-        },
+        # Atomic replace survives the kill but nothing is fsynced; any version is loaded; the journal is
+        # right but never fsynced: 4 + 14.
+        "resume_skeleton": without(FULL_SKELETON, "test_version", "test_durable_steps", "test_append_durable"),
     },
     "blank": {
         "reconcile": without(FULL_RECONCILE, *FULL_RECONCILE),  # 0
@@ -416,7 +504,8 @@ def test_every_crash_point_check_fails_the_production_rerun():
 def _functions(*sources: str) -> dict:
     ns: dict = {}
     exec(
-        "import json, os\nfrom pathlib import Path\nSTATE_VERSION = 1\nclass StateVersionError(ValueError):\n    pass\n",
+        "import copy, json, os, zlib\nfrom pathlib import Path\nSTATE_VERSION = 1\nclass StateVersionError(ValueError):\n    pass\n"
+        'JOURNAL_HEADER = {"format": "resumable-journal", "version": 1}\nclass JournalError(ValueError):\n    pass\n',
         ns,
     )
     for src in sources:
@@ -435,6 +524,34 @@ def test_skeleton_checks_pass_a_durable_atomic_save():
     hidden_skeleton.check_load_never_modifies(save, load)
     checks_skeleton.check_kill_during_save(save, load)
     hidden_skeleton.check_durable_steps(save)
+
+
+def test_journal_checks_pass_another_correct_journal():
+    """A journal written with os.pread/ftruncate/pwrite, not the solution's file object, passes every journal check."""
+    ns = _functions(GOOD_APPEND, GOOD_READ, GOOD_REPLAY)
+    append, read = ns["append_record"], ns["read_journal"]
+    checks_skeleton.check_journal_round_trip(append, read)
+    checks_skeleton.check_journal_version(read)
+    checks_skeleton.check_torn_tail_ignored(read)
+    checks_skeleton.check_corrupt_record_refused(read)
+    checks_skeleton.check_kill_during_append(append, read)
+    checks_skeleton.check_replay(ns["replay"])
+    hidden_skeleton.check_other_journal_versions_refused(read)
+    hidden_skeleton.check_read_journal_never_modifies(read)
+    hidden_skeleton.check_torn_header(read)
+    hidden_skeleton.check_other_corruptions_refused(read)
+    hidden_skeleton.check_append_durable(append, read)
+    hidden_skeleton.check_append_after_torn_header(append, read)
+    hidden_skeleton.check_replay_rules(ns["replay"])
+
+
+def test_journal_checks_catch_a_strict_reader_and_an_unsynced_append():
+    """A reader that takes a torn last line for damage, and an append that never fsyncs, each fail their check."""
+    ns = _functions(NO_FSYNC_APPEND, STRICT_READ)
+    with pytest.raises(CheckFailed, match="read_journal raised"):
+        checks_skeleton.check_torn_tail_ignored(ns["read_journal"])
+    with pytest.raises(CheckFailed, match="fsync the journal"):
+        hidden_skeleton.check_append_durable(ns["append_record"], _functions(GOOD_READ)["read_journal"])
 
 
 def test_kill_during_a_truncating_save_loses_the_state():
@@ -480,7 +597,7 @@ def test_lenient_load_fails_the_version_check():
 
 
 OPTIMIZED = """
-import json, os, sys
+import copy, json, os, sys, zlib
 from pathlib import Path
 from resumable_core.course.checks import reconcile, resume_skeleton
 from resumable_core.course.checks.support import CheckFailed
@@ -488,6 +605,8 @@ from resumable_core.course.hidden import reconcile as hidden_reconcile
 from resumable_core.course.hidden import resume_skeleton as hidden_skeleton
 from resumable_core.strategies import STRATEGIES
 
+JOURNAL_HEADER = {"format": "resumable-journal", "version": 1}
+JournalError = ValueError
 assert False, "only reached when assert statements run"  # stripped by -O: the script goes on
 exec(sys.argv[1])
 wrong = [
@@ -497,6 +616,8 @@ wrong = [
     lambda: hidden_reconcile.check_action({"C": "rerun_tool"}, "C"),
     lambda: resume_skeleton.check_state_version_refused(load_state),
     lambda: hidden_skeleton.check_durable_steps(save_state),
+    lambda: resume_skeleton.check_torn_tail_ignored(read_journal),
+    lambda: hidden_skeleton.check_append_durable(append_record, read_journal),
 ]
 failed = []
 for check in wrong:
@@ -511,14 +632,14 @@ print(json.dumps({"debug": __debug__, "failed": failed}))
 @pytest.mark.slow
 def test_checks_still_fail_under_python_O():
     """Run with ``python -O`` (assert statements stripped), every check still fails a wrong answer."""
-    answers = "\n".join([NO_FSYNC_SAVE, LENIENT_LOAD])
+    answers = "\n".join([NO_FSYNC_SAVE, LENIENT_LOAD, NO_FSYNC_APPEND, STRICT_READ])
     proc = subprocess.run(
         [sys.executable, "-O", "-c", OPTIMIZED, answers], capture_output=True, text=True, timeout=300, cwd=REPO
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["debug"] is False
-    assert len(result["failed"]) == 6, result
+    assert len(result["failed"]) == 8, result
 
 
 # -- which checks the notebooks call, and where they are defined -------------------------------

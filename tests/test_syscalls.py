@@ -336,3 +336,97 @@ def test_read_events_never_raises(lines):
     assert all(isinstance(e, Event) for e in events)
     for verdict in (atomic_problem, durable_problem):
         assert verdict(events, T) is None or isinstance(verdict(events, T), str)
+
+
+# -- an append, and what a kill in the middle of it leaves -------------------------------------
+
+J = "/f/journal.jsonl"
+HEAD = b'{"format":"resumable-journal","version":1}\n'
+LINE = b'{"turn":1}\t12345678\n'
+APPEND = f"""\
+7  openat(AT_FDCWD</w>, "{J}", O_RDWR|O_CREAT|O_APPEND|O_CLOEXEC, 0666) = 3<{J}>
+7  write(3<{J}>, ""..., {len(LINE)}) = {len(LINE)}
+7  fsync(3<{J}>) = 0
+"""
+
+
+def test_an_append_leaves_every_prefix_of_its_write():
+    """A plain append: the states are the old file, then each prefix of the new line on it; fsynced after the write."""
+    seen = syscalls.append_states(_events(APPEND), J, HEAD, HEAD + LINE)
+    assert seen.problem is None and seen.synced_after_last_write and not seen.created and seen.start == len(HEAD)
+    assert seen.states == tuple(HEAD + LINE[:k] for k in range(len(LINE) + 1))
+
+
+def test_an_append_that_creates_the_journal_starts_from_no_file():
+    """Creating the file: no file, an empty one, then each prefix; the folder's fsync after the open counts."""
+    text = APPEND.replace(f"{len(LINE)}) = {len(LINE)}", f"{len(HEAD + LINE)}) = {len(HEAD + LINE)}")
+    text += '7  openat(AT_FDCWD</w>, "/f", O_RDONLY|O_CLOEXEC) = 4</f>\n7  fsync(4</f>) = 0\n'
+    seen = syscalls.append_states(_events(text), J, None, HEAD + LINE)
+    assert seen.problem is None and seen.created and seen.folder_synced_after_create
+    assert seen.states[:3] == (None, b"", HEAD[:1]) and seen.states[-1] == HEAD + LINE
+    assert not syscalls.append_states(
+        _events(APPEND.replace("7  fsync", "7  fstat")), J, HEAD, HEAD + LINE
+    ).synced_after_last_write
+
+
+def test_a_cut_torn_tail_and_a_rewrite_show_in_the_states():
+    """An ftruncate before the write leaves the cut file as a state; an O_TRUNC open leaves an empty one."""
+    torn = HEAD + LINE[:5]
+    cut = APPEND.replace("7  write", f"7  ftruncate(3<{J}>, {len(HEAD)}) = 0\n7  write")
+    seen = syscalls.append_states(_events(cut), J, torn, HEAD + LINE)
+    assert seen.problem is None and seen.states[:2] == (torn, HEAD)
+    whole = len(HEAD + LINE)
+    rewrite = APPEND.replace("O_RDWR|O_CREAT|O_APPEND", "O_WRONLY|O_CREAT|O_TRUNC").replace(
+        f"{len(LINE)}) = {len(LINE)}", f"{whole}) = {whole}"
+    )
+    seen = syscalls.append_states(_events(rewrite), J, HEAD, HEAD + LINE)
+    assert seen.problem is None and b"" in seen.states
+
+
+@pytest.mark.parametrize(
+    ("extra", "reason"),
+    [
+        (f'7  rename("/f/t", "{J}") = 0', "renamed a file onto"),
+        (f'7  unlink("{J}") = 0', "unlink"),
+        ("7  io_uring_setup(8, 0x7ff) = 5", "io_uring_setup"),
+        ('7  write(5, ""..., 9) = 9', "could not resolve"),
+        ('7  renameat2(AT_FDCWD</f>, "/f/jour\\x', "could not follow"),
+    ],
+)
+def test_what_is_no_append_is_a_problem(extra, reason):
+    """Renaming onto the journal, deleting it, io_uring, an unresolved fd or an unreadable call rule the append out."""
+    seen = syscalls.append_states(_events(APPEND + extra + "\n"), J, HEAD, HEAD + LINE)
+    assert seen.problem is not None and reason in seen.problem, seen.problem
+    assert seen.states == (HEAD, HEAD + LINE)
+
+
+def test_writes_the_file_does_not_account_for_are_a_problem():
+    """A file the writes cannot have made (cut after them, or not its old bytes plus theirs) is no append."""
+    assert "fewer bytes" in str(syscalls.append_states(_events(APPEND), J, HEAD, b"x").problem)
+    assert "not its old bytes" in str(syscalls.append_states(_events(APPEND), J, HEAD, b"X" * len(HEAD) + LINE).problem)
+
+
+APPENDER = """import os, sys
+path = sys.argv[1]
+with open(path, "ab") as f:
+    f.write(b'{"turn":1}\\t12345678\\n')
+    f.flush()
+    os.fsync(f.fileno())
+"""
+
+
+def test_a_real_append_under_strace(tmp_path):
+    """A real process appending under the real strace: its one write gives every prefix, and its fsync is seen."""
+    reason = syscalls.available()
+    if reason is not None:
+        pytest.skip(reason)
+    folder = tmp_path.resolve() / "j"
+    folder.mkdir()
+    target = folder / "journal.jsonl"
+    target.write_bytes(HEAD)  # before the trace starts
+    trace = tmp_path / "trace.txt"
+    argv = [*syscalls.tracer_argv(trace), sys.executable, "-c", APPENDER, str(target)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    seen = syscalls.append_states(read_events(trace, str(folder)), str(target), HEAD, target.read_bytes())
+    assert seen.problem is None and seen.synced_after_last_write
+    assert seen.states == tuple(HEAD + LINE[:k] for k in range(len(LINE) + 1))

@@ -591,6 +591,12 @@ class Observation:
 
         return syscalls.durable_problem(list(self.events), self.target)
 
+    def append(self, before: bytes | None, after: bytes | None) -> Any:
+        """What a kill at any moment of the call could leave in the file (a :class:`~.syscalls.Append`), given its bytes before and after."""
+        from . import syscalls
+
+        return syscalls.append_states(list(self.events), self.target, before, after)
+
 
 class RemoteFunction:
     """A function of the notebook, called in the learner's process through :meth:`Learner.call`.

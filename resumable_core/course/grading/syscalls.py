@@ -713,3 +713,175 @@ def durable_problem(events: Iterable[Event], target: str) -> str | None:
     if folder_syncs:
         return "save_state fsynced the folder only before the rename: fsync it after os.replace(), so the rename itself is on disk"
     return "save_state never fsynced the folder after the rename: open it with os.open(folder, os.O_RDONLY) and os.fsync() that fd, so the rename itself survives a power cut"
+
+
+# -- an append, and what a kill in the middle of it leaves -------------------------------------
+
+
+@dataclass(frozen=True)
+class Append:
+    """What one call did to an append-only file, as the trace and the file it left show it.
+
+    ``states`` holds every content a SIGKILL at some moment of the call could leave in the file, in
+    the order they occur (``None``: no file), the first being the file before the call and the last
+    the file it left. The trace shows how many bytes each write put in, never which (``-s 0``): the
+    bytes are read from the file the call left, the writes taken as filling its end in order.
+    ``problem`` says why the calls cannot be read as an append (a rename, an unseen write, ...),
+    and is None when they can.
+    """
+
+    states: tuple[bytes | None, ...]
+    problem: str | None
+    synced_after_last_write: bool
+    """The file was fsynced (fsync or fdatasync on its fd) after its last write, before the call ended."""
+    folder_synced_after_create: bool
+    """The folder was fsynced after the call created the file (False when it did not create it)."""
+    created: bool
+    start: int | None = None
+    """Where the call's writes began in the file it left (None when they cannot be read as an append)."""
+
+
+def _could_touch(ev: Event, target: str) -> bool:
+    """Whether a call that is no plain open, write, truncate or sync may change ``target`` or its name."""
+    folder = posixpath.dirname(target)
+    if ev.unparsed:
+        return _raw_could_touch(ev.raw, folder)
+    if ev.failed or not _touches(ev, folder):
+        return False
+    if ev.syscall in _ASYNC or ev.syscall in _LINKS | _SYMLINKS:
+        return True
+    if ev.syscall == "mmap":
+        return bool(_SHARED_MAP & set(ev.flags)) and _is(_arg(ev.fds, 0), target)
+    if ev.syscall in _RENAMES:
+        old, new = _arg(ev.paths, 0), _arg(ev.paths, 1)
+        return old != new and (_is(old, target) or _is(new, target) or _above(old or "/", target))
+    if ev.syscall in _UNLINKS | _MAKES:
+        return _is(_arg(ev.paths, 0), target) or _above(_arg(ev.paths, 0) or "/", target)
+    return False
+
+
+@dataclass
+class _AppendSteps:
+    """The calls of one append that change the target, in order, and what else the trace showed."""
+
+    steps: list[tuple[str, Event]] = field(default_factory=list)
+    """("create" | "empty" | "trunc" | "write", event)."""
+    synced_at: list[int] = field(default_factory=list)
+    folder_synced_at: list[int] = field(default_factory=list)
+    created_at: int | None = None
+    problem: str | None = None
+
+    def fail(self, why: str) -> None:
+        self.problem = self.problem or why
+
+
+def _unseen_change(ev: Event, name: str) -> str:
+    """Why a call that may change the target other than by a write rules the call out as an append."""
+    if ev.unparsed:
+        return f"the grader could not follow a call that may touch {name} (trace line {ev.line}); append with plain open, write and os.fsync"
+    if ev.syscall in _RENAMES:
+        return f"append_record renamed a file onto or away from {name}: that replaces the journal (a snapshot's os.replace()), an append only adds a line at its end"
+    return f"append_record used {ev.syscall}(), which removes or changes {name} unseen: an append only adds bytes at its end with plain writes"
+
+
+def _append_steps(events: Iterable[Event], target: str, before: bytes | None) -> _AppendSteps:
+    name, seen = posixpath.basename(target), _AppendSteps()
+    for ev in events:
+        if _could_touch(ev, target):
+            seen.fail(_unseen_change(ev, name))
+        if ev.unparsed or ev.failed:
+            continue
+        changes, fd = _written_fd(ev)
+        if ev.syscall in _OPENS:
+            opened = ev.returned if ev.returned is not None else _arg(ev.paths, 0)
+            if opened is None and _writing(ev):
+                seen.fail(
+                    f"append_record opened a file for writing by a path the grader could not resolve (it may be {name}); use absolute paths"
+                )
+            elif opened == target and "O_CREAT" in ev.flags and before is None and seen.created_at is None:
+                seen.created_at = ev.end or ev.line
+                seen.steps.append(("create", ev))
+            if opened == target and {"O_TRUNC", "O_TMPFILE"} & set(ev.flags):
+                seen.steps.append(("empty", ev))
+        elif changes or ev.syscall == "truncate":
+            where = fd if changes else _arg(ev.paths, 0)
+            if where is None:
+                seen.fail(
+                    f"append_record changed a file with {ev.syscall}() through an fd the grader could not resolve (it may be {name})"
+                )
+            elif where != target:
+                continue
+            elif ev.syscall in ("ftruncate", "truncate"):
+                seen.steps.append(("trunc", ev))
+            elif ev.syscall in ("fallocate", "ioctl"):
+                seen.fail(f"append_record changed {name} with {ev.syscall}(): append with plain writes")
+            elif ev.end is None or ev.result is None:
+                seen.fail(f"a write to {name} never returned before the call ended")
+            else:
+                seen.steps.append(("write", ev))
+        elif ev.syscall in _SYNCS and ev.result == 0 and ev.fds and ev.end is not None:
+            if ev.fds[0] == target:
+                seen.synced_at.append(ev.line)
+            elif ev.fds[0] == posixpath.dirname(target):
+                seen.folder_synced_at.append(ev.line)
+    return seen
+
+
+def append_states(events: Iterable[Event], target: str, before: bytes | None, after: bytes | None) -> Append:
+    """What a kill at any moment of the call whose ``events`` these are could leave in ``target``.
+
+    ``before`` and ``after`` are the file's bytes before and after the call (None: no file). Each
+    write to the target gives the states before it, after it, and after each prefix of its bytes
+    (a kill mid-write leaves any prefix); an open with ``O_TRUNC`` empties the file, and a
+    truncation cuts it where the writes that follow start. A rename onto or away from the target,
+    an unlink of it, a link, a shared map, io_uring or AIO, or a call that cannot be read or resolved
+    is a ``problem``: none of these is an append. So are writes the file left does not account for.
+    """
+    target = _norm(target)
+    name = posixpath.basename(target)
+    seen = _append_steps(events, target, before)
+    writes = [ev for kind, ev in seen.steps if kind == "write"]
+    last_write = max((w.end or w.line for w in writes), default=None)
+    created = seen.created_at
+    result = functools.partial(
+        Append,
+        synced_after_last_write=last_write is not None and any(line > last_write for line in seen.synced_at),
+        folder_synced_after_create=created is not None and any(line > created for line in seen.folder_synced_at),
+        created=created is not None,
+    )
+    if seen.problem is not None:
+        return result((before, after), seen.problem)
+    data = after or b""
+    total = sum(w.result or 0 for w in writes)
+    start = len(data) - total
+    if start < 0:
+        return result(
+            (before, after), f"{name} holds fewer bytes than append_record wrote into it: it was cut after the writes"
+        )
+    states: list[bytes | None] = [before]
+    current, offset = before, start
+    for kind, ev in seen.steps:
+        base = current or b""
+        if kind == "create":
+            current = base
+        elif kind == "empty":
+            current = b""
+        elif kind == "trunc":
+            current = base[:start]
+        else:
+            n = ev.result or 0
+            if offset > len(base):
+                return result((before, after), f"a write to {name} starts past its end: append at the end of the file")
+            chunk = data[offset : offset + n]
+            states.extend(base[:offset] + chunk[:k] + base[offset + k :] for k in range(n + 1))
+            current = base[:offset] + chunk + base[offset + n :]
+            offset += n
+        states.append(current)
+    if current != after:
+        why = f"the file append_record left is not its old bytes with the written ones at the end ({len(data)} bytes, {total} of them written by the call)"
+        return result((before, after), f"{why}: append only at the end, after cutting a torn last line")
+    unique: list[bytes | None] = []
+    for state in states:
+        if not unique or unique[-1] != state:
+            unique.append(state)
+    return result(tuple(unique), None, start=start)

@@ -1,23 +1,46 @@
-"""The hidden checks of the ``resume_skeleton`` assignment: other versions, a read-only load, durability.
+"""The hidden checks of the ``resume_skeleton`` assignment: other versions, a read-only load, durability; the journal's other rules.
 
-The notebook's hidden test block calls these as ``hidden.check_*(save_state, load_state)``.
+The notebook's hidden test blocks call these as ``hidden.check_*(save_state, load_state)`` and
+``hidden.check_*(append_record, read_journal)`` / ``hidden.check_*(replay)``; :data:`CONTRACT`
+maps each rule of the journal task's contract to the checks that test it.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import os
 from typing import Any
 
 from ..checks.resume_skeleton import (
+    JOURNAL,
+    JOURNAL_HEADER,
+    Append,
     Load,
+    Read,
+    Replay,
     Save,
+    append_or_fail,
+    check_corrupt_record_refused,
+    check_journal_version,
     check_state_version_refused,
+    corrupt_journal,
+    journal_bytes,
     load_or_fail,
+    observed_append,
     observed_save,
+    record_calls,
     record_save,
+    replay_or_fail,
+    require_every_kill_reads,
+    require_read,
     sample_state,
+    torn,
+    turn_record,
+    whole_journal,
 )
-from ..checks.support import handed, is_remote, require, scratch
+from ..checks.support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
 
 OTHER_VERSIONS: tuple[Any, ...] = (0, 99, "1")
 """Versions the visible test does not try: older, newer, and the right number as a string."""
@@ -31,7 +54,7 @@ def check_other_versions_refused(load: Load) -> None:
 def check_load_never_modifies(save: Save, load: Load) -> None:
     """Loading a good file leaves its bytes and modification time as they were."""
     path = scratch("state") / "state.json"
-    save(sample_state(), handed(path, folder=True))
+    call_learner(save, sample_state(), handed(path, folder=True))
     before, mtime = path.read_bytes(), path.stat().st_mtime_ns
     load_or_fail(load, path, "loading a good file")
     require(path.read_bytes() == before and path.stat().st_mtime_ns == mtime, "load_state must only read the file")
@@ -63,3 +86,208 @@ def check_durable_steps(save: Save) -> None:
     require(
         ("fsync", folder_id) in events[move:], "os.fsync the folder after the rename, so the rename itself is durable"
     )
+
+
+# -- the journal -----------------------------------------------------------------------------------
+
+OTHER_HEADERS: tuple[Any, ...] = (
+    {**JOURNAL_HEADER, "version": 0},
+    {**JOURNAL_HEADER, "version": "1"},
+    {"format": "resumable-checkpoint", "version": 1},
+    {"version": 1},
+    turn_record(1),
+)
+"""First lines the visible test does not try: an older version, the version as a string, another format, none, a record."""
+
+
+def check_other_journal_versions_refused(read: Read) -> None:
+    """Headers of version 0, of "1", of another format, without a format, and a record where the header belongs are each refused."""
+    for header in OTHER_HEADERS:
+        path = scratch("journal") / JOURNAL
+        path.write_bytes(journal_bytes([turn_record(1)], header=header))
+        try:
+            got = call_learner(read, handed(path, folder=True))
+        except ValueError:
+            continue
+        except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+            raise CheckFailed(f"header {json.dumps(header)[:60]}: raise a ValueError, not {type(e).__name__}") from None
+        raise CheckFailed(
+            f"a journal whose first line is {json.dumps(header)[:60]} must be refused, read_journal returned {type(got).__name__}"
+        )
+    check_journal_version(read, versions=(99,))
+
+
+def check_read_journal_never_modifies(read: Read) -> None:
+    """Reading a good journal, a torn one and a damaged one leaves each file's bytes and modification time as they were."""
+    files = {
+        "a good journal": journal_bytes([turn_record(1), turn_record(2)]),
+        "a journal with a torn last line": torn([turn_record(1)], turn_record(2), 20),
+        "a damaged journal": corrupt_journal("checksum"),
+    }
+    for what, data in files.items():
+        path = scratch("journal") / JOURNAL
+        path.write_bytes(data)
+        mtime = path.stat().st_mtime_ns
+        try:
+            call_learner(read, handed(path, folder=True))
+        except ValueError:
+            pass
+        except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+            raise CheckFailed(f"{what}: read_journal raised {type(e).__name__}: {e}") from None
+        require(
+            path.read_bytes() == data and path.stat().st_mtime_ns == mtime,
+            f"reading {what} must leave the file as it was: read_journal only reads (cutting a torn line is append_record's job)",
+        )
+
+
+def check_torn_header(read: Read) -> None:
+    """An empty journal, and one holding only part of its header line (a kill while it was created), read as []."""
+    header = journal_bytes([])
+    for keep in (0, 1, len(header) // 2, len(header) - 1):
+        path = scratch("journal") / JOURNAL
+        path.write_bytes(header[:keep])
+        require_read(read, path, [], f"with {keep} bytes of the header line only", "no complete line yet: no record")
+    path = scratch("journal") / JOURNAL
+    path.write_bytes(header)
+    require_read(read, path, [], "with the header line only", "a journal with no record yet")
+
+
+def check_other_corruptions_refused(read: Read) -> None:
+    """A middle line whose JSON does not parse or that has no tab, a first record with a bad checksum, and a damaged complete last line are refused."""
+    check_corrupt_record_refused(read, hows=("JSON", "tab"))
+    check_corrupt_record_refused(read, hows=("checksum",), at=0)
+    check_corrupt_record_refused(read, hows=("checksum", "JSON"), at=2)
+
+
+def check_append_durable(append: Append, read: Read) -> None:
+    """append_record fsyncs the journal after writing, and the folder when it created the file; a kill while it creates the file leaves [] or the record.
+
+    In the re-check this is the trace from outside the learner's process; in the learner's kernel,
+    spies on os.fsync (a hint: nothing measured there is believed by the re-check).
+    """
+    folder = scratch("durable")
+    path = folder / JOURNAL
+    first, second = turn_record(1), turn_record(2)
+    if is_remote(append):
+        for record, before in ((first, []), (second, [first])):
+            seen = observed_append(append, path, record, f"appending record {record['turn']}")
+            require(seen.problem is None, seen.problem)
+            require(
+                seen.synced_after_last_write,
+                "append_record must os.fsync the journal after writing the line, before it returns: the next step runs on the belief that the record is on disk",
+            )
+            if record is first:
+                require(
+                    seen.created and seen.folder_synced_after_create,
+                    "when append_record creates the journal, it must also os.fsync the folder, or a power cut can lose the new file's name",
+                )
+            require_every_kill_reads(read, seen, before, [*before, record], f"appending record {record['turn']}")
+        return
+    folder_id = (True, os.stat(folder).st_dev, os.stat(folder).st_ino)
+    for record in (first, second):
+        what = f"appending record {record['turn']}"
+        events = record_calls(functools.partial(append_or_fail, append, path, record, what), append)
+        file_id = (False, os.stat(path).st_dev, os.stat(path).st_ino)
+        require(
+            ("fsync", file_id) in events,
+            "append_record must os.fsync the journal after writing the line, before it returns: the next step runs on the belief that the record is on disk",
+        )
+        if record is first:
+            require(
+                ("fsync", folder_id) in events,
+                "when append_record creates the journal, it must also os.fsync the folder, or a power cut can lose the new file's name",
+            )
+
+
+def check_append_after_torn_header(append: Append, read: Read) -> None:
+    """A journal left holding part of its header (a kill while it was created) is started again by the next append."""
+    header = journal_bytes([])
+    for keep in (0, len(header) // 2):
+        path = scratch("journal") / JOURNAL
+        path.write_bytes(header[:keep])
+        append_or_fail(append, path, turn_record(1), f"appending to a journal of {keep} bytes of header")
+        require(
+            same_data(whole_journal(path.read_bytes(), JOURNAL), [turn_record(1)]),
+            "when not even the header line is whole, append_record must start the file again: the header, then the record",
+        )
+        require_read(read, path, [turn_record(1)], "after starting a torn journal again", "the header, then the record")
+
+
+def check_replay_rules(replay: Replay) -> None:
+    """No records replay to turn 0; replay leaves the records as they were; turns that skip or repeat are refused with a ValueError."""
+    got = replay_or_fail(replay, [], "no records")
+    require(
+        same_data(got, {"turns": 0, "tokens_used": 0, "messages": []}),
+        'with no records, replay must return {"turns": 0, "tokens_used": 0, "messages": []}',
+    )
+    records = [turn_record(t) for t in (1, 2)]
+    kept = copy.deepcopy(records)
+    if not is_remote(replay):  # in the re-check the records cross as a copy: nothing to watch
+        call_learner(replay, records)
+        require(same_data(records, kept), "replay must not change the records it is given (they are the journal's)")
+        state = replay_or_fail(replay, kept, "two records")
+        if isinstance(state, dict) and isinstance(state.get("messages"), list):
+            state["messages"].append({"role": "user", "content": "later"})
+            require(same_data(kept, records), "the state replay returns must not share its lists with the records")
+    for turns, what in (
+        ((1, 3), "a gap (turn 2 is missing)"),
+        ((1, 2, 2), "a repeat (turn 2 twice)"),
+        ((2, 3), "a start at turn 2"),
+    ):
+        try:
+            out = call_learner(replay, [turn_record(t) for t in turns])
+        except ValueError:
+            continue
+        except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+            raise CheckFailed(f"records with {what}: raise a ValueError, not {type(e).__name__}") from None
+        raise CheckFailed(
+            f"records with {what} must be refused with a ValueError, replay returned {type(out).__name__}"
+        )
+
+
+CONTRACT: dict[str, tuple[str, ...]] = {
+    'The journal\'s first line is the header, `{"format":"resumable-journal","version":1}` in compact JSON; each record follows on a line of its own: its compact JSON, a tab, the CRC-32 of that JSON\'s UTF-8 bytes as 8 lowercase hex digits (`f"{zlib.crc32(data):08x}"`), and `\\n`.': (
+        "check_journal_round_trip",
+    ),
+    "`append_record` adds one line at the end of the file and never rewrites or replaces what is already there; it writes the header first when it creates the file.": (
+        "check_journal_round_trip",
+    ),
+    "`append_record` returns only once the record is durable: the file fsynced after the write, and the folder fsynced when the append created the file.": (
+        "check_append_durable",
+    ),
+    "A kill at any moment of an append leaves a journal that reads as the records before it, or as those and the new one.": (
+        "check_kill_during_append",
+        "check_append_durable",
+    ),
+    "If the file ends in a torn line (no `\\n`: a kill mid-append), `append_record` first cuts it off; if not even the header line is whole, it starts the file again.": (
+        "check_kill_during_append",
+        "check_append_after_torn_header",
+    ),
+    "`read_journal` returns the records in order; with no file it returns `[]`, and so it does for a file with no complete line.": (
+        "check_journal_round_trip",
+        "check_torn_header",
+    ),
+    "`read_journal` refuses a first line that is not the header of this format and version with a `ValueError`.": (
+        "check_journal_version",
+        "check_other_journal_versions_refused",
+    ),
+    "`read_journal` ignores a torn last line: a kill mid-append is no damage.": ("check_torn_tail_ignored",),
+    "A complete line with a bad checksum, bad JSON or no tab is damage, not a crash: `read_journal` raises `ValueError`, wherever the line is.": (
+        "check_corrupt_record_refused",
+        "check_other_corruptions_refused",
+    ),
+    "`read_journal` never changes the file, not even one it refuses or whose last line is torn.": (
+        "check_read_journal_never_modifies",
+    ),
+    'A record is `{"turn": n, "messages": [...], "tokens": k}`: turn n\'s new messages and the tokens it used.': (
+        "check_replay",
+    ),
+    '`replay(records)` returns `{"turns": ..., "tokens_used": ..., "messages": ...}`: the last record\'s turn (0 for none), the sum of the tokens, and every record\'s messages in order; it changes no record.': (
+        "check_replay",
+        "check_replay_rules",
+    ),
+    "`replay` refuses records whose turns do not count 1, 2, 3, ... with a `ValueError`: a gap is a lost turn, a repeat a duplicated one.": (
+        "check_replay_rules",
+    ),
+}
+"""Each rule of the journal task's contract (the notebook's bullets, exactly) and the checks that test it."""

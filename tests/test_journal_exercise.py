@@ -1,0 +1,276 @@
+"""The ``resume_skeleton`` journal task grades a correct answer full and plausible wrong ones lower, under real kills.
+
+In the learner's kernel a forked child really dies of SIGKILL halfway through an append; in the
+isolated re-check the learner's append runs under strace outside its process, and every file a
+kill at any moment of its writes could leave is handed to its ``read_journal``. Grading goes
+through the check functions the notebook's test cells call (read from the source notebook, hidden
+blocks included), with the notebook's points.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from resumable_core.course import release as course
+from resumable_core.course.checks import resume_skeleton as checks
+from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.grading import recheck as isolated
+from resumable_core.course.grading import syscalls
+from resumable_core.course.grading.isolation import BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
+from resumable_core.course.hidden import resume_skeleton as hidden
+
+SOURCE = course.notebook_path("resume_skeleton")
+NOTEBOOK = json.loads(SOURCE.read_text(encoding="utf-8"))
+SETUP = [src for _, src in setup_cells(NOTEBOOK)]
+JOURNAL_CELLS = ("append_record", "read_journal", "replay")
+SOLUTIONS = {
+    c["metadata"]["nbgrader"]["grade_id"]: re.sub(r"\n *### (BEGIN|END) SOLUTION", "", "".join(c["source"]))
+    for c in NOTEBOOK["cells"]
+    if c["metadata"]["nbgrader"].get("solution")
+}
+JOURNAL_TESTS = (
+    "test_journal_round_trip",
+    "test_journal_version",
+    "test_torn_tail",
+    "test_corrupt_record",
+    "test_kill_during_append",
+    "test_append_durable",
+    "test_replay",
+)
+
+
+def edited(cell: str, *changes: tuple[str, str]) -> dict[str, str]:
+    """The solution cell ``cell`` with each (old, new) applied once; a change that no longer applies fails loudly."""
+    source = SOLUTIONS[cell]
+    for old, new in changes:
+        assert source.count(old) == 1, f"the {cell} solution no longer contains {old!r}"
+        source = source.replace(old, new)
+    return {cell: source}
+
+
+SNAPSHOT_APPEND = """def append_record(path, record):
+    from resumable_core.checkpoint import write_atomic  # lesson 1's snapshot, used to "append"
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    write_atomic(path, old + data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n")
+"""
+
+REWRITE_APPEND = """def append_record(path, record):
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    with open(path, "wb") as f:  # read, add, write the whole file back
+        f.write(old + data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n")
+        f.flush()
+        os.fsync(f.fileno())
+"""
+
+IN_PLACE_APPEND = """def append_record(path, record):
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    with open(path, "r+b" if path.exists() else "wb") as f:  # the same bytes again, then the new line
+        f.write(old + data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n")
+        f.flush()
+        os.fsync(f.fileno())
+"""
+
+POP = "    lines.pop()  # after the last \\n: nothing, or a torn line a kill left (never a record)\n"
+CHECKSUM = '            raise JournalError(f"{path}: line {number} is damaged (no tab, or a wrong checksum)")\n'
+CUT = "            f.truncate(len(whole))  # cut the torn line a kill mid-append left\n"
+FSYNC = "        os.fsync(f.fileno())  # the record is on disk before the next step runs\n"
+HEADER = (
+    '    if not isinstance(header, dict) or header != JOURNAL_HEADER or type(header.get("version")) is not int:\n'
+    '        raise JournalError(f"{path}: line 1 is not the header {JOURNAL_HEADER}")\n'
+)
+TURN = (
+    '        if record["turn"] != state["turns"] + 1:\n'
+    "            raise JournalError(f\"turn {record['turn']} follows turn {state['turns']}: a turn is lost or repeated\")\n"
+)
+
+WRONG: dict[str, tuple[dict[str, str], str]] = {
+    # (the learner's answer cells, the test cell its bug must fail)
+    "no_fsync": (edited("append_record", (FSYNC, "")), "test_append_durable"),
+    "rewrites_the_whole_file": ({"append_record": REWRITE_APPEND}, "test_kill_during_append"),
+    "appends_with_lesson_1s_snapshot": ({"append_record": SNAPSHOT_APPEND}, "test_journal_round_trip"),
+    "does_not_cut_a_torn_tail": (edited("append_record", (CUT, "            pass\n")), "test_kill_during_append"),
+    "reader_raises_on_a_torn_tail": (
+        edited("read_journal", (POP, "    lines = lines[:-1] if lines[-1] == b'' else lines\n")),
+        "test_torn_tail",
+    ),
+    "reader_skips_a_corrupt_line": (
+        edited("read_journal", (CHECKSUM, "            continue\n")),
+        "test_corrupt_record",
+    ),
+    "reader_cuts_the_torn_tail_itself": (
+        edited(
+            "read_journal",
+            (POP, POP + "    Path(path).write_bytes(data[: data.rfind(b'\\n') + 1])  # tidy up the crash\n"),
+        ),
+        "test_torn_tail",
+    ),
+    "no_version_check": (edited("read_journal", (HEADER, "")), "test_journal_version"),
+    "replay_without_a_turn_check": (edited("replay", (TURN, "")), "test_replay"),
+    "replay_keeps_the_last_tokens": (
+        edited("replay", ('state["tokens_used"] += record["tokens"]', 'state["tokens_used"] = record["tokens"]')),
+        "test_replay",
+    ),
+}
+TRACED = ("no_fsync", "rewrites_the_whole_file", "appends_with_lesson_1s_snapshot", "does_not_cut_a_torn_tail")
+"""The wrong answers also graded in the isolated re-check, where the append is judged by its trace."""
+TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
+    # rewrites every old byte as it was, then the line: only the trace shows the rewrite
+    "rewrites_the_same_bytes_in_place": ({"append_record": IN_PLACE_APPEND}, "test_journal_round_trip"),
+}
+"""Wrong answers only the re-check can see: the kernel's hints pass them."""
+
+
+def learner(answers: dict[str, str]) -> dict:
+    """The learner's names: the notebook's setup cells, then every solution cell with ``answers`` in place."""
+    ns: dict = {}
+    for setup in SETUP:
+        exec(setup, ns)
+    for source in {**SOLUTIONS, **answers}.values():
+        exec(source, ns)
+    return ns
+
+
+def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
+    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
+    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
+    return {
+        gid: (points[gid], check_calls("resume_skeleton", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()
+    }
+
+
+def failure(calls: list[CheckCall], ns: dict) -> str | None:
+    """Why the cell's checks fail on the learner's names, or None when they all pass."""
+    try:
+        for call in calls:
+            call.run(ns)
+    except CheckFailed as e:
+        return e.reason
+    return None
+
+
+def test_the_journal_carries_most_of_the_points():
+    """The journal's test cells are worth more than the snapshot's together."""
+    cells = graded_cells()
+    journal = sum(points for gid, (points, _) in cells.items() if gid in JOURNAL_TESTS)
+    assert set(JOURNAL_TESTS) <= set(cells)
+    assert journal > sum(points for gid, (points, _) in cells.items() if gid not in JOURNAL_TESTS)
+
+
+def test_the_contract_is_the_notebooks_bullets_and_each_rule_is_tested():
+    """The journal cell's contract bullets are CONTRACT's rules, exactly; each rule's checks are called by a test cell."""
+    text = next("".join(c["source"]) for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "journal")
+    after = text.split("**The contract.**\n\n", 1)[1]
+    bullets = [line[2:] for line in after.split("\n\n", 1)[0].splitlines()]
+    assert bullets == list(hidden.CONTRACT)
+    called = {call.check.__name__ for _, calls in graded_cells().values() for call in calls}
+    for rule, names in hidden.CONTRACT.items():
+        assert names and set(names) <= called, rule
+
+
+def test_the_format_example_in_the_exercise_checks_out():
+    """The journal lines the exercise shows are real ones: each checksum is the CRC-32 of its JSON."""
+    text = next("".join(c["source"]) for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "journal")
+    example = text.split("```\n", 2)[1].replace("<TAB>", "\t").encode()
+    assert checks.whole_journal(example, "the example")
+
+
+def test_the_checks_damaged_journals_are_what_they_say():
+    """A torn journal ends without a newline; each corruption leaves a complete line the format refuses."""
+    records = [checks.turn_record(1), checks.turn_record(2)]
+    assert checks.whole_journal(checks.journal_bytes(records), "j") == records
+    assert not checks.torn(records, checks.turn_record(3), 10).endswith(b"\n")
+    for how in checks.CORRUPTIONS:
+        damaged = checks.corrupt_journal(how)
+        assert damaged.endswith(b"\n") and damaged.count(b"\n") == 4, how
+        with pytest.raises((CheckFailed, ValueError)):
+            checks.whole_journal(damaged, "j")
+
+
+@pytest.mark.slow
+def test_the_solution_scores_full_under_real_kills():
+    """The notebook's own solution passes every test cell, visible and hidden, under real SIGKILLs."""
+    ns = learner({})
+    failed = {gid: why for gid, (_, calls) in graded_cells().items() if (why := failure(calls, ns))}
+    assert failed == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_journal_scores_lower(name):
+    """Each plausible wrong answer fails the test cell its bug breaks, and every snapshot cell still passes."""
+    answers, cell = WRONG[name]
+    cells = graded_cells()
+    points, calls = cells[cell]
+    ns = learner(answers)
+    why = failure(calls, ns)
+    assert why is not None, f"{name} passed {cell} ({points} points)"
+    print(f"{name}: {cell} fails: {why}")
+    assert all(failure(calls, ns) is None for gid, (_, calls) in cells.items() if gid not in JOURNAL_TESTS)
+
+
+# -- the same in the isolated re-check, the append judged by its trace ------------------------------
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory):
+    """Bubblewrap, as grading runs it, where it is installed; else the plain backend."""
+    if shutil.which("bwrap") is None:
+        return None
+    return BwrapBackend(library_copy(tmp_path_factory.mktemp("lib") / "lib"))
+
+
+def submitted(tmp_path: Path, answers: dict[str, str]) -> Path:
+    """The source notebook with ``answers`` in its solution cells, as a learner hands it in."""
+    nb = nbformat.read(str(SOURCE), as_version=4)
+    for c in nb.cells:
+        gid = c.metadata.get("nbgrader", {}).get("grade_id")
+        if gid in answers:
+            c.source = answers[gid]
+    path = tmp_path / "submission.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def recheck(tmp_path: Path, answers: dict[str, str], backend) -> dict[str, str | None]:
+    """The journal cells' verdicts in the isolated re-check (grade_id -> why it failed, None when it passed)."""
+    unavailable = syscalls.available()
+    if unavailable is not None:
+        pytest.skip(unavailable)
+    report = isolated.run(
+        submitted(tmp_path, answers),
+        "resume_skeleton",
+        source=SOURCE,
+        only=list(JOURNAL_TESTS),
+        timeout=60,
+        backend=backend,
+    )
+    return {gid: report[gid] for gid in JOURNAL_TESTS}
+
+
+@pytest.mark.slow
+def test_the_solution_passes_the_traced_journal_checks(tmp_path, backend):
+    """In the re-check the solution's appends, traced from outside, pass every journal cell."""
+    assert recheck(tmp_path, {}, backend) == dict.fromkeys(JOURNAL_TESTS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [*TRACED, *TRACED_ONLY])
+def test_a_wrong_append_fails_by_its_trace(tmp_path, backend, name):
+    """A wrong append fails its cell in the re-check too, judged by what strace saw, not by the learner's process."""
+    answers, cell = {**WRONG, **TRACED_ONLY}[name]
+    verdicts = recheck(tmp_path, answers, backend)
+    assert verdicts[cell], f"{name} passed {cell} in the re-check"
+    print(f"{name}: {cell} fails in the re-check: {verdicts[cell]}")
