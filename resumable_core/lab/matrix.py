@@ -76,10 +76,10 @@ class Cell:
         if cp is None:
             lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
         else:
-            p = cp.get("pending_tool_use")
+            pending = ", ".join(f"{p['name']} ({p['id']})" for p in _pending_calls(cp))
             lines.append(
                 f"2. Checkpoint on disk: turn {cp['turns']}, {len(cp['messages'])} messages, "
-                + (f"pending {p['name']} ({p['id']})." if p else "nothing pending.")
+                + (f"pending {pending}." if pending else "nothing pending.")
             )
         lines.append(f"3. Emails in the outbox at the crash: {len(self.outbox_at_crash)}.")
         if self.error:
@@ -89,6 +89,13 @@ class Cell:
         lines.append(f"5. Effects of the crashed call: {r.effects}; emails in the outbox now: {len(self.outbox)}.")
         lines.append(f"   Totals across the crash: {r.turns} turns, {r.tokens} tokens.")
         return "\n".join(lines)
+
+
+def _pending_calls(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pending calls of a checkpoint file's JSON, of version 2 (a list) or 1 (one slot)."""
+    if "pending_tool_uses" in raw:
+        return list(raw["pending_tool_uses"])
+    return [raw["pending_tool_use"]] if raw.get("pending_tool_use") else []
 
 
 def _raw_checkpoint(path: Path) -> dict[str, Any] | None:

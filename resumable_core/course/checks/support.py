@@ -180,7 +180,7 @@ def dangling(
             {"role": "user", "content": task},
             {"role": "assistant", "content": [{"type": "text", "text": "One moment."}, use]},
         ],
-        pending_tool_use=PendingToolUse(id=tid, name=name, input=tool_input),
+        pending_tool_uses=[PendingToolUse(id=tid, name=name, input=tool_input)],
     )
     problem = consistency_problem(cp)
     if problem is not None:  # a bug in the check itself, not in the learner's code
@@ -277,6 +277,7 @@ class Replay:
 
     killed: bool
     pending_at_crash: dict[str, Any] | None
+    """The first call the crash left pending, as the checkpoint file holds it (None: nothing pending)."""
     emails_at_crash: int
     emails: int
     error: str | None
@@ -319,9 +320,10 @@ def replay(
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         error = f"{type(e).__name__}: {e}"
     reads = sum(1 for _, i in box.world.calls("read_file") if i == target_input("read_file"))
+    pending = (raw or {}).get("pending_tool_uses") or [None]
     return Replay(
         ended == "killed",
-        (raw or {}).get("pending_tool_use"),
+        pending[0],
         emails_at_crash,
         len(box.world.sent_emails()),
         error,

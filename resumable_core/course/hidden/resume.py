@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ...crash import CRASH_POINTS
+from ...crash import points_passed
 from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ..checks.resume import (
     DyingToolbox,
@@ -32,7 +32,7 @@ EMAIL_TOOLS = ("read_file", "send_email")
 def check_every_crash_point(fn: Resume) -> None:
     """Every other crash point on the email run's read_file and send_email turns: one email, a sound end."""
     for tool in EMAIL_TOOLS:
-        for point in CRASH_POINTS:
+        for point in points_passed(calls=1):  # the email run asks for one tool per turn
             if (point, tool) not in VISIBLE_CRASHES:
                 check_crash_point(fn, point, tool, reconcile_by_effect)
 
