@@ -141,11 +141,22 @@ def actions(a: str, b: str, c: str) -> str:
 
 
 RIGHT = actions("finished_no_call", "rerun_tool", "is_error_fallback")
+CORRECT_TURN = re.sub(  # Level 3's answer, as the solution notebook has it
+    r"\n *### (BEGIN|END) SOLUTION",
+    "",
+    "".join(
+        next(
+            c["source"]
+            for c in json.loads(course.notebook_path("reconcile").read_text(encoding="utf-8"))["cells"]
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == "reconcile_turn"
+        )
+    ),
+)
 
 # Each student: {assignment: {grade_id: source}}; None = the release notebook handed in untouched.
 CLASS: dict[str, dict[str, dict[str, str] | None]] = {
     "correct": {
-        "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT},
+        "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT, "reconcile_turn": CORRECT_TURN},
         "postmortem": {"root_cause": WHY, "fixed_reconcile": CORRECT, "reconcile_with_ledger": LEDGER},
         "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
         "resume": {"resume": RESUME},
@@ -172,18 +183,26 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
 }
 
 # Expected autograded points per test cell, reasoned from which checks each student must fail.
+RECONCILE_LEVEL_3 = {
+    "test_turn_real_kills": 5,
+    "test_turn_recorded_and_read_only": 2,
+    "test_turn_receipts": 3,
+    "test_turn_status_unknown": 3,
+    "test_turn_api": 2,
+}
 FULL_RECONCILE = {
     "test_level1_A": 1,
     "test_level1_B": 1,
     "test_level1_C": 1,
     "test_reconcile_A": 1,
-    "test_reconcile_B": 2,
-    "test_reconcile_C": 2,
-    "test_read_only_tools": 2,
-    "test_side_effect_tools": 2,
+    "test_reconcile_B": 1,
+    "test_reconcile_C": 1,
+    "test_read_only_tools": 1,
+    "test_side_effect_tools": 1,
     "test_unknown_tool": 1,
-    "test_api_accepts": 2,
+    "test_api_accepts": 1,
     "test_round_trip": 1,
+    **RECONCILE_LEVEL_3,
 }
 
 
@@ -204,7 +223,7 @@ def without(full: dict[str, int], *failing: str) -> dict[str, int]:
 
 EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     "correct": {
-        "reconcile": FULL_RECONCILE,  # 16
+        "reconcile": FULL_RECONCILE,  # 26
         "postmortem": {"test_incident": 3, "test_read_file_rerun": 2, "test_every_path": 3, "bonus_ledger": 2},  # 10
         "resume_skeleton": {
             "test_round_trip": 1,
@@ -217,7 +236,8 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     },
     "production_bug": {
         # A: the source course's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
-        # unknown tool (which raises) fails; everything read-only, the API and the round trip pass: 9.
+        # unknown tool (which raises) fails; everything read-only, the API and the round trip pass; Level 3 is
+        # left as released: 6.
         "reconcile": without(
             FULL_RECONCILE,
             "test_level1_A",
@@ -225,6 +245,7 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_reconcile_C",
             "test_side_effect_tools",
             "test_unknown_tool",
+            *RECONCILE_LEVEL_3,
         ),
         # Two emails in the incident and at after_tool; read_file is fine; the bonus was left as released: 2.
         "postmortem": {"test_incident": 0, "test_read_file_rerun": 2, "test_every_path": 0, "bonus_ledger": 0},
@@ -238,8 +259,11 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
         },
     },
     "is_error_always": {
-        # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools): 11.
-        "reconcile": without(FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools"),
+        # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools);
+        # Level 3 is left as released: 7.
+        "reconcile": without(
+            FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools", *RECONCILE_LEVEL_3
+        ),
         # One email; read_file answered with is_error makes the model ask again (an extra turn); every path
         # still supplies a tool_result and finishes; no bonus: 6.
         "postmortem": {"test_incident": 3, "test_read_file_rerun": 0, "test_every_path": 3, "bonus_ledger": 0},
@@ -276,7 +300,15 @@ def test_conformance_passes_the_lessons_rule():
         ("rerun", {"checkpoint_c", "other_side_effect_tools", "unknown_tool"}),
         (
             "delete",
-            {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool"},
+            {
+                "checkpoint_b",
+                "checkpoint_c",
+                "other_read_only_tools",
+                "other_side_effect_tools",
+                "unknown_tool",
+                "api_accepts",
+                "round_trip",
+            },
         ),
         (
             "none",
@@ -287,6 +319,7 @@ def test_conformance_passes_the_lessons_rule():
                 "other_side_effect_tools",
                 "unknown_tool",
                 "api_accepts",
+                "round_trip",
             },
         ),
     ],
