@@ -340,9 +340,9 @@ def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
         checks_reconcile.check_checkpoint_b(no_return)
 
 
-def test_api_check_reports_the_real_400():
-    """Leaving the dangling call in place is refused by the scripted API, and the check quotes its 400."""
-    with pytest.raises(CheckFailed, match="tool_use` ids were found without `tool_result`"):
+def test_api_check_gives_no_point_for_a_call_left_dangling():
+    """Leaving the dangling call in place fails the API check before any request, naming the lesson to reread."""
+    with pytest.raises(CheckFailed, match="still unanswered.*'Resume naively: the API says no'"):
         hidden_reconcile.check_api_accepts(strategy("none"))
 
 
