@@ -342,7 +342,7 @@ def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
 
 def test_api_check_gives_no_point_for_a_call_left_dangling():
     """Leaving the dangling call in place fails the API check before any request, naming the lesson to reread."""
-    with pytest.raises(CheckFailed, match="still unanswered.*'Resume naively: the API says no'"):
+    with pytest.raises(CheckFailed, match=r"still unanswered.*'Resume naively: the API says no'"):
         hidden_reconcile.check_api_accepts(strategy("none"))
 
 
