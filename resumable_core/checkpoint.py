@@ -478,6 +478,16 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_ve
 """Each readable older version, mapped to the step that lifts its JSON one version up."""
 
 
+def pending_calls(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pending calls in a checkpoint file's raw JSON, of version 2 (a list) or 1 (one slot), unvalidated.
+
+    For showing a file as a crash left it; a run reads a file with :func:`load_checkpoint`."""
+    if isinstance(data.get("pending_tool_uses"), list):
+        return [p for p in data["pending_tool_uses"] if isinstance(p, dict)]
+    call = data.get("pending_tool_use")
+    return [call] if isinstance(call, dict) else []
+
+
 def save_checkpoint(
     state: Checkpoint | dict[str, Any], path: str | Path, *, midway: Callable[[], None] | None = None
 ) -> None:

@@ -518,3 +518,11 @@ def test_what_save_writes_loads_back_equal(tmp_path, value):
         assert not path.exists()
         return
     assert rc.load_checkpoint(path) == cp
+
+
+def test_pending_calls_reads_both_versions_raw_json():
+    """``pending_calls`` lists the pending calls of a file's raw JSON, version 2 or version 1, without validating it."""
+    call = {"id": "toolu_01x", "name": "read_file", "input": {"path": "a.md"}}
+    assert rc_checkpoint.pending_calls({"version": 2, "pending_tool_uses": [call, call]}) == [call, call]
+    assert rc_checkpoint.pending_calls({"version": 1, "pending_tool_use": call}) == [call]
+    assert rc_checkpoint.pending_calls({"version": 1, "pending_tool_use": None}) == []

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint, load_checkpoint
+from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
@@ -76,7 +76,7 @@ class Cell:
         if cp is None:
             lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
         else:
-            pending = ", ".join(f"{p['name']} ({p['id']})" for p in _pending_calls(cp))
+            pending = ", ".join(f"{p['name']} ({p['id']})" for p in pending_calls(cp))
             lines.append(
                 f"2. Checkpoint on disk: turn {cp['turns']}, {len(cp['messages'])} messages, "
                 + (f"pending {pending}." if pending else "nothing pending.")
@@ -89,13 +89,6 @@ class Cell:
         lines.append(f"5. Effects of the crashed call: {r.effects}; emails in the outbox now: {len(self.outbox)}.")
         lines.append(f"   Totals across the crash: {r.turns} turns, {r.tokens} tokens.")
         return "\n".join(lines)
-
-
-def _pending_calls(raw: dict[str, Any]) -> list[dict[str, Any]]:
-    """The pending calls of a checkpoint file's JSON, of version 2 (a list) or 1 (one slot)."""
-    if "pending_tool_uses" in raw:
-        return list(raw["pending_tool_uses"])
-    return [raw["pending_tool_use"]] if raw.get("pending_tool_use") else []
 
 
 def _raw_checkpoint(path: Path) -> dict[str, Any] | None:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, text_of
+from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, pending_calls, text_of
 from ...crash import CrashPlan, kill_self, run_in_child
 from ...ledger import Ledger
 from ...run_folder import RunFolder, reference_turn, target_input
@@ -415,10 +415,9 @@ def replay(
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         error = f"{type(e).__name__}: {e}"
     reads = sum(1 for _, i in box.world.calls("read_file") if i == target_input("read_file"))
-    pending = (raw or {}).get("pending_tool_uses") or [None]
     return Replay(
         ended == "killed",
-        pending[0],
+        next(iter(pending_calls(raw or {})), None),
         emails_at_crash,
         len(box.world.sent_emails()),
         error,
