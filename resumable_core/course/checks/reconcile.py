@@ -50,8 +50,8 @@ def check_action_chosen(answers: Any, checkpoint: str) -> None:
     chosen_action(answers, checkpoint)
 
 
-def check_finished(fn: Reconcile) -> None:
-    """A checkpoint with nothing pending: returned as it is, no tool executed."""
+def check_checkpoint_a(fn: Reconcile) -> None:
+    """Checkpoint A, as the action you chose for it would leave it."""
     from ...lab.exercise_checkpoints import load_exercise_checkpoint
 
     box = fresh_toolbox()

@@ -21,9 +21,9 @@ from ...strategies import STATUS_UNKNOWN, Reconcile
 from ...tools import Effect, Toolbox, tool
 from ...world import NOTES, TEAM_ADDRESS, World
 from ..checks.reconcile import (
+    check_checkpoint_a,
     check_checkpoint_b,
     check_checkpoint_c,
-    check_finished,
     check_turn_between_tools,
     chosen_action,
 )
@@ -218,7 +218,7 @@ def check_round_trip(fn: Reconcile) -> None:
 
 
 RECONCILE_CHECKS: dict[str, Callable[[Reconcile], None]] = {
-    "finished": check_finished,
+    "finished": check_checkpoint_a,
     "nothing_pending": check_nothing_pending,
     "checkpoint_b": check_checkpoint_b,
     "checkpoint_c": check_checkpoint_c,
@@ -427,7 +427,7 @@ def check_turn_real_kills(fn: Reconcile) -> None:
 
 
 TURN_CHECKS: dict[str, Callable[[Reconcile], None]] = {
-    "finished": check_finished,
+    "finished": check_checkpoint_a,
     "nothing_pending": check_nothing_pending,
     "turn_between_tools": check_turn_between_tools,
     "turn_keeps_recorded": check_turn_keeps_recorded,
@@ -441,7 +441,7 @@ TURN_CHECKS: dict[str, Callable[[Reconcile], None]] = {
 
 CONTRACT: dict[str, tuple[str, ...]] = {
     "A checkpoint with nothing pending is returned as it is, and no tool runs.": (
-        "check_finished",
+        "check_checkpoint_a",
         "check_nothing_pending",
     ),
     "Results already recorded (`cp.recorded_results`) are kept as they are, first: those calls ran.": (
