@@ -109,7 +109,7 @@ def check_unknown_tool_not_run(fn: Reconcile) -> None:
     require_status_unknown(answered(before, out))
 
 
-def check_turn_between_tools(fn: Reconcile) -> None:
+def check_turn_between_tools(reconcile_turn: Reconcile) -> None:
     """Level 3 on a real crash between the briefing's two tools: send_email's result kept, read_file re-run once."""
     box = crash_parallel_turn("between_tools", "send_email")
     cp = load_checkpoint(box.checkpoint_path)
@@ -117,7 +117,7 @@ def check_turn_between_tools(fn: Reconcile) -> None:
         raise ValueError("the crash between the tools left no checkpoint with one pending call")
     read = cp.pending_tool_uses[0]
     counting = CountingToolbox.wrap(box.toolbox)
-    before, out = run_reconcile(fn, cp, counting)
+    before, out = run_reconcile(reconcile_turn, cp, counting)
     blocks = answered_turn(before, out)
     require(
         counting.executed == [(read.name, read.input)],

@@ -264,12 +264,12 @@ def _rerun_error(name: str, tool_input: dict[str, Any]) -> str:
     raise ValueError(f"{name}({tool_input}) does not fail: a bug in the check")
 
 
-def check_turn_keeps_recorded(fn: Reconcile) -> None:
+def check_turn_keeps_recorded(reconcile_turn: Reconcile) -> None:
     """Two results recorded, two read-only calls pending: the two kept first, the two re-run once each, one message."""
     calls = [("list_dir", {"path": "."}), ("grep", {"pattern": "Decision", "path": "."})]
     calls += [("read_file", {"path": "meeting-08-21.md"}), ("list_sent_emails", {})]
     box = fresh_toolbox()
-    _, results = _settle(fn, dangling_turn(calls, recorded=2), box)
+    _, results = _settle(reconcile_turn, dangling_turn(calls, recorded=2), box)
     require(
         sorted(map(str, box.executed)) == sorted(map(str, calls[2:])),
         f"the two recorded calls already ran: re-run only the two pending read-only ones, once each; execute calls "
@@ -279,11 +279,11 @@ def check_turn_keeps_recorded(fn: Reconcile) -> None:
     require_rerun(results[3], "The outbox is empty.")
 
 
-def check_turn_read_only(fn: Reconcile) -> None:
+def check_turn_read_only(reconcile_turn: Reconcile) -> None:
     """Three read-only calls, one of which fails again on its re-run: two outputs, one is_error with the error's text."""
     calls = [("read_file", {"path": "meeting-08-18.md"}), ("read_file", {"path": "gone.md"}), ("count_notes", {})]
     box = fresh_toolbox(EXTRA_TOOLS)
-    _, results = _settle(fn, dangling_turn(calls), box)
+    _, results = _settle(reconcile_turn, dangling_turn(calls), box)
     require(
         sorted(map(str, box.executed)) == sorted(map(str, calls)),
         f"each read-only call is re-run exactly once; execute calls were {box.executed}",
@@ -298,7 +298,7 @@ def check_turn_read_only(fn: Reconcile) -> None:
     )
 
 
-def check_turn_receipts(fn: Reconcile) -> None:
+def check_turn_receipts(reconcile_turn: Reconcile) -> None:
     """A sent email's and a failed chat post's receipts answer their calls, neither runs again; the read is re-run."""
     calls = [("send_email", EMAIL), ("post_to_chat", CHAT), ("read_file", {"path": RETRO_NOTE})]
     cp = dangling_turn(calls, task=EMAIL_TASK)
@@ -310,7 +310,7 @@ def check_turn_receipts(fn: Reconcile) -> None:
     ledger.begin(_key(cp, 1), "post_to_chat", CHAT)
     ledger.record(_key(cp, 1), CHAT_DOWN, status="failed")
     box.executed.clear()
-    _, results = _settle(fn, cp, box)
+    _, results = _settle(reconcile_turn, cp, box)
     require(
         box.count("send_email") == 0 and box.count("post_to_chat") == 0,
         f"a side-effecting call is never run on resume, not even under its key; execute calls were {box.executed}",
@@ -337,7 +337,7 @@ def _require_unknown(block: dict[str, Any], name: str) -> None:
     )
 
 
-def check_turn_status_unknown(fn: Reconcile) -> None:
+def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
     """Side effects without a finished receipt, an unknown tool, and a toolbox with no ledger: none runs, each is status unknown."""
     calls = [("post_to_chat", CHAT), ("archive_note", {"path": "meeting-08-18.md"})]
     calls += [("delete_database", {"name": "prod"}), ("send_email", EMAIL), ("list_dir", {"path": "."})]
@@ -346,7 +346,7 @@ def check_turn_status_unknown(fn: Reconcile) -> None:
     if box.ledger is None:  # a bug in the check itself
         raise ValueError("the status-unknown check needs a ledger")
     box.ledger.begin(_key(cp, 1), "archive_note", calls[1][1])  # the intent only: the crash came before the end
-    _, results = _settle(fn, cp, box)
+    _, results = _settle(reconcile_turn, cp, box)
     require(
         box.executed == [("list_dir", {"path": "."})],
         f"only the read-only list_dir may run: a side effect without a finished receipt, or a tool the toolbox does "
@@ -357,24 +357,26 @@ def check_turn_status_unknown(fn: Reconcile) -> None:
         _require_unknown(results[k], name)
     _require_unknown(results[3], "send_email")
     bare = fresh_toolbox()  # no ledger at all: there is no receipt to look up
-    _, results = _settle(fn, dangling_turn([("send_email", EMAIL), ("read_file", {"path": RETRO_NOTE})]), bare)
+    _, results = _settle(
+        reconcile_turn, dangling_turn([("send_email", EMAIL), ("read_file", {"path": RETRO_NOTE})]), bare
+    )
     require(bare.executed == [("read_file", {"path": RETRO_NOTE})], f"execute calls were {bare.executed}")
     _require_unknown(results[0], "send_email, with no ledger to look in,")
 
 
-def check_turn_api_verdict(fn: Reconcile) -> None:
+def check_turn_api_verdict(reconcile_turn: Reconcile) -> None:
     """The reconciled mixed turn and a real crash between tools are accepted by the Messages API (no 400)."""
     calls = [("list_dir", {"path": "."}), ("send_email", EMAIL), ("delete_database", {"name": "prod"})]
     calls.append(("read_file", {"path": RETRO_NOTE}))
     box = fresh_toolbox(EXTRA_TOOLS, ledger=True)
-    out, _ = _settle(fn, dangling_turn(calls, recorded=1, task=EMAIL_TASK), box)
+    out, _ = _settle(reconcile_turn, dangling_turn(calls, recorded=1, task=EMAIL_TASK), box)
     error = _refusal(out.messages, box)
     require(error is None, f"the Messages API refused the reconciled turn with a 400: {error}")
     crashed = crash_parallel_turn("between_tools", "send_email")
     cp = load_checkpoint(crashed.checkpoint_path)
     if cp is None:  # a bug in the check itself
         raise ValueError("the crash left no checkpoint")
-    out, _ = _settle(fn, cp, CountingToolbox.wrap(crashed.toolbox))
+    out, _ = _settle(reconcile_turn, cp, CountingToolbox.wrap(crashed.toolbox))
     error = _refusal(out.messages, crashed.toolbox)
     require(error is None, f"the Messages API refused the reconciled briefing turn with a 400: {error}")
 
@@ -388,8 +390,8 @@ REAL_KILLS: tuple[tuple[str, str, str], ...] = (
 """The real kills in the briefing's parallel turn (send_email, then read_file) and what each leaves."""
 
 
-def check_turn_real_kills(fn: Reconcile) -> None:
-    """The briefing run killed for real at four points of its parallel turn, resumed with ``fn``: it finishes, one email."""
+def check_turn_real_kills(reconcile_turn: Reconcile) -> None:
+    """The briefing run killed for real at four points of its parallel turn, resumed with ``reconcile_turn``: it finishes, one email."""
     for point, tool_name, story in REAL_KILLS:
         box = crash_parallel_turn(point, tool_name)
         at_crash = load_checkpoint(box.checkpoint_path)
@@ -398,7 +400,7 @@ def check_turn_real_kills(fn: Reconcile) -> None:
         ledger = box.toolbox.ledger
         receipt = ledger.lookup(_key(at_crash, 0)) if ledger is not None else None
         where = f"killed {point} at {tool_name} in the parallel turn ({story})"
-        out, error = resumed_with(box, fn)
+        out, error = resumed_with(box, reconcile_turn)
         require(out is not None and error is None, f"{where}: the resume failed: {error}")
         if out is None:
             return
