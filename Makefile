@@ -5,7 +5,7 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit clean
+.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit clean
 
 $(STAMP): pyproject.toml
 	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
@@ -73,6 +73,9 @@ release: setup  ## regenerate exercises/ from solutions/ with nbgrader
 
 student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers
 	$(BIN)/python -m resumable_core.course.student_kit
+
+self-study-kit: setup  ## dist/self-study-kit.zip (and unpacked beside it): the student kit, every check and a worked solution per answer
+	$(BIN)/python -m resumable_core.course.student_kit --edition self-study-kit
 
 bench: setup  ## checkpoint save cost and crash-matrix benchmarks (~3 min)
 	$(BIN)/python bench/bench_checkpoint.py

@@ -115,6 +115,18 @@ class UnknownToolError(ToolError, KeyError):
         return f"unknown tool {self.name!r}"
 
 
+class ToolTimeoutError(ToolError):
+    """A tool's request got no answer in time: not a failure, an unknown outcome.
+
+    The provider may have acted before the answer was lost, so only a retry under the same
+    idempotency key is safe; a fresh attempt may repeat the side effect.
+    """
+
+
+class ToolUnavailableError(ToolError):
+    """A tool's provider refused the request before doing anything (an outage, a 503): a later attempt may work."""
+
+
 class IdempotencyConflictError(ToolError):
     """The same idempotency key was used with a different input (a tool error: a key names one call)."""
 

@@ -86,7 +86,9 @@ def _record_result(cp: Checkpoint, result: dict[str, Any]) -> None:
 
 def _run_tool(toolbox: Toolbox, run_id: str, use: dict[str, Any]) -> dict[str, Any]:
     """Run the call the model asked for; its tool_result block (an ordinary failure has is_error)."""
-    key = idempotency_key(run_id, use["id"]) if toolbox.effect(use["name"]) is Effect.SIDE_EFFECT else None
+    # Keys go with receipts: without a ledger the run is the lessons' keyless incident.
+    keyed = toolbox.ledger is not None and toolbox.effect(use["name"]) is Effect.SIDE_EFFECT
+    key = idempotency_key(run_id, use["id"]) if keyed else None
     try:
         output, is_error = toolbox.execute(use["name"], use["input"], idempotency_key=key), False
     except ToolError as e:  # an ordinary failure: the call finished, and the model is told
@@ -180,7 +182,7 @@ def run_agent(
                 return RunResult("finished", cp, resumed=resumed, model_calls=calls)
 
             for use in uses:  # in block order: the results go back in this order
-                result = _run_tool(toolbox, cp.run_id, use)  # a side effect runs under its idempotency key
+                result = _run_tool(toolbox, cp.run_id, use)  # with a ledger, a side effect runs under its key
                 boundary("after_tool", use["name"])
                 _record_result(cp, result)
                 save("during_save_b", use["name"])  # save point B, one per call

@@ -173,20 +173,23 @@ class Toolbox:
     def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
         """Run a tool and return its output. Raises ToolError when the tool fails, and only that.
 
-        With a ledger and a key, a side-effecting call runs at most once: a finished receipt's
-        result is returned (or its failure raised again) instead, and the key also goes to the
-        outbox. The one other error is ``LeaseLostError``, from a fenced toolbox whose lease was
-        taken over: that is not the tool failing but this process having to stop.
+        A key given for a side-effecting call always goes to the tool, whose target may dedupe on
+        it (the outbox, a payment provider). With a ledger too, the call runs at most once: a
+        finished receipt's result is returned (or its failure raised again) instead. The one
+        other error is ``LeaseLostError``, from a fenced toolbox whose lease was taken over: that
+        is not the tool failing but this process having to stop.
         """
         t = self._tools.get(name)
         if t is None:
             raise UnknownToolError(name)
         if t.effect is not Effect.SIDE_EFFECT:
             return self._run(t, input, {})
-        fence = {"fence": self.fence} if self.fence is not None else {}
+        extra: dict[str, Any] = {"fence": self.fence} if self.fence is not None else {}
+        if idempotency_key is not None:
+            extra["idempotency_key"] = idempotency_key
         if self.ledger is None or idempotency_key is None:
-            return self._run(t, input, fence)
-        return self._run_once(t, input, idempotency_key, {**fence, "idempotency_key": idempotency_key})
+            return self._run(t, input, extra)
+        return self._run_once(t, input, idempotency_key, extra)
 
     def _run_once(self, t: Tool, input: dict[str, Any], key: str, extra: dict[str, Any]) -> str:
         """A side-effecting call under a ledger receipt: begin, run, record how it ended."""

@@ -2,7 +2,9 @@
 
 Voila serves ``simulator/simulator.ipynb`` on a free localhost port; headless Chromium from
 Debian's packages (``/usr/bin/chromium``; Playwright cannot download its own browser here)
-opens it, picks the postmortem's crash and reads the email count the page shows.
+opens it, picks the postmortem's crash and reads the email count the page shows; it also checks
+the trial's glitches stay mended (no broken-image icon before the first matrix, no outbox for
+the notes run).
 The test skips, saying why, only when that file does not exist (``RESUMABLE_TEST_CHROMIUM``
 points it elsewhere, e.g. to check the skip). The screenshot goes to tests/artifacts/simulator.png.
 
@@ -48,6 +50,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+# Images the page displays that have no picture (what a browser draws as a broken-image icon).
+BROKEN_IMAGES = "() => [...document.images].filter(i => i.checkVisibility() && i.naturalWidth === 0).length"
 
 
 def _free_port() -> int:
@@ -118,8 +123,17 @@ def test_voila_page_shows_two_emails_for_rerun_and_one_with_the_ledger(voila_url
             expect(strategy).to_be_visible(timeout=60_000)
             count = page.locator(".rs-email-count")
             expect(count).to_contain_text("Emails sent: –")  # nothing run yet
+            # No broken-image icon before the first matrix: the empty heatmap is not displayed at all.
+            expect(page.locator("img.rs-heatmap")).to_be_hidden()
+            assert page.evaluate(BROKEN_IMAGES) == 0
 
+            # The notes run sends no email: no Outbox panel for read_file, back for send_email.
+            outbox = page.locator(".rs-outbox-panel")
+            expect(outbox).to_be_visible()
+            page.get_by_label("Scenario", exact=True).select_option(value="read_file")
+            expect(outbox).to_be_hidden()
             page.get_by_label("Scenario", exact=True).select_option(value="send_email")
+            expect(outbox).to_be_visible()
             page.get_by_label("Crash point", exact=True).select_option(value="after_tool")
             strategy.select_option(value="rerun")
             run = page.locator("button.rs-run")
@@ -138,6 +152,7 @@ def test_voila_page_shows_two_emails_for_rerun_and_one_with_the_ledger(voila_url
             heatmap = page.locator("img.rs-heatmap")
             expect(heatmap).to_be_visible()
             assert page.evaluate("img => img.naturalWidth", heatmap.element_handle()) > 400
+            assert page.evaluate(BROKEN_IMAGES) == 0
 
             # Voila scrolls inside a panel, not the document: grow the viewport to the content
             # so the screenshot holds the whole page.

@@ -27,6 +27,7 @@ import pytest
 from grading_samples import REAL_CORRECT as CORRECT
 from grading_samples import REAL_IS_ERROR_ALL as IS_ERROR_ALWAYS
 from grading_samples import REAL_RERUN as PRODUCTION_BUG
+from test_resume_exercise import REPORT_SOLUTION  # the notebook's own resume_report, for the correct student
 
 from resumable_core.course import release as course
 from resumable_core.course.assignments import ASSIGNMENTS, REGISTRY
@@ -133,6 +134,16 @@ RESUME = """def resume(path, task, tools, client, *, reconcile, max_turns=rc.MAX
     return cp
 """
 
+REFUND = """def refund(tools, order_id, amount_cents):
+    key = f"refund:{order_id}:{amount_cents}"
+    for attempt in range(1, 6):
+        try:
+            return tools.execute("refund_payment", {"order_id": order_id, "amount_cents": amount_cents}, idempotency_key=key)
+        except (rc.ToolTimeoutError, rc.ToolUnavailableError):
+            if attempt == 5:
+                raise
+"""
+
 WHY = "A is finished, B is read-only so re-run, C may have sent: is_error."
 
 
@@ -157,9 +168,14 @@ CORRECT_TURN = re.sub(  # Level 3's answer, as the solution notebook has it
 CLASS: dict[str, dict[str, dict[str, str] | None]] = {
     "correct": {
         "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT, "reconcile_turn": CORRECT_TURN},
-        "postmortem": {"root_cause": WHY, "fixed_reconcile": CORRECT, "reconcile_with_ledger": LEDGER},
+        "postmortem": {
+            "root_cause": WHY,
+            "fixed_reconcile": CORRECT,
+            "refund": REFUND,
+            "reconcile_with_ledger": LEDGER,
+        },
         "resume_skeleton": {"save_state": GOOD_SAVE, "load_state": GOOD_LOAD},
-        "resume": {"resume": RESUME},
+        "resume": {"resume": RESUME, "resume_report": REPORT_SOLUTION},
     },
     "production_bug": {
         "reconcile": {
@@ -206,14 +222,36 @@ FULL_RECONCILE = {
 }
 
 
+NO_REFUND = {
+    "test_refund_timeout": 0,
+    "test_refund_refused": 0,
+    "test_refund_kill": 0,
+    "test_refund_keys": 0,
+    "test_refund_hidden": 0,
+}
+"""Part 2 of the postmortem, its answer cell left as released."""
+
+
 FULL_RESUME = {
-    "test_crash_after_tool": 3,
-    "test_crash_after_response": 2,
-    "test_every_crash_point": 3,
+    "test_crash_after_tool": 2,
+    "test_crash_after_response": 1,
+    "test_reconciled_state_saved": 1,
+    "test_another_task_refused": 1,
+    "test_every_crash_point": 2,
     "test_finished_run": 1,
-    "test_refusals": 2,
-    "test_turn_cap": 2,
-    "test_second_crash": 2,
+    "test_refusals": 1,
+    "test_turn_cap": 1,
+    "test_second_crash": 1,
+    "test_report_fresh_start": 2,
+    "test_report_pending_notification": 3,
+    "test_report_changed_doc": 3,
+    "test_report_cancelled": 2,
+    "test_report_every_kill": 3,
+    "test_report_every_kill_then_change": 2,
+    "test_report_record_vs_reality": 2,
+    "test_report_cancelled_at_every_boundary": 1,
+    "test_report_refusals": 2,
+    "test_report_kills_in_your_run": 3,
 }
 
 
@@ -224,7 +262,17 @@ def without(full: dict[str, int], *failing: str) -> dict[str, int]:
 EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     "correct": {
         "reconcile": FULL_RECONCILE,  # 26
-        "postmortem": {"test_incident": 3, "test_read_file_rerun": 2, "test_every_path": 3, "bonus_ledger": 2},  # 10
+        "postmortem": {  # 19
+            "test_incident": 2,
+            "test_read_file_rerun": 1,
+            "test_every_path": 1,
+            "test_refund_timeout": 3,
+            "test_refund_refused": 2,
+            "test_refund_kill": 3,
+            "test_refund_keys": 2,
+            "test_refund_hidden": 3,
+            "bonus_ledger": 2,
+        },
         "resume_skeleton": {
             "test_round_trip": 1,
             "test_missing": 1,
@@ -232,7 +280,7 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_kill_during_save": 3,
             "test_durable_steps": 2,
         },
-        "resume": FULL_RESUME,  # 15
+        "resume": FULL_RESUME,  # 34
     },
     "production_bug": {
         # A: the source course's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
@@ -247,8 +295,14 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_unknown_tool",
             *RECONCILE_LEVEL_3,
         ),
-        # Two emails in the incident and at after_tool; read_file is fine; the bonus was left as released: 2.
-        "postmortem": {"test_incident": 0, "test_read_file_rerun": 2, "test_every_path": 0, "bonus_ledger": 0},
+        # Two emails in the incident and at after_tool; read_file is fine; Part 2 and the bonus were left as released: 1.
+        "postmortem": {
+            "test_incident": 0,
+            "test_read_file_rerun": 1,
+            "test_every_path": 0,
+            **NO_REFUND,
+            "bonus_ledger": 0,
+        },
         # open(path, "w") truncates the good file before the kill; no temp file, no replace: 4.
         "resume_skeleton": {
             "test_round_trip": 1,
@@ -265,8 +319,14 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools", *RECONCILE_LEVEL_3
         ),
         # One email; read_file answered with is_error makes the model ask again (an extra turn); every path
-        # still supplies a tool_result and finishes; no bonus: 6.
-        "postmortem": {"test_incident": 3, "test_read_file_rerun": 0, "test_every_path": 3, "bonus_ledger": 0},
+        # still supplies a tool_result and finishes; no Part 2, no bonus: 3.
+        "postmortem": {
+            "test_incident": 2,
+            "test_read_file_rerun": 0,
+            "test_every_path": 1,
+            **NO_REFUND,
+            "bonus_ledger": 0,
+        },
         # Atomic replace survives the kill but nothing is fsynced; any version is loaded: 5.
         "resume_skeleton": {
             "test_round_trip": 1,

@@ -77,10 +77,11 @@ def test_point_structure_is_what_the_grading_command_expects():
     assert sum(p for p, _ in table["reconcile"].values()) == 29
     assert sum(p for gid, (p, _) in table["reconcile"].items() if gid.startswith("test_turn_")) == 15  # Level 3
     assert table["reconcile"]["level1_why"] == (3, "manual")
-    assert table["postmortem"]["root_cause"] == (3, "manual")
+    assert table["postmortem"]["root_cause"] == (2, "manual")
+    assert table["postmortem"]["refund_root_cause"] == (3, "manual")
     assert table["postmortem"]["bonus_ledger"] == (2, "auto")
     assert sum(p for p, _ in table["resume_skeleton"].values()) == 9
-    assert sum(p for p, _ in table["resume"].values()) == 15
+    assert sum(p for p, _ in table["resume"].values()) == 34
     assert all(kind == "auto" for _, kind in table["resume"].values())
 
 

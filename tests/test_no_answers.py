@@ -1,14 +1,17 @@
-"""No answers in the kit: no lesson function and no public callable of the student kit scores full.
+"""No answers in the kit: transcribing the lessons or calling the kit's functions scores under half.
 
-Every assignment's graded checks (visible and hidden, from ``course.assignments.REGISTRY``) are
-read generically: a check is a ``check_*`` function of the assignment's two modules whose
-required parameters are all functions the learner writes (``Reconcile``, ``Save``, ``Load``,
-``Resume``...). Each parameter name is a *role* (``fn``, ``save``, ``load``), and a role's type
-says how many arguments the learner's function takes (``Callable[..., X]``: any number).
+Every assignment is read from its source notebook as nbgrader grades it: its test cells with
+their points, each cell's checks bound by name as the re-check binds them (hidden blocks
+included), and its manual cells. A check's parameter typed ``Callable[[X, Y], Z]`` takes a
+function the learner writes, with that many arguments (``Callable[..., X]``: any number); the
+notebook name passed there is that function.
 
-A candidate is one callable per role; it *scores full* when it passes every check of the
-assignment. Each candidate is graded in a forked child (a lesson function may print, hang or
-kill its process), from a scratch working directory, stopping at its first failed check.
+A transcriber binds each of the notebook's functions to a candidate: a lesson definition or a
+public callable of the student kit (and, for a loop, the kit's loop wrapped as one). Their best
+score is bounded from above, generously: manual points and level 1's answers count as earned,
+each function takes its best candidate, and a cell that takes several functions is tried on
+every combination of candidates that passed something. Each candidate is graded in a forked
+child (a lesson function may print, hang or kill its process), from a scratch working directory.
 
 Lesson functions are the top-level ``def``s and ``class``es of ``lessons/*.ipynb``, built by
 running the lesson's imports and its call-free assignments (``RETRYABLE = {...}``) in a fresh
@@ -40,8 +43,11 @@ from typing import Any
 import pytest
 
 import resumable_core as rc
+from resumable_core.course import release as course
 from resumable_core.course import student_kit
 from resumable_core.course.assignments import REGISTRY, Assignment
+from resumable_core.course.grading.notebook_cells import graded_sources, setup_cells
+from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
 from resumable_core.course.hidden import strategies as answers
 from resumable_core.strategies import Strategy
 
@@ -54,16 +60,33 @@ ANY_ARITY = -1
 Binding = dict[str, Callable[..., Any]]
 
 
-# -- the checks, read from the registry ------------------------------------------------------------
+# -- the graded cells, read from the source notebooks ---------------------------------------------
 
 
 @dataclass(frozen=True)
-class Check:
-    """One graded check and the roles its required parameters play, in order."""
+class Cell:
+    """One graded test cell: its points, the checks it calls, and the notebook's functions they take."""
 
-    name: str
-    fn: Callable[..., Any]
-    roles: tuple[str, ...]
+    grade_id: str
+    points: int
+    calls: tuple[CheckCall, ...]
+    functions: frozenset[str]
+    """The notebook's names the cell's checks take as a function the learner writes."""
+    takes_data: bool
+    """A check takes a name the learner defines as data (level 1's answers): counted as earned."""
+
+
+@dataclass(frozen=True)
+class Graded:
+    """An assignment as a transcriber meets it: its test cells, its manual points, each function's arity."""
+
+    cells: tuple[Cell, ...]
+    manual_points: int
+    arity: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return self.manual_points + sum(c.points for c in self.cells)
 
 
 def _arity(hint: Any) -> int | None:
@@ -74,70 +97,74 @@ def _arity(hint: Any) -> int | None:
     return ANY_ARITY if params is Ellipsis else len(params)
 
 
-def _required(fn: Callable[..., Any]) -> list[inspect.Parameter]:
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    params = inspect.signature(fn).parameters.values()
-    return [p for p in params if p.kind in positional and p.default is inspect.Parameter.empty]
-
-
-def graded_checks(assignment: Assignment) -> tuple[list[Check], dict[str, int]]:
-    """The assignment's checks that take only learner functions, and each role's arity.
-
-    Checks with a data parameter (level 1's answers, a crash point) are not about a function.
-    """
-    checks: list[Check] = []
-    roles: dict[str, int] = {}
-    for module in (assignment.checks(), assignment.hidden()):
-        for name, fn in vars(module).items():
-            if not name.startswith("check_") or not inspect.isfunction(fn) or fn.__module__ != module.__name__:
-                continue
-            hints = typing.get_type_hints(fn)
-            params = _required(fn)
-            arities = [_arity(hints.get(p.name)) for p in params]
-            if not params or None in arities:
-                continue
-            checks.append(Check(f"{module.__name__}.{name}", fn, tuple(p.name for p in params)))
-            roles.update({p.name: a for p, a in zip(params, arities) if a is not None})
-    return checks, roles
+def graded(assignment: Assignment) -> Graded:
+    """The source notebook's graded cells, each with its checks bound as the re-check binds them."""
+    notebook = json.loads(course.notebook_path(assignment.name).read_text(encoding="utf-8"))
+    setup = [src for _, src in setup_cells(notebook)]
+    kinds = {c["grade_id"]: c for c in course.grade_cells(notebook)}
+    cells, arity = [], {}
+    for grade_id, source in graded_sources(notebook).items():
+        calls = check_calls(assignment.name, source, setup)
+        functions, takes_data = set(), False
+        for call in calls:
+            params = list(inspect.signature(call.check).parameters.values())
+            hints = typing.get_type_hints(call.check)
+            for param, (kind, value) in zip(params, call.args):
+                if kind != "name":
+                    continue
+                found = _arity(hints.get(param.name))
+                if found is None:
+                    takes_data = True
+                else:
+                    functions.add(value)
+                    arity[value] = found
+        cells.append(Cell(grade_id, kinds[grade_id]["points"], tuple(calls), frozenset(functions), takes_data))
+    manual = sum(c["points"] for c in kinds.values() if c["kind"] == "manual")
+    return Graded(tuple(cells), manual, arity)
 
 
 # -- grading one candidate in a child --------------------------------------------------------------
 
 
-def _grade_in_child(checks: list[Check], binding: Binding, out: Any, workdir: str) -> None:
-    """In the forked child, in ``workdir``: run the checks in order and send the first failure, or "full"."""
+def _grade_in_child(cells: list[Cell], binding: Binding, out: Any, workdir: str) -> None:
+    """In the forked child, in ``workdir``: run each cell's checks, sending whether the cell passed, one by one."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.chdir(workdir)
-    for check in checks:
+    for cell in cells:
         try:
-            check.fn(*(binding[role] for role in check.roles))
-        except BaseException as e:  # noqa: BLE001 - any failure, exit or interrupt means "not full"
-            out.send(f"{check.name}: {type(e).__name__}: {str(e)[:300]}")
-            return
-    out.send("full")
+            for call in cell.calls:
+                call.run(binding)
+        except BaseException:  # noqa: BLE001 - any failure, exit or interrupt fails the cell
+            out.send(False)
+        else:
+            out.send(True)
+    out.send(None)
 
 
-def first_failure(checks: list[Check], binding: Binding) -> str:
-    """``"full"`` if ``binding`` passes every check, else the first failed check (or "hung")."""
-    if not checks:
-        return "full"
+def passed_cells(cells: list[Cell], binding: Binding) -> list[str]:
+    """The grade_ids of ``cells`` whose checks all pass on ``binding`` (a hang or a death fails the rest)."""
+    if not cells:
+        return []
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
+    passed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="no-answers-") as workdir:
-        child = ctx.Process(target=_grade_in_child, args=(checks, binding, send, workdir))
+        child = ctx.Process(target=_grade_in_child, args=(cells, binding, send, workdir))
         with warnings.catch_warnings():  # the same reason as crash._fork: the child runs this code only
             warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks", category=DeprecationWarning)
             child.start()
         send.close()
-        try:
-            got = receive.recv() if receive.poll(GRADE_TIMEOUT) else "hung"
-        except EOFError:  # the child died before it could answer (a lesson function killed it)
-            got = f"died (exit code {child.exitcode})"
+        with contextlib.suppress(EOFError):  # the child died (a lesson function killed it): the rest failed
+            for cell in cells:
+                if not receive.poll(GRADE_TIMEOUT):
+                    break  # hung: this cell and the rest fail, as nbgrader's timeout would fail them
+                if receive.recv():
+                    passed.append(cell.grade_id)
         child.kill()
         child.join()
-    return str(got)
+    return passed
 
 
 def _fits(candidate: Callable[..., Any], arity: int) -> bool:
@@ -151,25 +178,68 @@ def _fits(candidate: Callable[..., Any], arity: int) -> bool:
     return True
 
 
-def full_scorers(assignment: Assignment, candidates: dict[str, Callable[..., Any]]) -> list[str]:
-    """Every binding of candidates to the assignment's roles that passes all its checks, by name.
+@dataclass
+class Score:
+    """The most a transcriber could score: an upper bound, and where each point of it comes from."""
 
-    A role's candidates are first graded on the checks that need that role alone; only those
-    that pass them all are combined for the checks that need several roles.
+    total: int
+    earned: dict[str, str]
+    """grade_id (or "manual") -> who earns it."""
+    points: int = 0
+
+    def add(self, what: str, points: int, who: str) -> None:
+        self.earned[what] = who
+        self.points += points
+
+
+PAIRS_LIMIT = 400
+"""Most combinations of survivors tried on a cell that takes several functions; past it the cell counts as earned."""
+
+
+def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]) -> Score:
+    """An upper bound of what binding the notebook's functions to ``candidates`` scores.
+
+    Counted as earned whatever the candidates are: the manual cells and the cells that take data
+    (a transcriber may know level 1's answers). A cell that takes one function is earned when some
+    candidate passes it; the best candidate of each function counts. A cell that takes several is
+    tried on every combination of the candidates that passed a one-function cell (counted as
+    earned when there are too many to try, or when a function has no one-function cell to filter by).
     """
-    checks, roles = graded_checks(assignment)
+    g = graded(assignment)
+    score = Score(g.total, {})
+    if g.manual_points:
+        score.add("manual", g.manual_points, "assumed")
     survivors: dict[str, dict[str, Callable[..., Any]]] = {}
-    for role, arity in roles.items():
-        alone = [c for c in checks if set(c.roles) == {role}]
+    for function, arity in g.arity.items():
+        alone = [c for c in g.cells if c.functions == {function} and not c.takes_data]
         fitting = {name: fn for name, fn in candidates.items() if _fits(fn, arity)}
-        survivors[role] = {name: fn for name, fn in fitting.items() if first_failure(alone, {role: fn}) == "full"}
-    together = [c for c in checks if len(set(c.roles)) > 1]
-    full = []
-    for names in itertools.product(*(survivors[role] for role in roles)):
-        binding = {role: survivors[role][name] for role, name in zip(roles, names)}
-        if first_failure(together, binding) == "full":
-            full.append(", ".join(f"{role}={name}" for role, name in zip(roles, names)))
-    return full
+        best: tuple[int, str, list[str]] = (0, "", [])
+        passing: dict[str, Callable[..., Any]] = {}
+        for name, fn in fitting.items():
+            got = passed_cells(alone, {function: fn})
+            if got:
+                passing[name] = fn
+            points = sum(c.points for c in alone if c.grade_id in got)
+            best = max(best, (points, name, got))
+        survivors[function] = passing if alone else fitting
+        for cell in alone:
+            if cell.grade_id in best[2]:
+                score.add(cell.grade_id, cell.points, f"{function}={best[1]}")
+    for cell in g.cells:
+        if cell.takes_data:
+            score.add(cell.grade_id, cell.points, "assumed (data)")
+        elif len(cell.functions) > 1:
+            names = sorted(cell.functions)
+            combos = list(itertools.islice(itertools.product(*(survivors[n] for n in names)), PAIRS_LIMIT + 1))
+            if len(combos) > PAIRS_LIMIT:
+                score.add(cell.grade_id, cell.points, "assumed (too many combinations)")
+                continue
+            for combo in combos:
+                binding = {n: survivors[n][c] for n, c in zip(names, combo)}
+                if passed_cells([cell], binding):
+                    score.add(cell.grade_id, cell.points, ", ".join(f"{n}={c}" for n, c in zip(names, combo)))
+                    break
+    return score
 
 
 # -- the candidates: lesson definitions, the kit's public callables ---------------------------------
@@ -277,61 +347,57 @@ def run_agent_as_resume(strategy: Strategy | None) -> Callable[..., Any]:
 ASSIGNMENTS = sorted(REGISTRY)
 
 
-def _roles(name: str) -> dict[str, int]:
-    return graded_checks(REGISTRY[name])[1]
+def candidates_for(name: str) -> dict[str, Callable[..., Any]]:
+    """What a transcriber has: every lesson definition, the kit's public callables, the kit's loop as a resume."""
+    found = every_lesson_definition()
+    assert found, "no lesson definition was found: the test would grade nothing"
+    for arity in sorted({a for a in graded(REGISTRY[name]).arity.values() if a != ANY_ARITY}):
+        found.update(kit_callables(arity))
+    if ANY_ARITY in graded(REGISTRY[name]).arity.values():
+        kit = [s for s in rc.STRATEGIES.values() if s.name in ("none", "delete", "rerun")]
+        found.update({f"run_agent+{s.name}": run_agent_as_resume(s) for s in kit})
+        found["run_agent+given"] = run_agent_as_resume(None)
+    return found
 
 
-def test_every_assignment_has_function_checks_to_grade():
-    """The generic reading finds function checks and roles in every registered assignment."""
+def test_every_assignment_has_function_cells_to_grade():
+    """The reading finds, in every registered assignment, test cells that take a function the learner writes."""
     for name in ASSIGNMENTS:
-        checks, roles = graded_checks(REGISTRY[name])
-        assert checks and roles, f"{name}: no check_* takes a learner function; the test would grade nothing"
+        g = graded(REGISTRY[name])
+        assert g.arity and any(c.functions for c in g.cells), f"{name}: no test cell takes a learner function"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ASSIGNMENTS)
-def test_no_lesson_function_scores_full(name):
-    """No function or class a lesson defines passes every check of the assignment (visible and hidden)."""
-    definitions = every_lesson_definition()
-    assert definitions, "no lesson definition was found: the test would grade nothing"
-    assert full_scorers(REGISTRY[name], definitions) == []
+def test_transcribing_the_lessons_and_the_kit_scores_under_half(name):
+    """Lesson definitions and the kit's callables, with the manual and level-1 points assumed earned, score under half."""
+    score = best_score(REGISTRY[name], candidates_for(name))
+    assert 2 * score.points < score.total, f"{name}: {score.points}/{score.total} by transcription: {score.earned}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in ASSIGNMENTS if sorted(_roles(n).values()) == [2]])
-def test_no_two_argument_callable_of_the_kit_scores_full(name):
-    """No public callable of the kit's library that takes two arguments passes a reconcile-style assignment."""
-    callables = kit_callables(2)
-    assert "resumable_core.strategies.reconcile_rerun" in callables  # the kit's strategies are among them
-    assert full_scorers(REGISTRY[name], callables) == []
+def test_the_solution_scores_full_by_the_same_reckoning():
+    """The control: the reckoning gives every source notebook's own solution functions the whole total."""
+    for name in ASSIGNMENTS:
+        notebook = json.loads(course.notebook_path(name).read_text(encoding="utf-8"))
+        namespace: dict[str, Any] = {}
+        for cell in notebook["cells"]:
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            if cell["cell_type"] == "code" and (meta.get("solution") or not meta.get("grade")):
+                source = re.sub(r"(?m)^\s*[%!].*$|^ *### (BEGIN|END) SOLUTION.*$", "", "".join(cell["source"]))
+                exec(compile(source, name, "exec"), namespace)  # the instructor's own notebook: trusted
+        g = graded(REGISTRY[name])
+        mine = {f"solution.{f}": namespace[f] for f in g.arity}
+        score = best_score(REGISTRY[name], mine)
+        assert score.points == score.total, f"{name}: the solution scores {score.points}/{score.total}: {score.earned}"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in ASSIGNMENTS if list(_roles(n).values()) == [ANY_ARITY]])
-def test_the_kits_loop_with_a_kit_strategy_does_not_score_full(name):
-    """run_agent in the resume signature, with none, delete, rerun or the reconcile given, scores below full."""
-    kit = [s for s in rc.STRATEGIES.values() if s.name in ("none", "delete", "rerun")]
-    candidates = {f"run_agent+{s.name}": run_agent_as_resume(s) for s in kit}
-    candidates["run_agent+given"] = run_agent_as_resume(None)
-    assert full_scorers(REGISTRY[name], candidates) == []
-
-
-@pytest.mark.slow
-def test_the_instructors_answer_scores_full(tmp_path):
-    """The control: by_effect, written in a lesson-like notebook, is built and scores full; rerun does not."""
-    answer = inspect.getsource(answers.reconcile_by_effect)
-    cells = [
-        "%matplotlib inline\nfrom resumable_core.strategies import STATUS_UNKNOWN, answer_pending, reconcile_rerun",
-        "RULE = 'by effect'\nprint(RULE)",
-        answer,
-    ]
-    notebook = {"cells": [{"cell_type": "code", "source": c} for c in cells], "nbformat": 4, "nbformat_minor": 5}
-    path = tmp_path / "99_answer.ipynb"
-    path.write_text(json.dumps(notebook), encoding="utf-8")
-    built, unbuilt = lesson_definitions(path)
-    assert list(built) == ["99_answer.reconcile_by_effect@1"] and unbuilt == []
-    assert full_scorers(REGISTRY["reconcile"], built) == ["fn=99_answer.reconcile_by_effect@1"]
-    assert full_scorers(REGISTRY["reconcile"], {"rerun": rc.STRATEGIES["rerun"].reconcile}) == []
+def test_a_kit_strategy_passes_what_it_should_and_no_more():
+    """The reckoning tells strategies apart: by_effect passes a reconcile cell that rerun fails, on one cell."""
+    g = graded(REGISTRY["reconcile"])
+    cell = next(c for c in g.cells if c.grade_id == "test_reconcile_C")
+    assert passed_cells([cell], {"reconcile": answers.reconcile_by_effect}) == ["test_reconcile_C"]
+    assert passed_cells([cell], {"reconcile": rc.STRATEGIES["rerun"].reconcile}) == []
 
 
 def test_a_definition_that_cannot_be_built_is_named_not_graded(tmp_path):

@@ -19,11 +19,18 @@ from resumable_core.course.grading.recheck import CheckCall, check_calls, graded
 
 NOTEBOOK = json.loads(course.notebook_path("resume").read_text(encoding="utf-8"))
 SETUP = [src for _, src in setup_cells(NOTEBOOK)]
-SOLUTION = re.sub(
-    r"\n *### (BEGIN|END) SOLUTION",
-    "",
-    next(c["source"] for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == "resume"),
-)
+
+
+def solution_of(grade_id: str) -> str:
+    """The source notebook's answer cell ``grade_id`` with its solution markers taken out."""
+    cell = next(c["source"] for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == grade_id)
+    return re.sub(r"\n *### (BEGIN|END) SOLUTION", "", cell)
+
+
+SOLUTION = solution_of("resume")
+REPORT_SOLUTION = solution_of("resume_report")
+ANSWERS = {"resume", "resume_report"}
+"""The names the learner's answer cells define, each the one argument of the checks its cells call."""
 
 
 def edited(*changes: tuple[str, str]) -> str:
@@ -47,13 +54,13 @@ WRONG: dict[str, tuple[str, str]] = {
     # (the learner's resume, the test cell it must fail)
     "no_persist_after_reconcile": (
         edited((PERSIST_RECONCILED, "        cp = reconcile(cp, tools)\n")),
-        "test_turn_cap",
+        "test_reconciled_state_saved",
     ),
     "counters_reset": (
         edited((LOAD, LOAD + "    cp.turns, cp.tokens_used = 0, 0  # this process starts counting afresh\n")),
         "test_crash_after_tool",
     ),
-    "no_task_check": (edited((TASK_CHECK, "")), "test_refusals"),
+    "no_task_check": (edited((TASK_CHECK, "")), "test_another_task_refused"),
     "calls_the_model_on_a_finished_run": (edited((FINISHED, "")), "test_finished_run"),
     "forgets_save_point_b": (edited((SAVE_B, "")), "test_turn_cap"),
     "forgets_save_point_a": (edited((SAVE_A, "")), "test_second_crash"),
@@ -100,13 +107,20 @@ def failure(calls: list[CheckCall], ns: dict) -> str | None:
     return None
 
 
-def test_every_check_call_takes_the_learners_resume():
-    """Every test cell calls at least one check, each on the notebook's ``resume`` alone."""
+def test_every_check_call_takes_the_learners_answer():
+    """Every test cell calls at least one check, each on one of the notebook's answers alone."""
     cells = graded_cells()
     assert set(cells) == {c["grade_id"] for c in course.grade_cells(NOTEBOOK)}
     for gid, (_, calls) in cells.items():
         assert calls, gid
-        assert all(call.args == (("name", "resume"),) and not call.kwargs for call in calls), gid
+        assert all(len(call.args) == 1 and call.args[0][1] in ANSWERS and not call.kwargs for call in calls), gid
+
+
+def test_the_lessons_warnings_fail_a_visible_cell():
+    """No save after reconcile, and a task mismatch not refused, each fail a visible (not hidden) test cell."""
+    hidden = {c["metadata"]["nbgrader"]["grade_id"] for c in NOTEBOOK["cells"] if "BEGIN HIDDEN TESTS" in c["source"]}
+    for name in ("no_persist_after_reconcile", "no_task_check"):
+        assert WRONG[name][1] not in hidden, name
 
 
 def test_delegation_to_the_library_loop_is_found():
@@ -126,7 +140,7 @@ def test_delegation_to_the_library_loop_is_found():
 @pytest.mark.slow
 def test_the_solution_scores_full_under_real_kills():
     """The notebook's own solution passes every test cell, visible and hidden, under real SIGKILLs."""
-    ns = learner(SOLUTION)
+    ns = learner(SOLUTION + "\n" + REPORT_SOLUTION)
     failed = {gid: why for gid, (_, calls) in graded_cells().items() if (why := failure(calls, ns))}
     assert failed == {}
 

@@ -198,3 +198,69 @@ def test_the_command_to_run_again_is_the_one_the_learner_has(tmp_path: Path, mon
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # the interpreter is not under the current folder
     assert self_check.check_command(path) == f"python -m resumable_core check {path}"
+
+
+def _source_of(tmp_path: Path, released: Path, hidden: str) -> Path:
+    """The nbgrader source of ``released`` under ``tmp_path/solutions``: its hidden test cell holds ``hidden``."""
+    nb = nbformat.read(released, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata["nbgrader"]["grade_id"] == "test_more":
+            cell.source += f"\n### BEGIN HIDDEN TESTS\n{hidden}\n### END HIDDEN TESTS"
+    source = tmp_path / "solutions" / released.stem / released.name
+    source.parent.mkdir(parents=True)
+    nbformat.write(nb, source)
+    return source
+
+
+@pytest.mark.slow
+def test_check_all_runs_the_hidden_tests_and_reports_every_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--all puts each test cell's whole source back (from solutions/) and reports the hidden test too."""
+    (tmp_path / "ex").mkdir()
+    released = exercise(tmp_path / "ex", RIGHT)
+    _source_of(
+        tmp_path, released, 'if double(0.5) != 1:\n    raise AssertionError("halves double to a whole (HIDDEN)")'
+    )
+    monkeypatch.setattr(self_check, "SOURCE_NOTEBOOKS", tmp_path / "solutions")
+    text, passed = self_check.run_check(released, every=True)
+    assert passed, text
+    assert "every test, the hidden ones included," in text and "passed  test_more (1 pt)" in text
+    assert "2 of 2 tests (hidden ones included) pass (3 pt of 3 pt)." in text and "hidden  " not in text
+    visible_only, _ = self_check.run_check(released)
+    assert "hidden  test_more (1 pt)" in visible_only
+
+    released.write_text(released.read_text().replace("2 * x", "x + x if isinstance(x, int) else x"))
+    text, passed = self_check.run_check(released, every=True, command="make check NB={path} ALL=1")
+    assert not passed and "FAILED  test_more (1 pt)" in text and "halves double to a whole (HIDDEN)" in text
+
+
+def _bonus_notebook(bonus_answer: str):
+    """An executed exercise whose optional bonus (grade_id ``bonus_...``) failed, with ``bonus_answer`` in its answer cell."""
+    failed = nbformat.v4.new_output("error", ename="CheckFailed", evalue="the bonus failed", traceback=[])
+    bonus = _cell("code", "# Triples too.\ncheck(triple)", "bonus_triple", grade=True, points=2)
+    bonus.outputs = [failed]
+    return nbformat.v4.new_notebook(
+        cells=[
+            _cell("code", RIGHT, "double", solution=True),
+            _cell("code", "# double doubles its argument.\nassert double(2) == 4", "test_double", grade=True, points=1),
+            _cell("code", bonus_answer, "triple", solution=True),
+            bonus,
+        ]
+    )
+
+
+def test_an_untouched_bonus_reads_optional_not_attempted(tmp_path: Path) -> None:
+    """A bonus whose answer cell still raises NotImplementedError is no failure: it says what trying it would give."""
+    nb = _bonus_notebook("def triple(x):\n    raise NotImplementedError()")
+    text, passed = self_check.report(tmp_path / "x.ipynb", nb, "make check")
+    assert passed and "FAILED" not in text
+    assert "optional bonus_triple (2 pt): optional, not attempted; answering it can add 2 pt: Triples too." in text
+    assert "1 of 1 visible tests pass (1 pt of 1 pt)." in text
+
+
+def test_an_attempted_bonus_that_fails_is_a_failure(tmp_path: Path) -> None:
+    """Once its answer cell is written, the bonus is graded like any test: a failure is FAILED."""
+    nb = _bonus_notebook("def triple(x):\n    return x")
+    text, passed = self_check.report(tmp_path / "x.ipynb", nb, "make check")
+    assert not passed and "FAILED  bonus_triple (2 pt)" in text and "CheckFailed: the bonus failed" in text

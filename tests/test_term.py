@@ -1,7 +1,7 @@
 """A whole term on a temporary course, each step the README's command, with real nbgrader.
 
-The course holds the smallest assignment with a manually graded cell (``postmortem``: 10 points of
-tests and the 3-point "why" ``root_cause``). Two students go through nbgrader's own exchange
+The course holds the smallest assignment with a manually graded cell (``postmortem``: 19 points of
+tests, the 3-point "why" ``refund_root_cause`` and the 2-point ``root_cause``, left ungraded). Two students go through nbgrader's own exchange
 (release_assignment, fetch_assignment, submit, collect: it works offline in a temporary folder):
 alice answers everything as the source does, bob hands in the notebook untouched. Then ``grade``
 (into the course's gradebook), a manual score set the way formgrader sets it, ``generate_feedback``,
@@ -33,8 +33,8 @@ from resumable_core.course.grading.publish import find_course, publish
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "postmortem"
-WHY = "root_cause"  # the manually graded explanation, 3 points
-TESTS_MAX = 10  # the autograded tests' points; 13 with WHY
+WHY = "refund_root_cause"  # the manually graded explanation of Part 2, 3 points
+TESTS_MAX = 19  # the autograded tests' points; 24 with WHY and root_cause
 TIMEOUT = "30"  # per cell; a loaded 2-core box imports anthropic in ~10 s
 EXCHANGE_CONFIG = """
 c.CourseDirectory.course_id = "term-test"

@@ -10,6 +10,12 @@ visible test passes, 1 when one fails, 2 when the argument is not an exercise no
 It needs nbformat, nbclient and a python3 Jupyter kernel (the ``[lab]`` extra), not nbgrader,
 so it ships in the student kit; the kit's ``make check NB=...`` runs it, and the kit's own tests
 execute notebooks with :func:`execute`.
+
+``check --all NOTEBOOK`` (the self-study kit's ``make check NB=... ALL=1``) runs every test cell
+whole, the hidden tests included, as grading does: it takes each test cell's source from the
+exercise's nbgrader source notebook (``solutions/<name>/<name>.ipynb``, next to the library: the
+instructor's repository or the self-study kit; the student kit has neither), matched by grade_id
+as ``nbgrader autograde`` matches them, and reports every cell.
 """
 
 from __future__ import annotations
@@ -35,7 +41,10 @@ CELL_TIMEOUT = 60
 ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
 """What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
 
-PASSED, FAILED, HIDDEN = "passed", "FAILED", "hidden"
+PASSED, FAILED, HIDDEN, OPTIONAL = "passed", "FAILED", "hidden", "optional"
+OPTIONAL_PREFIX = "bonus_"
+"""A test cell whose grade_id starts with this is an optional bonus; its answers are the answer cells
+since the test cell before it. Left as released, it is "optional, not attempted", never a failure."""
 KERNEL_DIED = (
     "{path}: the kernel died while running the notebook (os._exit, a crash or out of memory),\n"
     "so no test after that point ran; grading would score them 0.\n"
@@ -44,6 +53,8 @@ KERNEL_DIED = (
 
 # The library this command runs from: the kernel imports the same one (the student kit's own copy).
 LIBRARY_ROOT = Path(__file__).resolve().parents[2]
+SOURCE_NOTEBOOKS = LIBRARY_ROOT / "solutions"
+"""Where ``--all`` finds each exercise's nbgrader source, whose test cells hold the hidden tests."""
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -77,11 +88,19 @@ def warm_matplotlib_cache() -> None:
     import matplotlib.font_manager  # noqa: F401  (importing it builds the cache)
 
 
-def execute(notebook: Path, workdir: Path, *, timeout: int = CELL_TIMEOUT, allow_errors: bool = False) -> Any:
+def execute(
+    notebook: Path,
+    workdir: Path,
+    *,
+    timeout: int = CELL_TIMEOUT,
+    allow_errors: bool = False,
+    tests: dict[str, str] | None = None,
+) -> Any:
     """Execute a copy of ``notebook`` in ``workdir`` on a fresh python3 kernel; return the executed notebook.
 
     With ``allow_errors`` the run goes on after a cell's error, and a cell past ``timeout`` is
-    interrupted and the run goes on, as nbgrader's autograde does.
+    interrupted and the run goes on, as nbgrader's autograde does. ``tests`` (grade_id -> source)
+    replaces the source of those test cells first, as autograde puts the hidden tests back.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -89,6 +108,8 @@ def execute(notebook: Path, workdir: Path, *, timeout: int = CELL_TIMEOUT, allow
     copy = workdir / notebook.name
     shutil.copy(notebook, copy)
     nb = nbformat.read(copy, as_version=4)
+    for cell in graded_cells(nb):
+        cell.source = (tests or {}).get(_nbgrader(cell).get("grade_id", ""), cell.source)
     client = NotebookClient(
         nb,
         kernel_name="python3",
@@ -198,6 +219,22 @@ class TestResult:
     """Why it failed: the whole error message, one item a line."""
 
 
+def untried_bonuses(nb: Any) -> set[str]:
+    """The grade_ids of the optional test cells whose own answer cells all still hold nbgrader's stub."""
+    untried: set[str] = set()
+    answers: list[Any] = []
+    tests = {id(cell) for cell in graded_cells(nb)}
+    for cell in nb.cells:
+        if id(cell) in tests:
+            grade_id = str(_nbgrader(cell).get("grade_id", ""))
+            if grade_id.startswith(OPTIONAL_PREFIX) and answers and all(is_blank(a) for a in answers):
+                untried.add(grade_id)
+            answers = []
+        elif cell.cell_type == "code" and is_answer(cell):
+            answers.append(cell)
+    return untried
+
+
 def result_of(cell: Any) -> TestResult:
     """The test cell's result: hidden when it holds only comments, failed on an error or stderr."""
     grade = _nbgrader(cell)
@@ -256,16 +293,23 @@ def _result_lines(result: TestResult) -> list[str]:
     head = f"  {result.status:<7} {result.name} ({_points(result.points)})"
     if result.status == HIDDEN:
         return [f"{head}: added and run when your instructor grades"]
+    if result.status == OPTIONAL:
+        return [f"{head}: optional, not attempted; answering it can add {_points(result.points)}: {result.checks}"]
     lines = [f"{head}: {result.checks}" if result.checks else head]
     return lines + [f"          {line}" for line in result.message]
 
 
-def report(path: Path, nb: Any, command: str) -> tuple[str, bool]:
-    """The report of an executed exercise, and whether every visible test passed."""
-    results = [result_of(cell) for cell in graded_cells(nb)]
-    visible = [r for r in results if r.status != HIDDEN]
+def report(path: Path, nb: Any, command: str, *, every: bool = False) -> tuple[str, bool]:
+    """The report of an executed exercise, and whether every visible test passed (``every``: every test, hidden too)."""
+    untried = untried_bonuses(nb)
+    results = [
+        TestResult(r.name, r.points, OPTIONAL, r.checks) if r.name in untried else r
+        for r in map(result_of, graded_cells(nb))
+    ]
+    visible = [r for r in results if r.status not in (HIDDEN, OPTIONAL)]
     failed = [r for r in visible if r.status == FAILED]
-    lines = [f"{path}: the visible tests, run top to bottom on a fresh kernel as grading runs them", ""]
+    which = "every test, the hidden ones included," if every else "the visible tests,"
+    lines = [f"{path}: {which} run top to bottom on a fresh kernel as grading runs them", ""]
     broken = syntax_errors(nb)
     if broken:  # first: every test after such a cell fails with a NameError that says nothing of why
         lines += ["Fix this first: Python cannot read this cell, so nothing it defines exists for the tests:"]
@@ -277,16 +321,17 @@ def report(path: Path, nb: Any, command: str) -> tuple[str, bool]:
         lines += ["", "Cells that raised outside the tests (grading runs them too; fix these first):"]
         lines += [f"  {error}" for error in errors]
     passed_points = sum(r.points for r in visible if r.status == PASSED)
+    kind = "tests (hidden ones included)" if every else "visible tests"
     lines += [
         "",
-        f"{len(visible) - len(failed)} of {len(visible)} visible tests pass "
+        f"{len(visible) - len(failed)} of {len(visible)} {kind} pass "
         f"({_points(passed_points)} of {_points(sum(r.points for r in visible))}).",
     ]
-    lines += next_steps(path, nb, results, command)
+    lines += next_steps(path, nb, results, command, every=every)
     return "\n".join(lines), not failed
 
 
-def next_steps(path: Path, nb: Any, results: list[TestResult], command: str) -> list[str]:
+def next_steps(path: Path, nb: Any, results: list[TestResult], command: str, *, every: bool = False) -> list[str]:
     """What to do now: fix and re-run, or submit; which answers are graded by hand; what runs at grading."""
     failed = any(r.status == FAILED for r in results)
     if failed:
@@ -295,6 +340,8 @@ def next_steps(path: Path, nb: Any, results: list[TestResult], command: str) -> 
             f"  {command}",
             "again. Each message above is whole, as the grader's feedback will show it.",
         ]
+    elif every:
+        steps = ["Next: every test passes, the hidden ones too; compare your answers with the worked solutions."]
     else:
         steps = [f"Next: every visible test passes; submit {path} as your instructor asks."]
     hidden = [r for r in results if r.status == HIDDEN]
@@ -340,7 +387,27 @@ COMMAND_VARIABLE = "RESUMABLE_CHECK_COMMAND"
 """Set by the kit's ``make check`` to the command it was run as (``{path}`` stands for the notebook)."""
 
 
-def check_command(path: Path) -> str:
+def source_notebook(path: Path) -> Path:
+    """The exercise's nbgrader source, for ``--all``; a :class:`SelfCheckError` when this library has none."""
+    source = SOURCE_NOTEBOOKS / path.stem / path.name
+    if not source.exists():
+        raise SelfCheckError(
+            path,
+            f"--all runs the hidden tests, and this kit does not hold them (no {source.relative_to(LIBRARY_ROOT)}); "
+            "they are in the self-study kit (make self-study-kit in the course's repository)",
+        )
+    return source
+
+
+def every_test(path: Path) -> dict[str, str]:
+    """Each test cell's whole source (hidden tests included) from the exercise's source notebook, by grade_id."""
+    import nbformat
+
+    source = nbformat.read(source_notebook(path), as_version=4)
+    return {_nbgrader(cell)["grade_id"]: cell.source for cell in graded_cells(source)}
+
+
+def check_command(path: Path, *, every: bool = False) -> str:
     """The command that runs this check again, as the learner can type it here.
 
     ``make check NB=...`` when that is how it was run; else this interpreter as a path from the
@@ -354,28 +421,34 @@ def check_command(path: Path) -> str:
         shown = str(python.relative_to(Path.cwd()))
     except ValueError:
         shown = "python"
-    return f"{shown} -m resumable_core check {path}"
+    return f"{shown} -m resumable_core check {'--all ' if every else ''}{path}"
 
 
-def run_check(path: Path, *, timeout: int = CELL_TIMEOUT, command: str | None = None) -> tuple[str, bool]:
-    """Run the exercise at ``path`` whole on a fresh kernel; its report and whether every visible test passed."""
+def run_check(
+    path: Path, *, timeout: int = CELL_TIMEOUT, command: str | None = None, every: bool = False
+) -> tuple[str, bool]:
+    """Run the exercise at ``path`` whole on a fresh kernel; its report and whether every visible test passed.
+
+    ``every`` (``--all``): every test cell whole, the hidden tests included, and whether every one passed.
+    """
     read_exercise(path)
-    command = command or check_command(path)
+    tests = every_test(path) if every else None
+    command = command or check_command(path, every=every)
     from nbclient.exceptions import DeadKernelError
 
     warm_matplotlib_cache()
     with tempfile.TemporaryDirectory(prefix="resumable-check-") as tmp:
         try:
-            nb = execute(path.resolve(), Path(tmp), timeout=timeout, allow_errors=True)
+            nb = execute(path.resolve(), Path(tmp), timeout=timeout, allow_errors=True, tests=tests)
         except DeadKernelError:
             return KERNEL_DIED.format(path=path, command=command), False
-    return report(path, nb, command)
+    return report(path, nb, command, every=every)
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``check``: 0 when every visible test passes, 1 when one fails, 2 on a bad argument."""
+    """Run ``check``: 0 when every visible test passes (``--all``: every test), 1 when one fails, 2 on a bad argument."""
     try:
-        text, passed = run_check(args.notebook, timeout=args.timeout)
+        text, passed = run_check(args.notebook, timeout=args.timeout, every=args.all)
     except SelfCheckError as e:
         print(f"check: {e}", file=sys.stderr)
         return 2
@@ -398,6 +471,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "notebook", type=Path, metavar="NOTEBOOK", help="the exercise, e.g. exercises/reconcile/reconcile.ipynb"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="run the hidden tests too, every cell whole as grading runs it (needs the self-study kit)",
     )
     p.add_argument(
         "--timeout",

@@ -1,16 +1,24 @@
-"""Build the student kit: ``dist/student-kit/`` and a deterministic ``dist/student-kit.zip``.
+"""Build the kits: ``dist/student-kit/`` and a deterministic ``dist/student-kit.zip``, and the self-study edition.
 
-The kit holds what a learner needs and nothing that answers the exercises. ``MANIFEST`` below is
-the one list of what goes in; the kit's own README, Makefile, pyproject and tests are the files
-under ``resumable_core/course/kit/``. ``tests/test_student_kit.py`` checks the zip against
+The student kit holds what a learner needs and nothing that answers the exercises. ``MANIFEST``
+below is the one list of what goes in; the kit's own README, Makefile, pyproject and tests are the
+files under ``resumable_core/course/kit/``. ``tests/test_student_kit.py`` checks the zip against
 ``solutions/``.
 
-    python -m resumable_core.course.student_kit [--out DIR]
+The self-study edition (``--edition self-study-kit``, ``make self-study-kit``) is for a reader
+without a class: the student kit plus every check, the hidden ones included (``course/hidden/``
+and the nbgrader sources in ``solutions/``, which ``check --all`` reads its test cells from), and
+in each exercise a worked solution folded after each answer cell (:func:`fold_solutions`). Its
+own files are those of ``kit/self-study/``, laid over the student kit's.
+``tests/test_self_study_kit.py`` checks it.
+
+    python -m resumable_core.course.student_kit [--edition student-kit|self-study-kit] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -20,7 +28,9 @@ import time
 import tomllib
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).resolve().parent / "kit"
@@ -38,6 +48,12 @@ MANIFEST: tuple[tuple[str, str], ...] = (
     ("+", "resumable_core/course/checks/"),  # the visible checks the exercises call
     ("+", "resumable_core/course/self_check.py"),  # python -m resumable_core check (make check NB=...)
 )
+# What the self-study edition adds: every check, and where `check --all` reads the hidden test cells.
+SELF_STUDY_MANIFEST: tuple[tuple[str, str], ...] = (
+    *MANIFEST,
+    ("+", "resumable_core/course/hidden/"),  # the hidden checks (and the answer strategies the simulator runs)
+    ("+", "solutions/"),  # the nbgrader sources: every test cell whole, hidden blocks included
+)
 # Never shipped, wherever they are: caches and editor leftovers.
 JUNK_NAMES = frozenset(
     {"__pycache__", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".DS_Store"}
@@ -52,6 +68,24 @@ ZIP_EARLIEST_EPOCH = 315532800  # 1980-01-01 00:00:00 UTC: no zip entry can be d
 TEMPLATE_SUFFIX = ".in"  # a template whose @NAME@ fields are filled from the repository's pyproject
 
 
+@dataclass(frozen=True)
+class Edition:
+    """One kit: its name (the folder and the zip's), what it ships, its own files, whether answers are folded in."""
+
+    name: str
+    manifest: tuple[tuple[str, str], ...]
+    templates: tuple[Path, ...]
+    """Folders of the kit's own files; a later one's file replaces an earlier one's of the same name."""
+    worked_solutions: bool
+    """Fold the instructor's solution after each answer cell of each exercise (:func:`fold_solutions`)."""
+
+
+SELF_STUDY_TEMPLATES = TEMPLATES / "self-study"
+STUDENT = Edition(KIT_NAME, MANIFEST, (TEMPLATES,), worked_solutions=False)
+SELF_STUDY = Edition("self-study-kit", SELF_STUDY_MANIFEST, (TEMPLATES, SELF_STUDY_TEMPLATES), worked_solutions=True)
+EDITIONS = {edition.name: edition for edition in (STUDENT, SELF_STUDY)}
+
+
 class StudentKitError(Exception):
     """The kit cannot be built from this tree. Carries the ``path`` and a one-line ``reason``."""
 
@@ -61,11 +95,11 @@ class StudentKitError(Exception):
         super().__init__(f"{path}: {reason}")
 
 
-def ships(relative: str) -> bool:
+def ships(relative: str, edition: Edition = STUDENT) -> bool:
     """Whether the repository file at ``relative`` (a POSIX path) goes into the kit."""
     covering = [
         (len(entry), sign == "+")
-        for sign, entry in MANIFEST
+        for sign, entry in edition.manifest
         if relative == entry or (entry.endswith("/") and relative.startswith(entry))
     ]
     return max(covering)[1] if covering else False
@@ -84,16 +118,16 @@ def _files_under(root: Path, folder: Path) -> Iterator[Path]:
             yield relative
 
 
-def repository_files(root: Path = REPO_ROOT) -> dict[str, Path]:
+def repository_files(root: Path = REPO_ROOT, edition: Edition = STUDENT) -> dict[str, Path]:
     """The repository's shipped files: kit path -> source file."""
     files = {}
-    for entry in (entry for sign, entry in MANIFEST if sign == "+"):
+    for entry in (entry for sign, entry in edition.manifest if sign == "+"):
         source = root / entry
         if not source.exists():
             raise StudentKitError(source, "listed in the kit's MANIFEST but missing; build from a full checkout")
         candidates = _files_under(root, source) if source.is_dir() else [Path(entry)]
         for relative in candidates:
-            if ships(relative.as_posix()):
+            if ships(relative.as_posix(), edition):
                 files[relative.as_posix()] = root / relative
     return files
 
@@ -136,17 +170,90 @@ def render(template: Path, fields: dict[str, str]) -> bytes:
     return text.encode("utf-8")
 
 
-def kit_contents(root: Path = REPO_ROOT) -> dict[str, bytes]:
+def template_files(folder: Path) -> Iterator[Path]:
+    """A template folder's files, relative to it; the self-study edition's folder inside ``kit/`` is left out."""
+    inner = SELF_STUDY_TEMPLATES.name if folder == TEMPLATES else None
+    return (relative for relative in _files_under(folder, folder) if relative.parts[0] != inner)
+
+
+def kit_contents(root: Path = REPO_ROOT, edition: Edition = STUDENT) -> dict[str, bytes]:
     """Every file of the kit: kit path -> bytes, the repository's files and the kit's own."""
-    contents = {name: source.read_bytes() for name, source in repository_files(root).items()}
+    contents = {name: source.read_bytes() for name, source in repository_files(root, edition).items()}
+    if edition.worked_solutions:
+        for name in [n for n in contents if n.startswith("exercises/") and n.endswith(".ipynb")]:
+            source = root / "solutions" / Path(name).relative_to("exercises")
+            contents[name] = fold_solutions(contents[name], source)
     fields = template_fields(root)
-    for relative in _files_under(TEMPLATES, TEMPLATES):
-        name = relative.as_posix()
-        if name.endswith(TEMPLATE_SUFFIX):
-            contents[name.removesuffix(TEMPLATE_SUFFIX)] = render(TEMPLATES / relative, fields)
-        else:
-            contents[name] = (TEMPLATES / relative).read_bytes()
+    for folder in edition.templates:
+        for relative in template_files(folder):
+            name = relative.as_posix()
+            if name.endswith(TEMPLATE_SUFFIX):
+                contents[name.removesuffix(TEMPLATE_SUFFIX)] = render(folder / relative, fields)
+            else:
+                contents[name] = (folder / relative).read_bytes()
     return dict(sorted(contents.items()))
+
+
+# -- the self-study edition's worked solutions ------------------------------------------------
+
+SOLUTION_MARKER_LINES = ("### BEGIN SOLUTION", "### END SOLUTION")
+WORKED_SUFFIX = "-worked"
+"""Appended to an answer cell's id to make the id of its worked solution's cell."""
+WORKED_SUMMARY = "Worked solution (the instructor's): open it after your own attempt"
+
+
+def _grade(cell: dict[str, Any]) -> dict[str, Any]:
+    return dict(cell.get("metadata", {}).get("nbgrader", {}))
+
+
+def _text(cell: dict[str, Any]) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
+def without_markers(text: str) -> str:
+    """A solution cell's text without nbgrader's BEGIN/END SOLUTION lines."""
+    kept = [line for line in text.splitlines() if line.strip() not in SOLUTION_MARKER_LINES]
+    return "\n".join(kept).strip("\n")
+
+
+def worked_cell(answer: dict[str, Any], solution: dict[str, Any]) -> dict[str, Any]:
+    """The markdown cell that holds ``solution`` (a source notebook's answer cell) folded in a ``<details>``.
+
+    Markdown, not a code cell with ``jupyter.source_hidden``: a hidden code cell still runs on Run
+    All and under ``check``, and would redefine the learner's function with the instructor's right
+    after the learner's cell, so the tests below it would grade the answer, not the attempt. A
+    ``<details>`` block renders folded in JupyterLab 4 (its sanitizer keeps ``details`` and
+    ``summary``), Notebook 7, VS Code and GitHub alike, opens with one click, and never runs.
+    """
+    body = without_markers(_text(solution))
+    if solution.get("cell_type") == "code":
+        fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", body)), default=0))
+        body = f"{fence}python\n{body}\n{fence}"
+    source = f"<details>\n<summary><b>{WORKED_SUMMARY}</b></summary>\n\n{body}\n\n</details>"
+    return {"cell_type": "markdown", "id": f"{answer['id']}{WORKED_SUFFIX}"[:64], "metadata": {}, "source": source}
+
+
+def fold_solutions(released: bytes, source: Path) -> bytes:
+    """A released exercise notebook with the source notebook's solution folded after each answer cell."""
+    nb = json.loads(released)
+    if not source.exists():
+        raise StudentKitError(source, "the source notebook of a released exercise is missing; run make release")
+    solutions = {
+        _grade(cell)["grade_id"]: cell
+        for cell in json.loads(source.read_text(encoding="utf-8"))["cells"]
+        if _grade(cell).get("solution")
+    }
+    cells = []
+    for cell in nb["cells"]:
+        cells.append(cell)
+        grade = _grade(cell)
+        if grade.get("solution"):
+            if grade.get("grade_id") not in solutions:
+                raise StudentKitError(source, f"has no answer cell {grade.get('grade_id')!r}; run make release")
+            cells.append(worked_cell(cell, solutions[grade["grade_id"]]))
+    nb["cells"] = cells
+    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def write_folder(contents: dict[str, bytes], folder: Path) -> None:
@@ -184,24 +291,26 @@ def zip_date(epoch: int) -> tuple[int, int, int, int, int, int]:
     return year, month, day, hour, minute, second - second % 2
 
 
-def write_zip(contents: dict[str, bytes], path: Path, date_time: tuple[int, int, int, int, int, int]) -> None:
+def write_zip(
+    contents: dict[str, bytes], path: Path, date_time: tuple[int, int, int, int, int, int], top: str = KIT_NAME
+) -> None:
     """Write the kit as a zip under one top folder: sorted entries, one date (``date_time``), fixed modes."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(contents):
-            info = zipfile.ZipInfo(f"{KIT_NAME}/{name}", date_time=date_time)
+            info = zipfile.ZipInfo(f"{top}/{name}", date_time=date_time)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.create_system = 3  # Unix, so the mode below is read on every platform
             info.external_attr = 0o100644 << 16  # a regular file, rw-r--r--
             archive.writestr(info, contents[name])
 
 
-def build(out: Path, root: Path = REPO_ROOT) -> tuple[Path, Path]:
-    """Build ``out/student-kit/`` and ``out/student-kit.zip`` from the repository; return both."""
-    contents = kit_contents(root)
+def build(out: Path, root: Path = REPO_ROOT, edition: Edition = STUDENT) -> tuple[Path, Path]:
+    """Build ``out/<kit>/`` and ``out/<kit>.zip`` (``student-kit`` by default) from the repository; return both."""
+    contents = kit_contents(root, edition)
     out.mkdir(parents=True, exist_ok=True)
-    folder, archive = out / KIT_NAME, out / f"{KIT_NAME}.zip"
+    folder, archive = out / edition.name, out / f"{edition.name}.zip"
     write_folder(contents, folder)
-    write_zip(contents, archive, zip_date(source_epoch(root)))
+    write_zip(contents, archive, zip_date(source_epoch(root)), top=edition.name)
     return folder, archive
 
 
@@ -211,9 +320,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m resumable_core.course.student_kit",
         description=(
             f"Build the student kit: OUT/{KIT_NAME}/ and the same files in a deterministic OUT/{KIT_NAME}.zip\n"
-            "(lessons, exercises, simulator, the core and lab wings, the visible checks; no answers)."
+            "(lessons, exercises, simulator, the core and lab wings, the visible checks; no answers).\n"
+            f"--edition {SELF_STUDY.name}: the same plus every check, hidden ones included, and a worked\n"
+            "solution folded after each answer cell, for a reader without a class."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--edition", choices=list(EDITIONS), default=KIT_NAME, help=f"which kit to build (default: {KIT_NAME})"
     )
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "dist", metavar="OUT", help="folder to write into (default: dist/)"
@@ -225,9 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     """The command line: build the kit and say where it is."""
     args = build_parser().parse_args(argv)
     try:
-        folder, archive = build(args.out)
+        folder, archive = build(args.out, edition=EDITIONS[args.edition])
     except StudentKitError as error:
-        print(f"student-kit: {error}", file=sys.stderr)
+        print(f"{args.edition}: {error}", file=sys.stderr)
         return 1
     count = sum(1 for p in folder.rglob("*") if p.is_file())
     print(f"{archive} ({archive.stat().st_size // 1024} KiB, {count} files); unpacked in {folder}")

@@ -12,6 +12,7 @@ explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``
 
 from __future__ import annotations
 
+from .crash_test import crash_test, crash_test_journal
 from .exercise_checkpoints import ACTIONS, load_exercise_checkpoint
 from .figures import crash_loop_chart, resume_vs_restart_chart, save_timeline, turn_diagram
 from .formative import formative_check
@@ -28,6 +29,8 @@ __all__ = [
     "client_for_run",
     "crash_loop",
     "crash_loop_chart",
+    "crash_test",
+    "crash_test_journal",
     "formative_check",
     "load_exercise_checkpoint",
     "race_resumers",

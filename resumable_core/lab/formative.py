@@ -24,9 +24,9 @@ RIGHT_ACTIONS: MappingProxyType[str, tuple[str, str]] = MappingProxyType(
     {
         "D": (
             "is_error_fallback",
-            "send_email is pending and has a side effect. Here it never ran, but checkpoint C has the same "
-            "pending call after it did: the file cannot say which, so the resume records 'status unknown' "
-            "and the model checks the outbox before sending.",
+            "send_email is pending and has a side effect. Here it never ran, but a run killed just after the "
+            "email went out leaves the very same file (the kill came before save point B): the file cannot "
+            "say which, so the resume records 'status unknown' and the model checks the outbox before sending.",
         ),
         "E": (
             "rerun_tool",
@@ -50,7 +50,7 @@ _MISREAD: MappingProxyType[str, MappingProxyType[str, str]] = MappingProxyType(
                 "finished_no_call": _NOT_FINISHED + "this one ends with a request for send_email. " + _DANGLING,
                 "call_model": _DANGLING,
                 "rerun_tool": "send_email has a side effect (tools.effect('send_email')). The file is the same "
-                "whether the email went out or not (compare checkpoint C): re-running sends a duplicate when it did.",
+                "whether the email went out or not: re-running sends a duplicate when it did.",
                 "delete_call": "dropping the request hides it from the model: if the email did go out, nothing "
                 "says so any more, and the model sends it again.",
             }

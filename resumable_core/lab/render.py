@@ -32,6 +32,7 @@ __all__ = [
     "error_html",
     "esc",
     "has_side_effect",
+    "heatmap_figure",
     "heatmap_png",
     "outbox_html",
     "settings_help_html",
@@ -372,7 +373,9 @@ def _draw_panel(ax: Any, cmap: Any, tool: str, rows: list[MatrixRow], points: li
             ax.text(
                 j, i, text, ha="center", va="center", fontsize=10, fontweight="bold", color="white" if dark else "#222"
             )
-    ax.set_xticks(range(len(strategies)), strategies, rotation=30, ha="right", fontsize=9)
+    # "by_effect_ledger (recorded)" on two lines: rotated on one, it reached down into the legend
+    labels = [s.replace(" (", "\n(") for s in strategies]
+    ax.set_xticks(range(len(strategies)), labels, rotation=30, ha="right", rotation_mode="anchor", fontsize=9)
     ax.set_yticks(range(len(points)), points, fontsize=9)
     ax.set_xticks([x - 0.5 for x in range(1, len(strategies))], minor=True)
     ax.set_yticks([y - 0.5 for y in range(1, len(points))], minor=True)
@@ -381,14 +384,18 @@ def _draw_panel(ax: Any, cmap: Any, tool: str, rows: list[MatrixRow], points: li
     ax.set_title(f"crash on the turn that calls {tool}", fontsize=11)
 
 
-def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
-    """Draw crash point x strategy, one panel per tool, as PNG bytes (no pyplot, no display)."""
+def heatmap_figure(rows: list[MatrixRow], *, dpi: int = 100) -> Any:
+    """Crash point x strategy, one panel per tool, as a matplotlib Figure (no pyplot).
+
+    Laid out by matplotlib's constrained layout, with the legend outside the panels: the space
+    under them grows to fit the rotated strategy labels, so no label reaches the legend.
+    """
     Figure, ListedColormap, Patch = _quiet_pyplot_free_matplotlib()
     tools = list(dict.fromkeys(r.tool for r in rows))
     strategies = list(dict.fromkeys(r.strategy for r in rows))
     points = [p for p in CRASH_POINTS if any(r.crash_point == p for r in rows)]
     cmap = ListedColormap([c for _, c in CATEGORIES])
-    fig = Figure(figsize=(4.6 * len(tools) + 1.6, 0.45 * len(points) + 2.2), dpi=dpi)
+    fig = Figure(figsize=(4.6 * len(tools) + 1.6, 0.45 * len(points) + 2.6), dpi=dpi, layout="constrained")
     axes = fig.subplots(1, len(tools), sharey=True, squeeze=False)[0]
     for ax, tool in zip(axes, tools):
         _draw_panel(ax, cmap, tool, rows, points, strategies)
@@ -398,7 +405,7 @@ def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
         labels[points.index("after_tool")].set_fontweight("bold")
     fig.legend(
         handles=[Patch(facecolor=c, edgecolor="#888", label=n) for n, c in CATEGORIES],
-        loc="lower center",
+        loc="outside lower center",
         ncol=len(CATEGORIES),
         fontsize=9,
         frameon=False,
@@ -406,7 +413,11 @@ def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
     fig.suptitle(
         "Crash matrix: how often the crashed call's effect happened (400 = API refused the resume)", fontsize=11
     )
-    fig.subplots_adjust(left=0.15, right=0.985, top=0.87, bottom=0.22, wspace=0.06)
+    return fig
+
+
+def heatmap_png(rows: list[MatrixRow], *, dpi: int = 100) -> bytes:
+    """Draw crash point x strategy, one panel per tool, as PNG bytes (no pyplot, no display)."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    heatmap_figure(rows, dpi=dpi).savefig(buf, format="png")
     return buf.getvalue()

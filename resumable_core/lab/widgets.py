@@ -99,6 +99,7 @@ class CrashSimulator:
             w.observe(self._on_change, names="value")
         self.run_button.on_click(self._on_click)
         self._show_help()
+        self._show_outbox_for(self.scenario.value)
 
     def _make_controls(self) -> None:
         style = {"description_width": "initial"}
@@ -146,9 +147,12 @@ class CrashSimulator:
             [_panel("Checkpoint on disk at the crash", self.checkpoint)],
             layout=widgets.Layout(width="52%", min_width="320px"),
         )
+        # Only a scenario whose tool has a side effect (send_email) has an outbox worth showing.
+        self.outbox_panel = _panel("Outbox", widgets.VBox([self.email_count, self.outbox]))
+        self.outbox_panel.add_class("rs-outbox-panel")
         right = widgets.VBox(
             [
-                _panel("Outbox", widgets.VBox([self.email_count, self.outbox])),
+                self.outbox_panel,
                 _panel("API", self.error),
                 _panel("After the resume", self.summary),
                 _panel("Conversation tail", self.conversation),
@@ -176,9 +180,15 @@ class CrashSimulator:
         strategy_help = MY_RECONCILE_HELP if label == MY_RECONCILE else STRATEGIES[label].help
         self.help.value = settings_help_html(self.scenario.value, self.crash_point.value, label, strategy_help)
 
+    def _show_outbox_for(self, tool: str) -> None:
+        """Show the Outbox panel only for a tool with a side effect: the notes run sends no email."""
+        self.outbox_panel.layout.display = "" if has_side_effect(tool) else "none"
+
     def _on_change(self, change: dict[str, Any]) -> None:
         self._show_help()
-        if self.cell is not None:
+        if self.cell is None:  # nothing shown yet: the panels follow the menu
+            self._show_outbox_for(self.scenario.value)
+        else:
             self.status.value = '<div class="rs-help"><i>Settings changed: press Run to see this case.</i></div>'
 
     def _on_click(self, _button: widgets.Button) -> None:
@@ -216,6 +226,7 @@ class CrashSimulator:
             f"strategy <b>{esc(label or r.strategy)}</b> — the child was "
             f"{'killed with SIGKILL' if cell.killed else 'not killed (it finished first)'}.</div>"
         )
+        self._show_outbox_for(r.tool)
         self.email_count.value = email_count_html(cell.outbox, cell.outbox_at_crash)
         self.outbox.value = outbox_html(cell.outbox)
         self.error.value = error_html(cell.error)
@@ -267,7 +278,8 @@ class MatrixHeatmap:
             '<div class="rs-help">Every crash point × strategy, crashed for real and resumed. '
             "Colour = what happened to the crashed call; the number = how many times its effect happened.</div>",
         )
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", width="auto"))
+        # Hidden until the first matrix is drawn: an Image with no bytes shows a broken-image icon.
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", width="auto", display="none"))
         self.image.add_class("rs-heatmap")
         self.view = widgets.VBox(
             [widgets.HTML(CSS), widgets.HBox([self.run_button, self.progress]), self.status, self.image],
@@ -308,6 +320,7 @@ class MatrixHeatmap:
         try:
             rows = self._rows() + self.recorded
             self.image.value = heatmap_png(rows)
+            self.image.layout.display = ""
         except Exception as e:
             self.status.value = _error_box(e, "")
             raise

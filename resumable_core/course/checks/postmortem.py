@@ -1,16 +1,31 @@
-"""The visible checks of the ``postmortem`` assignment: the incident replayed with a real SIGKILL.
+"""The visible checks of the ``postmortem`` assignment: both incidents replayed with real SIGKILLs.
 
-Its test cells call these as ``checks.check_*(reconcile)``; the hidden ones live with the
-instructor (:mod:`resumable_core.course.hidden.postmortem`).
+Part 1's test cells call these as ``checks.check_*(reconcile)``, Part 2's as
+``checks.check_*(refund)``: the learner's refund runs in a forked child against the payment
+provider of :mod:`resumable_core.lab.payments`, whose requests meet timeouts, outages, refusals and
+kills, and each check judges by the provider's own book (its refunds, every request and its key).
+The hidden ones live with the instructor (:mod:`resumable_core.course.hidden.postmortem`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 from ...checkpoint import consistency_problem, text_of
+from ...crash import run_in_child
+from ...errors import CrashError, IdempotencyConflictError, ToolError, ToolTimeoutError, ToolUnavailableError
+from ...lab.payments import Fault, Provider, refund_tool, shop
 from ...run_folder import finished_turns
 from ...strategies import Reconcile
-from ...world import NOTES
-from .support import CheckFailed, replay, require, require_status_unknown
+from ...tools import Tool, Toolbox
+from ...world import NOTES, World
+from .support import CheckFailed, call_learner, die, replay, require, require_status_unknown, scratch
 
 
 def check_incident(fn: Reconcile) -> None:
@@ -71,3 +86,233 @@ def check_ledger_incident(fn: Reconcile) -> None:
         require(turns == expected, f"{where}: the run took {turns} model calls, an uncrashed run takes {expected}")
     r = replay(fn, "after_save_a", "read_file", ledger=True)
     require(r.error is None and r.reads == 1, "read-only calls are still re-run when a ledger is present")
+
+
+# -- Part 2: the refund that a retry repeated ----------------------------------------------------
+
+Refund = Callable[[Toolbox, str, int], str]
+"""The learner's ``refund(tools, order_id, amount_cents) -> refund id``."""
+
+ORDER, CHARGED, AMOUNT = "A-1042", 12_999, 4999
+"""The order of the incident, what its customer paid, and the refund owed (one item of it)."""
+MAX_ATTEMPTS = 5
+"""Attempts one refund may make in all, as the exercise's contract says."""
+REQUEST_CAP = 25
+"""Requests one call may send before the check stops it: a retry loop with no bound."""
+CALL_TIMEOUT = 60.0
+"""Seconds one call of ``refund`` may take."""
+
+KEY_LESSON = "reread lesson 3, section 5, 'Beyond the fix: the ledger'"
+TAXONOMY_LESSON = "reread lesson 4, section 2, 'A typed error taxonomy'"
+RETRY_LESSON = "reread lesson 4, section 4, 'Retries inside a real run, with a budget'"
+
+_KINDS: tuple[tuple[type[Exception], str], ...] = (
+    (ToolTimeoutError, "a timeout"),
+    (ToolUnavailableError, "an unavailable provider"),
+    (IdempotencyConflictError, "a key reused with other parameters"),
+    (ToolError, "a refusal"),
+)
+"""What each kit error says about a refund's request, most specific first."""
+
+
+def kind_of_error(e: BaseException) -> str:
+    """What an exception ``refund`` raised stands for, in the taxonomy's words."""
+    return next((kind for cls, kind in _KINDS if isinstance(e, cls)), "another error")
+
+
+@dataclass
+class Call:
+    """How one call of the learner's ``refund`` in a forked child ended."""
+
+    ended: str
+    """``returned``, ``raised``, ``killed`` (by the provider, on purpose, or at the request cap) or ``hung``."""
+    value: str | None = None
+    """What it returned, when that was a str."""
+    returned: str = ""
+    """The type of what it returned."""
+    kind: str = ""
+    """What the error it raised stands for (:func:`kind_of_error`)."""
+    error: str = ""
+    """The error it raised, as ``Type: message``."""
+
+
+class CappedToolbox(Toolbox):
+    """A toolbox whose process dies of SIGKILL at its ``cap``-th request: no call may retry forever."""
+
+    def __init__(self, world: World, tools: Iterable[Tool], cap: int) -> None:
+        super().__init__(world, tools)
+        self._left = cap
+
+    def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
+        self._left -= 1
+        if self._left < 0:
+            die()
+        return super().execute(name, input, idempotency_key=idempotency_key)
+
+
+def _record(refund: Refund, args: tuple[Any, ...], out: Path) -> None:
+    """In the child: call ``refund`` and write how it ended to ``out`` as JSON."""
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child never returns to close it
+    record: dict[str, Any]
+    try:
+        value = call_learner(refund, *args)
+    except Exception as e:  # noqa: BLE001 - the learner's error is what the check judges
+        record = {"ended": "raised", "kind": kind_of_error(e), "error": f"{type(e).__name__}: {e}"[:500]}
+    else:
+        record = {"ended": "returned", "value": value if type(value) is str else None, "returned": type(value).__name__}
+    out.write_text(json.dumps(record), encoding="utf-8")
+
+
+@dataclass
+class Shop:
+    """A world with the provider's books, where the learner's ``refund`` is called, each time in a child."""
+
+    provider: Provider
+    root: Path
+
+    @classmethod
+    def open(cls, charges: dict[str, int] | None = None) -> Shop:
+        """A fresh world whose customers paid ``charges`` (the incident's order by default)."""
+        root = scratch("shop")
+        provider, _ = shop(root / "world", {ORDER: CHARGED} if charges is None else charges)
+        return cls(provider, root)
+
+    def call(
+        self,
+        refund: Refund,
+        faults: Iterable[Fault] = (),
+        *,
+        order_id: str = ORDER,
+        amount_cents: int = AMOUNT,
+        die_after_refund: bool = False,
+    ) -> Call:
+        """``refund(tools, order_id, amount_cents)`` in a forked child, its requests meeting ``faults``."""
+        out = self.root / "call.json"
+        out.unlink(missing_ok=True)
+        tool = refund_tool(faults, after_refund=die if die_after_refund else None)
+        tools = CappedToolbox(self.provider.world, (tool,), REQUEST_CAP)
+        try:
+            ended = run_in_child(lambda: _record(refund, (tools, order_id, amount_cents), out), timeout=CALL_TIMEOUT)
+        except CrashError:
+            return Call("hung")
+        if ended == "killed":
+            return Call("killed")
+        return Call(**json.loads(out.read_text(encoding="utf-8")))
+
+    def refunds(self, order_id: str | None = None) -> list[dict[str, Any]]:
+        """The refunds in the provider's book."""
+        return self.provider.refunds(order_id)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request the provider received, with the key it carried."""
+        return self.provider.requests()
+
+
+def require_ended(call: Call, where: str) -> None:
+    """The call neither hung nor retried without a bound."""
+    require(call.ended != "hung", f"{where}: refund was still running after {CALL_TIMEOUT:g} s; does its loop end?")
+    require(
+        call.ended != "killed",
+        f"{where}: refund sent {REQUEST_CAP} requests and was stopped: retries need a bound "
+        f"(at most {MAX_ATTEMPTS} attempts; {RETRY_LESSON})",
+    )
+
+
+PER_ATTEMPT = "every attempt at one refund must carry the same idempotency key, never a fresh one per attempt"
+PER_CALL = (
+    "the restarted harness's call must send the key the killed one sent: derive it from the refund itself "
+    "(what names it), never a fresh uuid per call"
+)
+
+
+def require_one_refund(
+    shop_: Shop, call: Call, where: str, *, order_id: str = ORDER, same_key: str = PER_ATTEMPT
+) -> str:
+    """One refund for the order, ``refund`` returned its id, and every request carried one key; the id.
+
+    ``same_key`` says what a second refund means here: a key per attempt, or per call.
+    """
+    require_ended(call, where)
+    if call.ended == "raised":
+        if call.kind in ("a timeout", "an unavailable provider"):
+            raise CheckFailed(
+                f"{where}: refund gave up on {call.kind} ({call.error}): that is a transient outcome, not a "
+                f"failure; retry it under the same idempotency key ({TAXONOMY_LESSON})"
+            )
+        raise CheckFailed(f"{where}: refund raised {call.error}")
+    keys = {r["idempotency_key"] for r in shop_.requests() if r["order_id"] == order_id}
+    done = shop_.refunds(order_id)
+    require(
+        keys != {None},
+        f"{where}: the requests carried no idempotency key, so the provider could not tell a retry from a "
+        f"new refund; pass idempotency_key= to tools.execute ({KEY_LESSON})",
+    )
+    require(
+        len(done) == 1,
+        f"{where}: the customer was refunded {len(done)} times; {same_key} ({KEY_LESSON})",
+    )
+    require(len(keys) == 1, f"{where}: the attempts at one refund carried {len(keys)} different keys; one is right")
+    require(
+        call.value == done[0]["id"],
+        f"{where}: refund must return the provider's refund id (the tool's output, here {done[0]['id']!r}); "
+        f"it returned a {call.returned}" + (f" {call.value!r}" if call.value is not None else ""),
+    )
+    return done[0]["id"]
+
+
+def require_permanent(shop_: Shop, call: Call, where: str, kind: str) -> None:
+    """The call raised the provider's permanent refusal after one request, and nothing was refunded."""
+    require_ended(call, where)
+    sent = len(shop_.requests())
+    require(
+        sent <= 1,
+        f"{where}: refund sent {sent} requests; {kind} is permanent and does not get better by waiting: "
+        f"raise it at once, retry only timeouts and unavailability ({TAXONOMY_LESSON})",
+    )
+    require(call.ended == "raised", f"{where}: {kind} must be raised to the caller, not answered with a return")
+    require(call.kind == kind, f"{where}: refund must raise the provider's error ({kind}), it raised {call.error}")
+
+
+def check_refund_after_timeout(refund: Refund) -> None:
+    """The incident: the provider refunds, its answer times out; the retry refunds nothing more."""
+    s = Shop.open()
+    call = s.call(refund, [Fault.TIMEOUT])
+    require_one_refund(s, call, "a timeout after the provider refunded")
+    require(
+        len(s.requests()) >= 2,
+        f"a timeout is not an answer: the refund's outcome is unknown, so retry it ({TAXONOMY_LESSON})",
+    )
+
+
+def check_refund_refused(refund: Refund) -> None:
+    """A refund of more than the charge is refused: raised at once, never retried."""
+    s = Shop.open()
+    call = s.call(refund, amount_cents=CHARGED + 1)
+    require_permanent(s, call, "a refund of more than the customer paid", "a refusal")
+    require(not s.refunds(), "a refused refund must leave the provider's book empty")
+
+
+def check_refund_after_kill(refund: Refund) -> None:
+    """SIGKILL right after the provider refunded; the restarted harness calls refund again: one refund."""
+    s = Shop.open()
+    first = s.call(refund, die_after_refund=True)
+    require(
+        first.ended == "killed" and len(s.refunds()) == 1,
+        f"refund never reached the provider (it {first.ended}{': ' + first.error if first.error else ''}); "
+        "it must call tools.execute('refund_payment', ...)",
+    )
+    again = s.call(refund)
+    require_one_refund(s, again, "the re-run after a SIGKILL that fell after the refund", same_key=PER_CALL)
+
+
+def check_two_refunds(refund: Refund) -> None:
+    """Two orders refunded by one process: two refunds, each under its own key."""
+    s = Shop.open({ORDER: CHARGED, "A-1043": 1250})
+    require_one_refund(s, s.call(refund), f"order {ORDER}")
+    second = s.call(refund, order_id="A-1043", amount_cents=1250)
+    if second.kind == "a key reused with other parameters":
+        raise CheckFailed(
+            "the second order's refund was refused: it carried the first order's key. One key per logical "
+            f"refund: derive it from the refund, not once per process ({KEY_LESSON})"
+        )
+    require_one_refund(s, second, "order A-1043", order_id="A-1043")

@@ -10,10 +10,17 @@ the kill: ``turns`` equals the model calls made, ``tokens_used`` the tokens of t
 Its test cells call these as ``checks.check_*(resume)``; the hidden ones live with the instructor
 (:mod:`resumable_core.course.hidden.resume`). The reconcile these checks hand to ``resume`` knows
 only their own crash (a ``send_email`` that may have run): it is no general answer.
+
+Part 2 resumes a different agent: ``resume_report(path, task, tools)`` continues the report agent
+(:mod:`resumable_core.lab.report_agent`: two documents, a saved report, a reviewer's notification)
+from its JSON checkpoint. Its checks build each state by hand from the world's own operations, run
+the learner's function in a forked child, and judge by the world alone: the reads, the saved
+reports, the notifications, and the checkpoint file read back.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -28,12 +35,13 @@ from ...checkpoint import Checkpoint, load_checkpoint, text_of
 from ...claude import make_client
 from ...crash import CrashError, CrashPlan, run_in_child
 from ...errors import CheckpointError
+from ...lab import report_agent as ra
 from ...loop import run_agent
 from ...run_folder import RunFolder, count_effects
-from ...scenarios import EMAIL_TASK
+from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
-from .support import CheckFailed, die, handed, is_remote, require, scratch
+from .support import CheckFailed, call_learner, die, handed, is_remote, require, scratch
 
 Resume = Callable[..., Any]
 """``resume(path, task, tools, client, *, reconcile, max_turns=...)``: the learner's function."""
@@ -184,7 +192,7 @@ def _record(fn: Resume, args: tuple[Any, ...], kwargs: dict[str, Any], out: Path
     sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child never returns to close it
     record: dict[str, Any]
     try:
-        result = fn(*args, **kwargs)
+        result = call_learner(fn, *args, **kwargs)
     except anthropic.BadRequestError as e:
         body = e.body if isinstance(e.body, dict) else {}
         record = {"error": "the API refused it with a 400: " + ((body.get("error") or {}).get("message") or str(e))}
@@ -356,3 +364,395 @@ def check_crash_after_tool(fn: Resume) -> None:
 def check_crash_after_response(fn: Resume) -> None:
     """Killed after the model's reply, before save point A: the call still counts, one email, the run finishes."""
     check_crash_point(fn, "after_response", "send_email", _answer_send_email)
+
+
+# -- the visible checks of the old loop's lessons' warnings ----------------------------------------
+
+FROM_THE_TOP = "reread lesson 1, section 6, 'The resume branch at the top of `run_agent`'"
+ANOTHER_TASK = "reread lesson 1, section 7, 'Another task's checkpoint is refused'"
+
+
+def check_reconciled_state_saved(fn: Resume) -> None:
+    """Killed after send_email ran; resumed with no turn left: the reconciled state is on disk, no model call."""
+    require_own_loop(fn)
+    trial = Trial.crashed("after_tool", "send_email")
+    turns = len(trial.calls())
+    outcome = trial.resume(fn, _answer_send_email, max_turns=turns)
+    if outcome.checkpoint is None:
+        raise CheckFailed(f"resume with no turn left: {outcome.error}")
+    require(len(trial.calls()) == turns, f"max_turns={turns} is already reached: resume must not call the model")
+    on_disk = load_checkpoint(trial.path)
+    require(
+        on_disk is not None and on_disk.pending_tool_use is None,
+        "after reconcile the file still has send_email pending: save the reconciled state before anything "
+        f"else, so a second crash does not settle the same call again ({FROM_THE_TOP})",
+    )
+
+
+def check_another_task_refused(fn: Resume) -> None:
+    """A checkpoint of another task is refused with an exception, untouched, before any model call."""
+    require_own_loop(fn)
+    trial = Trial.new()
+    trial.folder.run(NOTES_TASK)
+    before = trial.path.read_bytes()
+    outcome = trial.resume(fn, _answer_send_email, task=EMAIL_TASK)
+    what = "the checkpoint on disk is the notes task's, and resume was asked for the email task"
+    ended = "returned a Checkpoint" if outcome.ended == "returned" else outcome.ended
+    require(outcome.ended == "raised", f"{what}: resume must refuse it, but it {ended} ({ANOTHER_TASK})")
+    require(outcome.refused, f"{what}: raise rc.CheckpointTaskMismatchError, not {outcome.error} ({ANOTHER_TASK})")
+    require(not trial.calls(), f"{what}: refuse it before any model call ({ANOTHER_TASK})")
+    require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file ({ANOTHER_TASK})")
+
+
+# == the report agent: a different loop to resume ===================================================
+#
+# The learner writes ``resume_report(path, task, tools) -> dict``. Its world (two documents, saved
+# reports, the reviewer's notifications, the task's status) and tools are the lab's
+# (:mod:`resumable_core.lab.report_agent`); its checkpoint is a JSON file whose fields the exercise
+# fixes. These visible checks build each state by hand from the world's own operations; the hidden
+# ones make every state by killing the instructor's reference agent for real.
+
+ResumeReport = Callable[[str, dict[str, Any], Toolbox], Any]
+"""``resume_report(path, task, tools) -> dict``: the learner's resume of the report agent."""
+
+CHECKLIST = "reread lesson 4, section 1, 'The resume-order checklist'"
+LOADING = "reread lesson 1, section 5, 'Loading: the version check, and the other refusals'"
+CONTRACT_TEXT = "reread the exercise's contract for the report agent"
+
+
+def report_checkpoint(task: dict[str, Any]) -> dict[str, Any]:
+    """The report checkpoint of a task nothing was done for yet (the exercise's fields, version 2)."""
+    return {
+        "version": ra.CHECKPOINT_VERSION,
+        "task_id": task["task_id"],
+        "docs": list(task["docs"]),
+        "read": {},
+        "report": None,
+        "notification": None,
+    }
+
+
+@dataclass
+class ReportOutcome:
+    """How one run of the learner's ``resume_report`` in a child ended."""
+
+    ended: str
+    """``returned``, ``raised``, ``killed`` (by the check, on purpose) or ``hung``."""
+    error: str | None = None
+    refused: bool = False
+    """It raised a CheckpointError or a ValueError (how it refuses a file)."""
+
+
+def _record_report(fn: ResumeReport, args: tuple[Any, ...], out: Path) -> None:
+    """In the child: run the learner's ``resume_report`` and write how it ended to ``out`` as JSON."""
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the child never returns to close it
+    record: dict[str, Any]
+    try:
+        call_learner(fn, *args)
+    except Exception as e:  # noqa: BLE001 - the learner's error becomes the check's message
+        record = {"error": f"{type(e).__name__}: {e}", "refused": isinstance(e, CheckpointError | ValueError)}
+    else:
+        record = {}
+    out.write_text(json.dumps(record), encoding="utf-8")
+
+
+class DyingReportToolbox(Toolbox):
+    """The report agent's tools, whose process dies of SIGKILL right after its ``n``-th call has run."""
+
+    def __init__(self, box: Toolbox, n: int) -> None:
+        super().__init__(box.world, box._tools.values(), ledger=box.ledger)
+        self._dies_after, self._calls = n, 0
+
+    def execute(self, name: str, input: dict[str, Any], *, idempotency_key: str | None = None) -> str:
+        self._calls += 1
+        try:
+            return super().execute(name, input, idempotency_key=idempotency_key)
+        finally:
+            if self._calls == self._dies_after:  # the call ran (or failed) and its outcome is lost
+                die()
+
+
+@dataclass
+class Allowance:
+    """What one resume may do again, given the state it starts from: reads per document, report saves."""
+
+    reads: dict[str, int]
+    saves: int
+
+    def widened(self, call: tuple[str, dict[str, Any]] | None) -> Allowance:
+        """One more of the call a kill cut off before its outcome was recorded."""
+        reads, saves = dict(self.reads), self.saves
+        if call is not None and call[0] == "read_doc":
+            reads[call[1].get("name", "")] = reads.get(call[1].get("name", ""), 0) + 1
+        if call is not None and call[0] == "save_report":
+            saves += 1
+        return Allowance(reads, saves)
+
+
+@dataclass
+class ReportTrial:
+    """The report agent's world in a fresh folder, its checkpoint's path, and the task resumed."""
+
+    world: ra.ReportWorld
+    path: Path
+    task: dict[str, Any]
+
+    @classmethod
+    def new(cls) -> ReportTrial:
+        """A fresh world (both documents, no report, no notification, the task active), no checkpoint."""
+        root = scratch("report")
+        return cls(ra.ReportWorld.create(root / "world"), root / "report.json", copy.deepcopy(ra.REPORT_TASK))
+
+    @property
+    def toolbox(self) -> Toolbox:
+        """The report agent's tools on this world."""
+        return ra.report_toolbox(self.world)
+
+    # -- the checkpoint file ------------------------------------------------------------------
+
+    def checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint on disk, or None (none, or not JSON)."""
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write(self, cp: dict[str, Any]) -> None:
+        """Put ``cp`` on disk as the checkpoint."""
+        self.path.write_text(json.dumps(cp, indent=1), encoding="utf-8")
+
+    # -- states built by hand from the world's operations ---------------------------------------
+
+    def read_into(self, cp: dict[str, Any], name: str) -> None:
+        """Record in ``cp`` that ``name`` was read as it is now."""
+        text = (self.world.docs_dir / name).read_text(encoding="utf-8")
+        cp["read"][name] = {"sha256": ra.sha256_text(text), "summary": ra.summary_of(text)}
+
+    def saved_into(self, cp: dict[str, Any]) -> None:
+        """Save the report of ``cp``'s summaries in the world and record it in ``cp``."""
+        path, digest = self.world.save_report(ra.report_text({n: r["summary"] for n, r in cp["read"].items()}))
+        cp["report"] = {"path": path, "sha256": digest}
+
+    def state(self, *, notified: str = "confirmed") -> dict[str, Any]:
+        """Both documents read, the report saved, and the notification ``pending`` (not sent),
+        ``sent`` (sent, its outcome lost) or ``confirmed``; written to disk and returned."""
+        cp = report_checkpoint(self.task)
+        for name in self.task["docs"]:
+            self.read_into(cp, name)
+        self.saved_into(cp)
+        digest = cp["report"]["sha256"]
+        note = {"key": f"{self.task['task_id']}-{digest[:12]}", "report_sha256": digest, "confirmed": False}
+        if notified in ("sent", "confirmed"):
+            self.world.notify(digest, note["key"])
+        note["confirmed"] = notified == "confirmed"
+        cp["notification"] = note
+        self.write(cp)
+        return cp
+
+    # -- what the world says is right ----------------------------------------------------------
+
+    def expected_sha256(self) -> str:
+        """The hash of the report of the documents as they are now."""
+        texts = {n: (self.world.docs_dir / n).read_text(encoding="utf-8") for n in self.task["docs"]}
+        return ra.sha256_text(ra.report_text({n: ra.summary_of(t) for n, t in texts.items()}))
+
+    def allowance(self) -> Allowance:
+        """What a resume from the state on disk may redo: each document not recorded as it is now, the
+        report unless a file with the right hash is recorded."""
+        cp = self.checkpoint() or {}
+        read = cp.get("read") or {}
+        reads = {}
+        for name in self.task["docs"]:
+            now = ra.sha256_text((self.world.docs_dir / name).read_text(encoding="utf-8"))
+            reads[name] = 0 if (read.get(name) or {}).get("sha256") == now else 1
+        report = cp.get("report") or {}
+        file = self.world.reports_dir / str(report.get("path", "")).removeprefix("reports/")
+        on_disk = file.is_file() and ra.sha256_text(file.read_text(encoding="utf-8")) == report.get("sha256")
+        saves = 0 if on_disk and report.get("sha256") == self.expected_sha256() else 1
+        return Allowance(reads, saves)
+
+    def counts(self) -> tuple[dict[str, int], int, int]:
+        """Reads per document, reports saved, notifications sent so far."""
+        reads = {n: self.world.reads(n) for n in self.task["docs"]}
+        return reads, len(self.world.saved_reports()), len(self.world.notifications())
+
+    # -- one run of the learner's function -------------------------------------------------------
+
+    def resume(self, fn: ResumeReport, *, tools: Toolbox | None = None) -> ReportOutcome:
+        """Run ``fn(path, task, tools)`` in a forked child, on this world's tools (or ``tools``)."""
+        out = self.path.parent / "resume-outcome.json"
+        out.unlink(missing_ok=True)
+        args = (handed(self.path), copy.deepcopy(self.task), tools or self.toolbox)
+        try:
+            ended = run_in_child(lambda: _record_report(fn, args, out), timeout=RESUME_TIMEOUT)
+        except CrashError:
+            return ReportOutcome("hung", error=f"resume_report was still running after {RESUME_TIMEOUT:g} s")
+        if ended == "killed":
+            return ReportOutcome("killed")
+        record = json.loads(out.read_text(encoding="utf-8"))
+        if "error" in record:
+            return ReportOutcome("raised", error=record["error"], refused=bool(record.get("refused")))
+        return ReportOutcome("returned")
+
+
+def require_report_end(
+    trial: ReportTrial,
+    outcome: ReportOutcome,
+    where: str,
+    *,
+    before: tuple[dict[str, int], int, int],
+    allowed: Allowance,
+) -> None:
+    """The resumed report run finished right: the report of the documents as they are now saved and recorded,
+    the reviewer notified about it exactly once, no report notified twice, no more reads or saves than needed."""
+    if outcome.ended != "returned":
+        raise CheckFailed(f"{where}: resume_report {outcome.ended}: {outcome.error}")
+    reads_before, saves_before, _ = before
+    reads, saves, _ = trial.counts()
+    for name, n in reads.items():
+        again = n - reads_before[name]
+        if again > allowed.reads[name]:
+            why = (
+                "it was read and recorded, and has not changed since: keep its record; redo only what a change "
+                "invalidates (doc_sha256 tells whether it changed)"
+                if allowed.reads[name] == 0
+                else "read it once"
+            )
+            times = "once" if again == 1 else f"{again} times"
+            raise CheckFailed(f"{where}: resume_report read {name} {times}; {why} ({CHECKLIST})")
+    if saves - saves_before > allowed.saves:
+        why = (
+            "the recorded report is there with its hash and still right: keep it"
+            if allowed.saves == 0
+            else "save it once"
+        )
+        raise CheckFailed(f"{where}: resume_report saved the report {saves - saves_before} times; {why}")
+    stale = [name for name, n in reads.items() if allowed.reads[name] and n == reads_before[name]]
+    require(
+        not stale,
+        f"{where}: {stale[0] if stale else ''} is not recorded as it is now (never read, or changed since: its "
+        f"doc_sha256 differs from the record), yet resume_report did not read it ({CHECKLIST}: record vs reality)",
+    )
+    want = trial.expected_sha256()
+    pings = trial.world.notifications()
+    twice = sorted(
+        {p["report_sha256"][:12] for p in pings if sum(q["report_sha256"] == p["report_sha256"] for q in pings) > 1}
+    )
+    require(
+        not twice,
+        f"{where}: the reviewer was notified twice about report {twice[0] if twice else ''}...: a notification "
+        "the checkpoint records as not confirmed is settled with notification_status(key), never simply sent "
+        f"again; and record the key before you send ({CHECKLIST}: uncertain effects first)",
+    )
+    require(
+        any(p["report_sha256"] == want for p in pings),
+        f"{where}: the reviewer was never notified about the report of the documents as they are now "
+        f"({want[:12]}...); a report rewritten after a change is notified again, with a new key",
+    )
+    files = [trial.world.reports_dir / p.removeprefix("reports/") for p in trial.world.saved_reports()]
+    require(
+        any(ra.sha256_text(f.read_text(encoding="utf-8")) == want for f in files if f.is_file()),
+        f"{where}: no saved report holds the report of the documents as they are now: check the recorded report "
+        f"with report_sha256(path) and save it again when it is missing or differs ({CHECKLIST}: record vs reality)",
+    )
+    cp = trial.checkpoint()
+    require(cp is not None, f"{where}: the checkpoint file is missing or not JSON after resume_report returned")
+    report, note = (_field(cp, name) for name in ("report", "notification"))
+    require(
+        report.get("sha256") == want and note.get("report_sha256") == want and note.get("confirmed") is True,
+        f"{where}: the checkpoint on disk does not record the finished run (report.sha256 {want[:12]}..., "
+        "notification confirmed for it): save the checkpoint after every step",
+    )
+
+
+def _field(cp: dict[str, Any] | None, name: str) -> dict[str, Any]:
+    """The checkpoint's object field ``name``, or an empty one when it is missing or not an object."""
+    value = (cp or {}).get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def require_did_nothing(
+    trial: ReportTrial,
+    outcome: ReportOutcome,
+    where: str,
+    *,
+    before: tuple[dict[str, int], int, int],
+    file_before: bytes | None,
+) -> None:
+    """A cancelled task: nothing read, saved or sent, the checkpoint untouched."""
+    if outcome.ended != "returned":
+        raise CheckFailed(f"{where}: resume_report {outcome.ended}: {outcome.error}; return the checkpoint as it is")
+    reads, saves, pings = trial.counts()
+    rule = (
+        "check task_status(task_id) before any side effect: a permission an old checkpoint holds is no "
+        f"permission now ({CONTRACT_TEXT})"
+    )
+    require(pings == before[2], f"{where}: the task is cancelled, yet the reviewer was notified; {rule}")
+    require(saves == before[1], f"{where}: the task is cancelled, yet a report was saved; {rule}")
+    require(reads == before[0], f"{where}: the task is cancelled, yet a document was read; {rule}")
+    now = trial.path.read_bytes() if trial.path.exists() else None
+    require(now == file_before, f"{where}: the task is cancelled, yet the checkpoint changed; leave it as it was")
+
+
+def resume_and_judge(fn: ResumeReport, trial: ReportTrial, where: str) -> None:
+    """Resume ``trial``'s state with ``fn`` and require a sound end, with what that state allows."""
+    before, allowed = trial.counts(), trial.allowance()
+    require_report_end(trial, trial.resume(fn), where, before=before, allowed=allowed)
+
+
+# -- the visible checks of the report agent --------------------------------------------------------
+
+
+def check_report_fresh_start(resume_report: ResumeReport) -> None:
+    """No checkpoint yet: each document read once, one report saved, the reviewer notified once, recorded."""
+    trial = ReportTrial.new()
+    resume_and_judge(resume_report, trial, "no checkpoint yet (a fresh start)")
+    cp = trial.checkpoint() or {}
+    require(cp.get("version") == ra.CHECKPOINT_VERSION, f"the checkpoint must say version {ra.CHECKPOINT_VERSION}")
+    require(
+        cp.get("task_id") == trial.task["task_id"] and cp.get("docs") == trial.task["docs"],
+        "the checkpoint must record the task's task_id and docs (its identity and scope)",
+    )
+    read = cp.get("read") or {}
+    require(
+        set(read) == set(trial.task["docs"]) and all(set(r) == {"sha256", "summary"} for r in read.values()),
+        "the checkpoint's read must hold, for each document, exactly its sha256 and summary",
+    )
+
+
+def check_report_pending_notification(resume_report: ResumeReport) -> None:
+    """A notification recorded as not confirmed: sent already (settled, not re-sent), or not (sent once)."""
+    sent = ReportTrial.new()
+    sent.state(notified="sent")
+    resume_and_judge(
+        resume_report, sent, "the notification went out, and the crash lost its outcome (confirmed: false)"
+    )
+    unsent = ReportTrial.new()
+    unsent.state(notified="pending")
+    resume_and_judge(
+        resume_report, unsent, "the notification was recorded as about to go out, and never went (confirmed: false)"
+    )
+
+
+def check_report_changed_doc(resume_report: ResumeReport) -> None:
+    """A finished run whose terms.md changed since: terms.md re-read (pricing.md not), a new report, notified once."""
+    trial = ReportTrial.new()
+    trial.state(notified="confirmed")
+    trial.world.edit_doc(
+        "terms.md", "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
+    )
+    resume_and_judge(resume_report, trial, "terms.md changed after the run finished")
+
+
+def check_report_cancelled(resume_report: ResumeReport) -> None:
+    """The user cancelled the task while a notification was pending: nothing is read, saved or sent."""
+    trial = ReportTrial.new()
+    trial.state(notified="pending")
+    trial.world.cancel(trial.task["task_id"])
+    before, file_before = trial.counts(), trial.path.read_bytes()
+    where = "the task was cancelled while its notification was pending"
+    require_did_nothing(trial, trial.resume(resume_report), where, before=before, file_before=file_before)
+    active = ReportTrial.new()  # doing nothing is no answer: the same state of an active task resumes
+    active.state(notified="pending")
+    resume_and_judge(resume_report, active, "the same state, the task active")

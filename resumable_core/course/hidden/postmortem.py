@@ -1,18 +1,43 @@
-"""The hidden checks of the ``postmortem`` assignment: every crash point, other tools, an unknown tool.
+"""The hidden checks of the ``postmortem`` assignment: every crash point, other tools, an unknown tool,
+and the refund's every other outcome.
 
-The notebook's hidden test block calls these as ``hidden.check_*(reconcile)``; the side-effecting
-and unknown tool checks are the reconcile assignment's own, re-run on the fixed reconcile.
+The notebook's hidden test blocks call these as ``hidden.check_*(reconcile)`` and
+``hidden.check_*(refund)``; the side-effecting and unknown tool checks are the reconcile
+assignment's own, re-run on the fixed reconcile. :data:`CONTRACT` maps each rule of Part 2's
+contract to the checks that test it.
 """
 
 from __future__ import annotations
 
 from ...crash import CRASH_POINTS
+from ...lab.payments import Fault
 from ...scenarios import SCENARIOS
 from ...strategies import Reconcile
+from ..checks.postmortem import (
+    MAX_ATTEMPTS,
+    ORDER,
+    PER_CALL,
+    TAXONOMY_LESSON,
+    Refund,
+    Shop,
+    require_ended,
+    require_one_refund,
+    require_permanent,
+)
 from ..checks.support import replay, require
 from .reconcile import check_other_side_effect_tools, check_unknown_tool
 
-__all__ = ["check_every_crash_point", "check_other_side_effect_tools", "check_unknown_tool"]
+__all__ = [
+    "CONTRACT",
+    "check_every_crash_point",
+    "check_other_side_effect_tools",
+    "check_partial_refunds",
+    "check_refund_bounded",
+    "check_refund_conflict",
+    "check_refund_kill_then_timeout",
+    "check_refund_unavailable",
+    "check_unknown_tool",
+]
 
 
 def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
@@ -25,3 +50,90 @@ def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
             require(r.checkpoint is not None and r.checkpoint.is_finished(), f"{where}: the resumed run must finish")
             want = 1 if tool_name == "send_email" else 0
             require(r.emails == want, f"{where}: {r.emails} emails in the outbox, expected {want}")
+
+
+def check_refund_unavailable(refund: Refund) -> None:
+    """An unavailable provider, twice, then a timeout after the refund: retried, one refund, its id returned."""
+    s = Shop.open()
+    call = s.call(refund, [Fault.UNAVAILABLE, Fault.UNAVAILABLE, Fault.TIMEOUT])
+    require_one_refund(s, call, "two outages, then a timeout after the refund")
+
+
+def check_refund_bounded(refund: Refund) -> None:
+    """A provider that never recovers: at most MAX_ATTEMPTS requests, then the last error is raised."""
+    for fault, kind, refunded in ((Fault.UNAVAILABLE, "an unavailable provider", 0), (Fault.TIMEOUT, "a timeout", 1)):
+        s = Shop.open()
+        call = s.call(refund, [fault] * 30)
+        where = f"{kind}, on every attempt"
+        require_ended(call, where)
+        sent = len(s.requests())
+        require(
+            2 <= sent <= MAX_ATTEMPTS,
+            f"{where}: refund sent {sent} requests; retry a transient error, at most {MAX_ATTEMPTS} attempts in all",
+        )
+        require(
+            call.ended == "raised" and call.kind == kind,
+            f"{where}: once the attempts are spent, raise the last error ({kind}); refund "
+            + (f"raised {call.error}" if call.ended == "raised" else f"returned a {call.returned}")
+            + f" ({TAXONOMY_LESSON})",
+        )
+        require(len(s.refunds()) == refunded, f"{where}: {len(s.refunds())} refunds in the book, {refunded} expected")
+
+
+def check_refund_conflict(refund: Refund) -> None:
+    """The provider refuses the key as reused with other parameters: raised at once, never retried."""
+    s = Shop.open()
+    call = s.call(refund, [Fault.CONFLICT])
+    require_permanent(s, call, "a key the provider refuses as reused", "a key reused with other parameters")
+
+
+def check_partial_refunds(refund: Refund) -> None:
+    """Two partial refunds of one order (other amounts): two logical refunds, two keys, two refunds."""
+    s = Shop.open()
+    first = require_one_refund(s, s.call(refund, amount_cents=1000), f"1000 cents of {ORDER}")
+    second = s.call(refund, amount_cents=2000)
+    require_ended(second, "a second, partial refund")
+    require(
+        second.ended == "returned" and len(s.refunds(ORDER)) == 2 and second.value not in (None, first),
+        f"a second refund of {ORDER} for another amount is another logical refund: it needs its own key "
+        f"(refund {'raised ' + second.error if second.ended == 'raised' else 'returned ' + repr(second.value)})",
+    )
+
+
+def check_refund_kill_then_timeout(refund: Refund) -> None:
+    """SIGKILL after the refund, then the re-run meets a timeout: still one refund, its id returned."""
+    s = Shop.open()
+    first = s.call(refund, die_after_refund=True)
+    require(first.ended == "killed", "refund never reached the provider: it must call tools.execute('refund_payment')")
+    require_one_refund(
+        s, s.call(refund, [Fault.TIMEOUT]), "a re-run after a SIGKILL, meeting a timeout", same_key=PER_CALL
+    )
+
+
+CONTRACT: dict[str, tuple[str, ...]] = {
+    "`refund` returns the provider's refund id: the tool's output.": (
+        "check_refund_after_timeout",
+        "check_two_refunds",
+    ),
+    "One logical refund has one idempotency key, derived from what names it (the order and the amount), "
+    "so every retry and every re-run after a crash sends the same key.": (
+        "check_refund_after_timeout",
+        "check_refund_after_kill",
+        "check_refund_kill_then_timeout",
+    ),
+    "Another refund (another order, or another amount of the same order) has another key.": (
+        "check_two_refunds",
+        "check_partial_refunds",
+    ),
+    "A timeout (`rc.ToolTimeoutError`) is not a failure: the refund may have happened, "
+    "so it is retried under the same key.": ("check_refund_after_timeout", "check_refund_unavailable"),
+    "An unavailable provider (`rc.ToolUnavailableError`) did nothing: it is retried too.": (
+        "check_refund_unavailable",
+    ),
+    f"At most {MAX_ATTEMPTS} attempts in all; when they are spent, the last error is raised.": (
+        "check_refund_bounded",
+    ),
+    "Any other error is permanent (a refusal: more than is left of the charge, a key reused with other "
+    "parameters): it is raised at once, never retried.": ("check_refund_refused", "check_refund_conflict"),
+}
+"""Part 2's contract, each rule's exact text (as the notebook's bullets hold it) to the checks that test it."""

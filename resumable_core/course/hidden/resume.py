@@ -3,21 +3,43 @@ the turn cap, and a second kill inside the learner's own loop.
 
 The notebook's hidden test blocks call these as ``hidden.check_*(resume)``. They hand ``resume`` the
 answer reconcile (:mod:`resumable_core.course.hidden.strategies`), so only the learner's loop is graded.
+
+For Part 2 this module holds the instructor's reference report agent (:func:`reference_report`,
+never shipped), killed for real after each of its tool calls and after each of its saves to make
+every state ``resume_report`` must continue from, and :data:`CONTRACT`, which maps each rule of the
+report task's contract to the checks that test it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
 
-from ...crash import points_passed
+from ...checkpoint import write_atomic
+from ...crash import kill_self, points_passed, run_in_child
+from ...errors import CheckpointTaskMismatchError, CheckpointVersionError, ToolError
+from ...lab import report_agent as ra
 from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ..checks.resume import (
+    ANOTHER_TASK,
+    LOADING,
+    Allowance,
+    DyingReportToolbox,
     DyingToolbox,
+    ReportTrial,
     Resume,
+    ResumeReport,
     Trial,
     check_crash_point,
+    report_checkpoint,
+    require_did_nothing,
     require_own_loop,
+    require_report_end,
     require_sound_end,
+    resume_and_judge,
 )
 from ..checks.support import CheckFailed, require
 from .strategies import reconcile_by_effect
@@ -118,3 +140,231 @@ def check_second_crash(fn: Resume) -> None:
     require(first.ended == "killed", f"resume was to be killed after its first reply, but it {first.ended}")
     where = "killed in your loop after a reply came back, before it was saved, then resumed again"
     require_sound_end(after_reply, after_reply.resume(fn, reconcile_by_effect), where)
+
+
+# == the report agent ================================================================================
+
+CONTRACT: dict[str, tuple[str, ...]] = {
+    "The checkpoint loads and its version is checked: a file of any version but 2 (version 1 included) is "
+    "refused with `rc.CheckpointVersionError`, before any tool call.": ("check_report_refusals",),
+    "The task matches: a checkpoint whose `task_id` or `docs` differ from the task's is refused with "
+    "`rc.CheckpointTaskMismatchError`, before any tool call.": ("check_report_refusals",),
+    "A cancelled task does nothing, even when an old checkpoint holds permission: `task_status` is checked "
+    "before anything else is done, and then nothing is read, saved or sent, the file stays as it was, and the "
+    "checkpoint is returned as it is.": (
+        "check_report_cancelled",
+        "check_report_cancelled_at_every_boundary",
+    ),
+    "The record matches reality: a recorded report whose file is missing, or whose `report_sha256` differs "
+    "from the recorded hash, is saved again.": ("check_report_record_vs_reality",),
+    "A pending notification (`confirmed: false`) is settled by `notification_status(key)`, not re-sent: it is "
+    "sent, with its recorded key, only when the status is `not_sent`.": (
+        "check_report_pending_notification",
+        "check_report_every_kill",
+    ),
+    "Only the steps a change invalidates are redone: a document whose `doc_sha256` differs from its record is "
+    "read again, the report rewritten and the reviewer notified about the new report with a new key; an "
+    "unchanged document is not read again.": ("check_report_changed_doc", "check_report_every_kill_then_change"),
+    "Each step is saved to the checkpoint as it finishes, and a notification's key is saved (with "
+    "`confirmed: false`) before `notify_reviewer` is called, so a kill at any step boundary costs at most that "
+    "one step.": ("check_report_fresh_start", "check_report_every_kill", "check_report_kills_in_your_run"),
+}
+"""Each rule of the report task's contract (its bullet's exact text) -> the checks that test it."""
+
+
+def _loaded(path: str, task: dict[str, Any]) -> dict[str, Any]:
+    """The reference agent's checkpoint: a new one, or the file's, refused unless its version and task match."""
+    try:
+        cp = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        cp = report_checkpoint(task)
+    if cp.get("version") != ra.CHECKPOINT_VERSION:
+        raise CheckpointVersionError(path, cp.get("version"), ra.CHECKPOINT_VERSION)
+    if cp["task_id"] != task["task_id"] or cp["docs"] != task["docs"]:
+        raise CheckpointTaskMismatchError(path, str(task["task_id"]), str(cp["task_id"]))
+    return cp
+
+
+def reference_report(
+    path: str, task: dict[str, Any], tools: Any, *, on_save: Callable[[int], None] | None = None
+) -> dict[str, Any]:
+    """The instructor's report agent, start or resume: the safe resume order, one checkpoint save per step.
+
+    ``on_save(n)`` runs right after its ``n``-th save (a step boundary), to count them or to die there.
+    """
+    saves = [0]
+
+    def save(cp: dict[str, Any]) -> None:
+        write_atomic(path, json.dumps(cp, indent=1).encode("utf-8"))
+        saves[0] += 1
+        if on_save is not None:
+            on_save(saves[0])
+
+    cp = _loaded(path, task)
+    if tools.execute("task_status", {"task_id": task["task_id"]}) != ra.ACTIVE:
+        return cp
+    for name in cp["docs"]:
+        record = cp["read"].get(name)
+        if record is not None and tools.execute("doc_sha256", {"name": name}) != record["sha256"]:
+            record = None
+        if record is None:
+            text = tools.execute("read_doc", {"name": name})
+            cp["read"][name] = {"sha256": ra.sha256_text(text), "summary": ra.summary_of(text)}
+            save(cp)
+    text = ra.report_text({n: r["summary"] for n, r in cp["read"].items()})
+    report = cp["report"]
+    if report is not None:
+        try:
+            on_disk = tools.execute("report_sha256", {"path": report["path"]})
+        except ToolError:
+            on_disk = None
+        if on_disk != report["sha256"] or report["sha256"] != ra.sha256_text(text):
+            report = None
+    if report is None:
+        cp["report"] = json.loads(tools.execute("save_report", {"text": text}))
+        save(cp)
+    digest = cp["report"]["sha256"]
+    note = cp["notification"]
+    if note is None or note["report_sha256"] != digest:
+        note = {"key": f"{task['task_id']}-{digest[:12]}", "report_sha256": digest, "confirmed": False}
+        cp["notification"] = note
+        save(cp)  # the intent, with its key, before the effect
+    if not note["confirmed"]:
+        if tools.execute("notification_status", {"key": note["key"]}) != ra.SENT:
+            tools.execute("notify_reviewer", {"report_sha256": digest, "key": note["key"]})
+        note["confirmed"] = True
+        save(cp)
+    return cp
+
+
+@cache
+def reference_boundaries() -> tuple[int, int]:
+    """How many tool calls and saves an uncrashed reference run makes from a fresh start."""
+    trial = ReportTrial.new()
+    saves: list[int] = []
+    reference_report(str(trial.path), trial.task, trial.toolbox, on_save=saves.append)
+    return len(trial.world.calls()), len(saves)
+
+
+def _die_at(n: int | None) -> Callable[[int], None] | None:
+    return None if n is None else (lambda saved: kill_self() if saved == n else None)
+
+
+def killed_reference(*, after_call: int | None = None, after_save: int | None = None) -> ReportTrial:
+    """A fresh world and the reference agent killed for real (SIGKILL) after its n-th tool call or save."""
+    trial = ReportTrial.new()
+    tools = trial.toolbox if after_call is None else DyingReportToolbox(trial.toolbox, after_call)
+    ended = run_in_child(lambda: reference_report(str(trial.path), trial.task, tools, on_save=_die_at(after_save)))
+    if ended != "killed":  # a bug in the check, not in the learner's code
+        raise ValueError(
+            f"the reference report agent was not killed (after_call={after_call}, after_save={after_save})"
+        )
+    return trial
+
+
+def every_killed_reference() -> Iterator[tuple[str, ReportTrial]]:
+    """The reference agent killed at each step boundary: after each tool call ran, after each save."""
+    calls, saves = reference_boundaries()
+    for n in range(1, calls + 1):
+        yield f"the agent killed after its tool call {n} ran", killed_reference(after_call=n)
+    for n in range(1, saves + 1):
+        yield f"the agent killed after its save {n}", killed_reference(after_save=n)
+
+
+CHANGED_TERMS = "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
+
+
+def check_report_every_kill(resume_report: ResumeReport) -> None:
+    """The reference agent killed at every step boundary; the learner resumes: a sound end from each state."""
+    for where, trial in every_killed_reference():
+        resume_and_judge(resume_report, trial, where)
+
+
+def check_report_every_kill_then_change(resume_report: ResumeReport) -> None:
+    """Killed at every step boundary, then terms.md changes: only what the change invalidates is redone."""
+    for where, trial in every_killed_reference():
+        trial.world.edit_doc("terms.md", CHANGED_TERMS)
+        resume_and_judge(resume_report, trial, f"{where}, then terms.md changed")
+
+
+def check_report_record_vs_reality(resume_report: ResumeReport) -> None:
+    """A finished run whose saved report was deleted, or altered: saved again (no document re-read), not re-notified."""
+    for damage in ("deleted", "altered"):
+        trial = ReportTrial.new()
+        cp = trial.state(notified="confirmed")
+        file = trial.world.reports_dir / cp["report"]["path"].removeprefix("reports/")
+        if damage == "deleted":
+            file.unlink()
+        else:
+            file.write_text("# Changes report\n\n(edited by hand)\n", encoding="utf-8")
+        resume_and_judge(resume_report, trial, f"the checkpoint records a saved report, but its file was {damage}")
+
+
+def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> None:
+    """The reference agent killed at every step boundary, then the task cancelled: nothing is done."""
+    for where, trial in every_killed_reference():
+        trial.world.cancel(trial.task["task_id"])
+        before = trial.counts()
+        file_before = trial.path.read_bytes() if trial.path.exists() else None
+        require_did_nothing(
+            trial,
+            trial.resume(resume_report),
+            f"{where}, then the task was cancelled",
+            before=before,
+            file_before=file_before,
+        )
+    active = killed_reference(after_save=3)  # doing nothing is no answer: an active task resumes
+    resume_and_judge(resume_report, active, "an active task, after the cancelled ones")
+
+
+def check_report_refusals(resume_report: ResumeReport) -> None:
+    """Another version's checkpoint, another task's and another scope's are refused untouched, before any tool call."""
+    cases: dict[str, tuple[dict[str, Any], str]] = {
+        "a checkpoint of version 1 (which this exercise refuses)": ({"version": 1}, LOADING),
+        "a checkpoint of version 3": ({"version": 3}, LOADING),
+        "a checkpoint of another task (task_id report-16)": ({"task_id": "report-16"}, ANOTHER_TASK),
+        "a checkpoint of this task with another scope (one document)": ({"docs": ["pricing.md"]}, ANOTHER_TASK),
+    }
+    for what, (change, reread) in cases.items():
+        trial = ReportTrial.new()
+        cp = trial.state(notified="pending")
+        data = {**cp, **change}
+        if change.get("version") == 1:  # as an earlier kit wrote it: no summaries
+            data["read"] = {n: {"sha256": r["sha256"]} for n, r in cp["read"].items()}
+        trial.write(data)
+        before, calls = trial.path.read_bytes(), len(trial.world.calls())
+        outcome = trial.resume(resume_report)
+        require(
+            outcome.ended == "raised",
+            f"{what}: resume_report must refuse it with an exception, but it {outcome.ended} ({reread})",
+        )
+        require(outcome.refused, f"{what}: raise a CheckpointError (or a ValueError), not {outcome.error} ({reread})")
+        require(len(trial.world.calls()) == calls, f"{what}: refuse it before any tool call ({reread})")
+        require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file ({reread})")
+    good = killed_reference(after_save=2)  # refusing every file is no answer: a good one resumes
+    resume_and_judge(resume_report, good, "a good checkpoint, after the refusals")
+
+
+def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
+    """Your own run killed right after each of its tool calls ran, then resumed again: a sound end each time."""
+    probe = ReportTrial.new()
+    outcome = probe.resume(resume_report)  # in a child: count its calls from the world's log
+    if outcome.ended != "returned":
+        raise CheckFailed(f"a fresh start: resume_report {outcome.ended}: {outcome.error}")
+    calls = len(probe.world.calls())
+    for n in range(1, calls + 1):
+        trial = ReportTrial.new()
+        logged_before = len(trial.world.calls())
+        first = trial.resume(resume_report, tools=DyingReportToolbox(trial.toolbox, n))
+        require(
+            first.ended == "killed",
+            f"resume_report was to be killed after its tool call {n}, but it {first.ended}: {first.error}",
+        )
+        log = trial.world.calls()
+        cut = log[-1] if len(log) > logged_before else None
+        allowed = Allowance(reads=dict.fromkeys(trial.task["docs"], 1), saves=1).widened(cut)
+        before = (dict.fromkeys(trial.task["docs"], 0), 0, 0)
+        where = (
+            f"your run killed after its tool call {n} ({cut[0] if cut else 'a call that failed'}), then resumed again"
+        )
+        require_report_end(trial, trial.resume(resume_report), where, before=before, allowed=allowed)

@@ -1,0 +1,375 @@
+"""Crash-test a reader's own functions: a ``resume`` at every crash point, a journal in the middle of an append.
+
+``lab.run_cell`` crashes a run and hands the checkpoint to a reader's ``reconcile``; these do the
+same for the other two functions a reader writes::
+
+    lab.crash_test(resume)                                # the email run, killed at every crash point
+    lab.crash_test(resume, reconcile=my_reconcile)        # with the reader's reconcile
+    lab.crash_test_journal(append_record, read_journal)   # a kill half-way through an append
+
+Each crash is real: a forked child runs the kit's loop (or the reader's ``append_record``) and is
+killed with SIGKILL. The reader's ``resume`` then runs in another forked child, so a hang or a
+crash of it never takes the kernel down. What the table shows is read from outside the reader's
+functions: the world's outbox, the checkpoint on disk, the API's answer. These helpers judge
+nothing and hold no resume and no journal: they run the reader's.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
+from ..claude import make_client
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashError, CrashPlan, kill_self, run_in_child
+from ..errors import CheckpointError
+from ..run_folder import RunFolder, count_effects, reference_turn
+from ..scenarios import scenario as scenario_for
+from ..strategies import STATUS_UNKNOWN, Reconcile, answer_pending, strategy_named
+from .render import esc, has_side_effect
+
+__all__ = ["CrashTestRow", "CrashTestTable", "JournalStep", "JournalTable", "crash_test", "crash_test_journal"]
+
+RESUME_TIMEOUT = 60.0
+"""Seconds the reader's ``resume`` may run in its child before it counts as hung."""
+ACCEPTED = "accepted"
+"""The API's verdict when no request of the resume was refused."""
+
+
+def _status_unknown_for_every_call(cp: Checkpoint, tools: Any) -> Checkpoint:
+    """The default reconcile: a pending call, whatever it is, answered "status unknown" (``is_error``).
+
+    It never repeats an effect, so what the table shows is the resume's doing; it is no answer to
+    the reconcile exercise (a read-only call is re-run there). Pass ``reconcile=`` for your own.
+    """
+    return cp if cp.pending_tool_use is None else answer_pending(cp, STATUS_UNKNOWN, is_error=True)
+
+
+# -- a resume, crashed at every point ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CrashTestRow:
+    """What one crash and the reader's resume of it did, read from outside the resume."""
+
+    crash_point: str
+    killed: bool
+    """The run died at the crash point (False: it finished before reaching it)."""
+    pending_at_crash: str | None
+    """The tool the checkpoint on disk had pending at the crash (None: nothing, or no checkpoint)."""
+    effects: int
+    """How many times the crashed call's effect happened in the world (emails sent, for send_email)."""
+    turns: int | None
+    """The turns of the checkpoint the resume returned (else of the file on disk)."""
+    finished: bool
+    verdict: str
+    """``accepted``, the API's 400 text, what the resume raised, or that it hung."""
+
+
+@dataclass(frozen=True)
+class CrashTestTable:
+    """The rows of :func:`crash_test`; a notebook draws it as a table."""
+
+    tool: str
+    rows: tuple[CrashTestRow, ...]
+
+    def _columns(self) -> list[str]:
+        effect = "emails sent" if self.tool == "send_email" else f"{self.tool} effects"
+        return ["crash point", "killed", "pending at crash", effect, "turns", "finished", "API's verdict"]
+
+    def _cells(self, row: CrashTestRow) -> list[str]:
+        turns = "" if row.turns is None else str(row.turns)
+        pending = row.pending_at_crash or "nothing"
+        return [
+            row.crash_point,
+            "yes" if row.killed else "no",
+            pending,
+            str(row.effects),
+            turns,
+            str(row.finished),
+            row.verdict,
+        ]
+
+    def __str__(self) -> str:
+        data = [self._columns(), *(self._cells(r) for r in self.rows)]
+        widths = [max(len(line[i]) for line in data) for i in range(len(data[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in data]
+        return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th style='text-align:left;padding:2px 8px'>{esc(c)}</th>" for c in self._columns())
+        body = []
+        once = has_side_effect(self.tool)  # a read-only call read twice is harmless
+        for row in self.rows:
+            bad = (once and row.effects != 1) or not row.finished or row.verdict != ACCEPTED
+            style = " style='background:#fde2e1'" if bad else ""
+            cells = "".join(f"<td style='padding:2px 8px'>{esc(c)}</td>" for c in self._cells(row))
+            body.append(f"<tr title='{esc(CRASH_POINT_HELP.get(row.crash_point, ''))}'{style}>{cells}</tr>")
+        note = (
+            f"<p>Your resume of the {esc(self.tool)} run, killed (SIGKILL) at each crash point. "
+            "A pink row: the run did not finish, the API refused it or the resume raised, or a side effect "
+            "did not happen exactly once.</p>"
+        )
+        return f"{note}<table class='rs-crash-test'><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _raw(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _pending_name(raw: dict[str, Any] | None) -> str | None:
+    pending = next(iter(pending_calls(raw or {})), None)  # the first call the crash left pending
+    return pending.get("name") if isinstance(pending, dict) else None
+
+
+def _resume_in_child(resume_fn: Callable[..., Any], args: tuple[Any, ...], reconcile: Reconcile, out: Path) -> None:
+    """In the child: run the reader's resume and write how it ended to ``out``."""
+    import anthropic
+
+    record: dict[str, Any]
+    try:
+        result = resume_fn(*args, reconcile=reconcile)
+    except anthropic.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        record = {"verdict": "400: " + ((body.get("error") or {}).get("message") or str(e))}
+    except Exception as e:  # noqa: BLE001 - the reader's error is a row of the table
+        record = {"verdict": f"resume raised {type(e).__name__}: {e}"}
+    else:
+        if isinstance(result, Checkpoint):
+            record = {"verdict": ACCEPTED, "checkpoint": result.model_dump(mode="json")}
+        else:
+            record = {"verdict": f"resume returned {type(result).__name__}, not the final Checkpoint"}
+    out.write_text(json.dumps(record), encoding="utf-8")
+
+
+def _on_disk(path: Path) -> Checkpoint | None:
+    try:
+        return load_checkpoint(path)
+    except CheckpointError:
+        return None
+
+
+def _one_crash(
+    resume_fn: Callable[..., Any], root: Path, scenario: str, point: str, reconcile: Reconcile
+) -> CrashTestRow:
+    chosen = scenario_for(scenario)
+    box = RunFolder.create(root)
+    plan = CrashPlan(point, tool=chosen.tool, turn=reference_turn(chosen.tool))
+    killed = run_in_child(lambda: box.run(chosen.task, crash=plan)) == "killed"
+    pending = _pending_name(_raw(box.checkpoint_path))
+    out = root / "resume-outcome.json"
+    args = (str(box.checkpoint_path), chosen.task, box.toolbox, make_client(live=False))
+    try:
+        run_in_child(lambda: _resume_in_child(resume_fn, args, reconcile, out), timeout=RESUME_TIMEOUT)
+        record = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"verdict": "resume was killed"}
+    except CrashError:
+        record = {"verdict": f"resume hung (still running after {RESUME_TIMEOUT:g} s)"}
+    returned = Checkpoint.model_validate(record["checkpoint"]) if "checkpoint" in record else None
+    final = returned or _on_disk(box.checkpoint_path)
+    return CrashTestRow(
+        crash_point=point,
+        killed=killed,
+        pending_at_crash=pending,
+        effects=count_effects(chosen.tool, box.world),
+        turns=final.turns if final else None,
+        finished=bool(returned and returned.is_finished()),
+        verdict=record["verdict"],
+    )
+
+
+def crash_test(
+    resume_fn: Callable[..., Any],
+    *,
+    reconcile: str | Reconcile | None = None,
+    scenario: str = "send_email",
+    crash_points: Iterable[str] = CRASH_POINTS,
+) -> CrashTestTable:
+    """Kill a real run at every crash point and hand each checkpoint to ``resume_fn``; the table of what happened.
+
+    ``resume_fn(path, task, tools, client, *, reconcile)`` is the reader's (the resume exercise's
+    signature): it gets the crashed run's checkpoint path, its task, the run's toolbox and the
+    scripted Claude. ``reconcile``: what it is handed for a dangling call; a registered
+    strategy's name or a function (default: every pending call answered "status unknown").
+    ``scenario``: ``send_email`` (the email run) or ``read_file`` (the notes run).
+    """
+    fn = (
+        _status_unknown_for_every_call
+        if reconcile is None
+        else strategy_named(reconcile).reconcile
+        if isinstance(reconcile, str)
+        else reconcile
+    )
+    with tempfile.TemporaryDirectory(prefix="resumable-crash-test-") as tmp:
+        rows = tuple(_one_crash(resume_fn, Path(tmp) / point, scenario, point, fn) for point in crash_points)
+    return CrashTestTable(scenario_for(scenario).tool, rows)
+
+
+# -- a journal, killed half-way through an append ------------------------------------------------
+
+JOURNAL_RECORDS = (
+    {"turn": 1, "role": "assistant", "text": "I will read the notes."},
+    {"turn": 2, "role": "user", "text": "tool_result: the notes"},
+    {"turn": 3, "role": "assistant", "text": "Summary written."},
+)
+"""The records :func:`crash_test_journal` appends; the kill comes during the append of the next one."""
+KILLED_RECORD = {"turn": 4, "role": "user", "text": "tool_result: the kill comes half-way through this record"}
+
+
+@dataclass(frozen=True)
+class JournalStep:
+    """One step of :func:`crash_test_journal`: what was done, and what ``read_journal`` said after it."""
+
+    step: str
+    read: str
+    """What ``read_journal`` returned (how many records, which turns) or raised."""
+    size: int
+    """The journal file's size in bytes after the step."""
+
+
+@dataclass(frozen=True)
+class JournalTable:
+    """The steps of :func:`crash_test_journal`; a notebook draws it as a table."""
+
+    steps: tuple[JournalStep, ...]
+
+    def __str__(self) -> str:
+        width = max(len(s.step) for s in self.steps)
+        return "\n".join(f"{s.step.ljust(width)}  {s.size:>6} bytes  read_journal: {s.read}" for s in self.steps)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td style='padding:2px 8px'>{esc(s.step)}</td><td style='padding:2px 8px'>{s.size}</td>"
+            f"<td style='padding:2px 8px'>{esc(s.read)}</td></tr>"
+            for s in self.steps
+        )
+        head = (
+            "<tr><th style='text-align:left'>step</th><th>bytes</th><th style='text-align:left'>read_journal</th></tr>"
+        )
+        return f"<table class='rs-crash-test-journal'>{head}{rows}</table>"
+
+
+def _die_half_way_through_the_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
+    """In the forked child: the first write to a file (``open`` for writing, or ``os.write``) stops half done.
+
+    ``namespace``: the reader's function's globals, where IPython puts its own ``open``. Returns
+    what puts the real functions back (for an append that ends without writing, or raises).
+    """
+    real_open, real_write = io.open, os.write
+
+    class Dying:
+        def __init__(self, f: Any) -> None:
+            self._f = f
+
+        def write(self, data: Any) -> int:
+            self._f.write(data[: max(1, len(data) // 2)])
+            self._f.flush()
+            kill_self()
+            return len(data)  # pragma: no cover - never reached
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._f, name)
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> Any:
+            return self._f.__exit__(*exc)
+
+    def dying_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        f = real_open(file, mode, *args, **kwargs)
+        return Dying(f) if any(ch in mode for ch in "wax+") else f
+
+    def dying_write(fd: int, data: bytes) -> int:
+        real_write(fd, data[: max(1, len(data) // 2)])
+        kill_self()
+        return len(data)  # pragma: no cover - never reached
+
+    builtins.open = io.open = dying_open  # only in the forked child, which never returns
+    namespace_open = namespace.get("open")
+    if namespace_open is not None:
+        namespace["open"] = dying_open
+    os.write = dying_write  # type: ignore[assignment]  # likewise: the child dies in it
+
+    def undo() -> None:
+        builtins.open = io.open = real_open
+        if namespace_open is not None:
+            namespace["open"] = namespace_open
+        os.write = real_write
+
+    return undo
+
+
+def _read(read_journal: Callable[[str], Any], path: Path) -> str:
+    try:
+        records = read_journal(str(path))
+    except Exception as e:  # noqa: BLE001 - what the reader's function raised is the finding
+        return f"raised {type(e).__name__}: {e}"
+    if not isinstance(records, list):
+        return f"returned {type(records).__name__}, not a list of records"
+    turns = [r.get("turn") if isinstance(r, dict) else "?" for r in records]
+    return f"{len(records)} records (turns {turns})"
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def crash_test_journal(
+    append_record: Callable[[str, dict[str, Any]], None], read_journal: Callable[[str], list[dict[str, Any]]]
+) -> JournalTable:
+    """Append three records, kill a child half-way through a fourth, and show what ``read_journal`` returns.
+
+    ``append_record(path, record)`` and ``read_journal(path)`` are the reader's (the journal
+    exercise's signatures). After the kill: append the fourth again (a resume that retries), and
+    read a copy of the journal with one byte in its middle record changed. The table says what
+    ``read_journal`` returned or raised after each step; it does not judge.
+    """
+    steps = []
+    with tempfile.TemporaryDirectory(prefix="resumable-journal-test-") as tmp:
+        path = Path(tmp) / "journal"
+        try:
+            for record in JOURNAL_RECORDS:
+                append_record(str(path), dict(record))
+            appended = f"appended {len(JOURNAL_RECORDS)} records"
+        except Exception as e:  # noqa: BLE001 - shown, and the steps after it still run
+            appended = f"append_record raised {type(e).__name__}: {e}"
+        steps.append(JournalStep(appended, _read(read_journal, path), _size(path)))
+        good = path.read_bytes() if path.exists() else b""
+
+        def doomed() -> None:
+            undo = _die_half_way_through_the_first_write(getattr(append_record, "__globals__", {}))
+            try:
+                append_record(str(path), dict(KILLED_RECORD))
+            finally:  # the child reports a raise through os.write: it must be the real one again
+                undo()
+
+        try:
+            how = "killed (SIGKILL) half-way through" if run_in_child(doomed) == "killed" else "no write in"
+            killed = f"{how} appending turn 4"
+        except CrashError as e:
+            lines = [ln for ln in str(e).splitlines() if ln.strip()]
+            killed = f"append_record failed in the child: {lines[-1] if lines else e}"
+        steps.append(JournalStep(killed, _read(read_journal, path), _size(path)))
+        try:
+            append_record(str(path), dict(KILLED_RECORD))
+            again = "appended turn 4 again, after the kill"
+        except Exception as e:  # noqa: BLE001 - shown
+            again = f"appending turn 4 again raised {type(e).__name__}: {e}"
+        steps.append(JournalStep(again, _read(read_journal, path), _size(path)))
+        if len(good) > 8:
+            corrupt = Path(tmp) / "corrupt"
+            middle = len(good) // 2  # NUL bytes are valid nowhere in a text record, in a string neither
+            corrupt.write_bytes(good[: middle - 2] + b"\0" * 4 + good[middle + 2 :])
+            label = f"a copy of the {len(JOURNAL_RECORDS)}-record journal, 4 bytes in its middle zeroed"
+            steps.append(JournalStep(label, _read(read_journal, corrupt), len(good)))
+    return JournalTable(tuple(steps))

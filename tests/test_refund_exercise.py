@@ -1,0 +1,241 @@
+"""The postmortem's Part 2, the double refund, grades the learner's ``refund`` under injected timeouts
+and real kills: the solution scores full, each plausible wrong answer scores lower, and the contract
+the notebook states is the one the hidden module maps to checks. Grading here goes through the check
+functions the notebook's test cells call (read from the source notebook, hidden blocks included),
+with the notebook's points; the payment provider's own rules are tested first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import nbformat
+import pytest
+
+import resumable_core as rc
+from resumable_core.course import release as course
+from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.grading import recheck as isolated
+from resumable_core.course.grading.isolation import BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
+from resumable_core.course.hidden import postmortem as hidden
+from resumable_core.lab import payments
+
+NOTEBOOK = json.loads(course.notebook_path("postmortem").read_text(encoding="utf-8"))
+SETUP = [src for gid, src in setup_cells(NOTEBOOK) if gid == "setup"]
+PART_2 = (
+    "refund_root_cause",
+    "test_refund_timeout",
+    "test_refund_refused",
+    "test_refund_kill",
+    "test_refund_keys",
+    "test_refund_hidden",
+)
+"""Part 2's graded cells: its written root cause and its tests."""
+
+
+def _cell(grade_id: str) -> dict:
+    return next(c for c in NOTEBOOK["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _source(cell: dict) -> str:
+    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+
+
+SOLUTION = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", _source(_cell("refund"))) + "\n"
+KEY = '    key = f"refund:{order_id}:{amount_cents}"  # names the logical refund: the same in every process\n'
+CALL = '            return tools.execute("refund_payment", request, idempotency_key=key)\n'
+TRANSIENT = "        except (rc.ToolTimeoutError, rc.ToolUnavailableError):\n"
+LOOP = "    for attempt in range(1, 6):\n"
+BOUND = "            if attempt == 5:\n                raise\n"
+
+
+def edited(*changes: tuple[str, str], before: str = "") -> str:
+    """The solution with each (old, new) applied once (and ``before`` above it); a change that no longer applies fails."""
+    source = SOLUTION
+    for old, new in changes:
+        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
+        source = source.replace(old, new)
+    return before + source
+
+
+PRODUCTION = _source(_cell("refund_setup")).replace("production_refund", "refund")
+
+WRONG: dict[str, tuple[str, str]] = {
+    # (the learner's refund, the test cell it must fail)
+    "production_code": (PRODUCTION, "test_refund_timeout"),
+    "no_key": (edited((CALL, CALL.replace(", idempotency_key=key", ""))), "test_refund_timeout"),
+    "fresh_key_per_attempt": (
+        edited(
+            (CALL, CALL.replace("idempotency_key=key", "idempotency_key=str(uuid.uuid4())")), before="import uuid\n"
+        ),
+        "test_refund_timeout",
+    ),
+    "gives_up_on_a_timeout": (edited((TRANSIENT, "        except rc.ToolUnavailableError:\n")), "test_refund_timeout"),
+    "retries_a_refusal": (edited((TRANSIENT, "        except rc.ToolError:\n")), "test_refund_refused"),
+    "a_key_per_call": (edited((KEY, "    key = str(uuid.uuid4())\n"), before="import uuid\n"), "test_refund_kill"),
+    "a_key_per_process": (
+        edited((KEY, "    key = PROCESS_KEY\n"), before="import uuid\nPROCESS_KEY = str(uuid.uuid4())\n"),
+        "test_refund_keys",
+    ),
+    "unbounded_retries": (
+        edited(
+            (LOOP, "    for attempt in itertools.count(1):\n"),
+            (BOUND, "            continue\n"),
+            before="import itertools\n",
+        ),
+        "test_refund_hidden",
+    ),
+    "a_key_per_order": (edited((KEY, '    key = f"refund:{order_id}"\n')), "test_refund_hidden"),
+    "returns_a_sentence_not_the_id": (
+        edited((CALL, CALL.replace("return ", "") + '            return "refunded"\n')),
+        "test_refund_timeout",
+    ),
+}
+
+
+def learner(source: str) -> dict:
+    """The learner's ``refund``, defined after the notebook's setup cell, as in the kernel."""
+    ns: dict = {}
+    for setup in SETUP:
+        exec(setup, ns)
+    exec(source, ns)
+    return ns
+
+
+def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
+    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
+    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
+    return {gid: (points[gid], check_calls("postmortem", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()}
+
+
+def failure(calls: list[CheckCall], ns: dict) -> str | None:
+    """Why the cell's checks fail on the learner's names, or None when they all pass."""
+    try:
+        for call in calls:
+            call.run(ns)
+    except CheckFailed as e:
+        return e.reason
+    return None
+
+
+# -- the provider ------------------------------------------------------------------------------------
+
+
+def test_the_provider_honours_a_key_as_stripe_does(tmp_path):
+    """The same key and parameters return the first refund's id; other parameters under it are refused."""
+    provider, _ = payments.shop(tmp_path / "w", {"A": 1000})
+    assert provider.refund("A", 400, "k1") == ("re_000001", True)
+    assert provider.refund("A", 400, "k1") == ("re_000001", False)
+    with pytest.raises(rc.IdempotencyConflictError):
+        provider.refund("A", 300, "k1")
+    assert provider.refund("A", 400) == ("re_000002", True)  # no key: a new refund every time
+    assert [r["id"] for r in provider.refunds()] == ["re_000001", "re_000002"]
+
+
+def test_the_provider_refuses_more_than_is_left_of_the_charge(tmp_path):
+    """An unknown order, a refund over what is left and a non-positive amount are ToolErrors; nothing is refunded."""
+    provider, _ = payments.shop(tmp_path / "w", {"A": 1000})
+    provider.refund("A", 600, "k1")
+    for order, amount in (("B", 1), ("A", 401), ("A", 0)):
+        with pytest.raises(rc.ToolError, match="refused"):
+            provider.refund(order, amount, f"k-{order}-{amount}")
+    assert len(provider.refunds()) == 1
+
+
+def test_the_tools_faults_come_in_order_and_the_book_logs_each_request(tmp_path):
+    """A timeout refunds and raises, an outage raises first; every request is logged with its key and outcome."""
+    faults = [payments.Fault.UNAVAILABLE, payments.Fault.TIMEOUT]
+    provider, tools = payments.shop(tmp_path / "w", {"A": 1000}, payments.refund_tool(faults))
+    request = {"order_id": "A", "amount_cents": 1000}
+    with pytest.raises(rc.ToolUnavailableError):
+        tools.execute("refund_payment", request, idempotency_key="k")
+    assert provider.refunds() == []
+    with pytest.raises(rc.ToolTimeoutError):
+        tools.execute("refund_payment", request, idempotency_key="k")
+    assert tools.execute("refund_payment", request, idempotency_key="k") == "re_000001"
+    assert [r["outcome"] for r in provider.requests()] == ["unavailable", "timeout", "refunded"]
+    assert {r["idempotency_key"] for r in provider.requests()} == {"k"} and len(provider.refunds()) == 1
+
+
+def test_the_toolbox_hands_the_key_to_a_tool_without_a_ledger(tmp_path):
+    """Without a ledger the key still reaches the tool (the provider dedupes on it); without a key, nothing does."""
+    world = rc.World.create(tmp_path / "w")
+    box = rc.Toolbox(world)
+    mail = {"to": "a@example.com", "subject": "s", "body": "b"}
+    box.execute("send_email", mail, idempotency_key="run:toolu_1")
+    box.execute("send_email", mail, idempotency_key="run:toolu_1")
+    box.execute("send_email", mail)
+    assert [e["idempotency_key"] for e in world.sent_emails()] == ["run:toolu_1", None]
+
+
+def test_the_loop_sends_no_key_without_a_ledger(tmp_path):
+    """The loop keys a side effect only when it keeps receipts: without a ledger the outbox row has no key."""
+    plain = rc.RunFolder.create(tmp_path / "plain")
+    plain.run(rc.SCENARIOS["send_email"].task)
+    assert [e["idempotency_key"] for e in plain.world.sent_emails()] == [None]
+    keyed = rc.RunFolder.create(tmp_path / "keyed", ledger=True)
+    keyed.run(rc.SCENARIOS["send_email"].task)
+    assert [e["idempotency_key"] is not None for e in keyed.world.sent_emails()] == [True]
+
+
+# -- the notebook --------------------------------------------------------------------------------------
+
+
+def test_the_contract_is_the_notebooks_and_every_rule_has_a_called_check():
+    """The hidden CONTRACT's keys are the exercise's contract bullets, and each check it names is called by a test cell."""
+    text = _source(_cell("refund_prompt"))
+    contract = text.split("**The contract.**\n", 1)[1]
+    bullets = [line[2:] for line in contract.strip().splitlines() if line.startswith("- ")]
+    assert bullets == list(hidden.CONTRACT)
+    called = {call.check.__name__ for _, calls in graded_cells().values() for call in calls}
+    for rule, names in hidden.CONTRACT.items():
+        assert names, rule
+        assert set(names) <= called, (rule, set(names) - called)
+
+
+def test_part_2_and_its_root_cause_carry_most_of_the_points():
+    """Part 2 (its written root cause and its tests) is more than half the assignment's points."""
+    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK)}
+    assert sum(points[gid] for gid in PART_2) * 2 > sum(points.values())
+
+
+@pytest.mark.slow
+def test_the_solution_scores_full_under_kills_and_timeouts():
+    """The notebook's own refund passes every Part 2 test cell, visible and hidden."""
+    ns = learner(SOLUTION)
+    cells = {gid: calls for gid, (_, calls) in graded_cells().items() if gid in PART_2}
+    assert set(cells) == set(PART_2) - {"refund_root_cause"}
+    failed = {gid: why for gid, calls in cells.items() if (why := failure(calls, ns))}
+    assert failed == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_refund_scores_lower(name):
+    """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
+    source, cell = WRONG[name]
+    points, calls = graded_cells()[cell]
+    why = failure(calls, learner(source))
+    assert why is not None, f"{name} passed {cell} ({points} points)"
+    print(f"{name}: {cell} fails: {why}")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_the_isolated_recheck_fails_a_key_per_call_and_a_retried_refusal(tmp_path):
+    """In the sandboxed re-check (the learner's refund behind the boundary), each bug fails its own cell there too."""
+    source = course.notebook_path("postmortem")
+    backend = BwrapBackend(library_copy(tmp_path / "lib"))
+    bugs = {"a_key_per_call": "test_refund_kill", "retries_a_refusal": "test_refund_refused"}
+    for name, cell in bugs.items():
+        nb = nbformat.read(str(source), as_version=4)
+        answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "refund")
+        answer.source = WRONG[name][0]
+        path = tmp_path / f"{name}.ipynb"
+        nbformat.write(nb, str(path))
+        report = isolated.run(path, "postmortem", backend=backend, source=source, timeout=60)
+        failed = {gid for gid, why in report.items() if why}
+        assert cell in failed and not failed & {"test_incident", "test_read_file_rerun"}, (name, dict(report))

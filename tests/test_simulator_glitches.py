@@ -1,0 +1,55 @@
+"""The simulator's glitches found in the trial, each mended and kept mended.
+
+No broken-image icon before the first matrix; the heatmap's "(recorded)" labels clear its legend;
+the notes run (``read_file``) shows no outbox. tests/test_browser.py checks the first and the last
+in the served page too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from resumable_core import lab
+from resumable_core.lab.render import heatmap_figure
+from resumable_core.lab.widgets import RECORDED, CrashSimulator, MatrixHeatmap
+
+
+def test_recorded_labels_clear_the_legend() -> None:
+    """With every strategy "(recorded)", as the student kit draws them, no strategy label touches the legend."""
+    recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix()]
+    naive = [replace(r, strategy=name) for r in lab.recorded_matrix()[:14] for name in ("none", "delete", "rerun")]
+    fig = heatmap_figure(naive + recorded)
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    page = fig.bbox
+    labels = [t for ax in fig.axes for t in ax.get_xticklabels() if t.get_text()]
+    assert any(RECORDED.strip() in t.get_text() for t in labels)
+    for label in labels:
+        box = label.get_window_extent(renderer)
+        assert not box.overlaps(legend), f"{label.get_text()!r} overlaps the legend"
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, f"{label.get_text()!r} is cut off"
+
+
+def test_the_heatmap_image_is_hidden_until_a_matrix_is_drawn() -> None:
+    """Before Compute the empty Image is not displayed (it drew a broken-image icon); after, it is."""
+    heatmap = MatrixHeatmap(strategies=[], recorded=lab.recorded_matrix())  # nothing to crash: recorded rows only
+    assert heatmap.image.layout.display == "none" and heatmap.image.value == b""
+    heatmap.compute()
+    assert heatmap.image.layout.display != "none" and heatmap.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_notes_run_shows_no_outbox() -> None:
+    """The Outbox panel shows for send_email and not for read_file: on the menu, and for the case shown."""
+    sim = CrashSimulator()
+    assert sim.scenario.value == "send_email" and sim.outbox_panel.layout.display != "none"
+    sim.scenario.value = "read_file"
+    assert sim.outbox_panel.layout.display == "none"
+    sim.crash_point.value = "after_tool"
+    assert sim.run().row.tool == "read_file" and sim.outbox_panel.layout.display == "none"
+    sim.scenario.value = "send_email"  # a case is shown: the panel stays as that case needs until Run
+    assert sim.outbox_panel.layout.display == "none"
+    sim.run()
+    assert sim.outbox_panel.layout.display != "none"
