@@ -201,10 +201,10 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
 # Expected autograded points per test cell, reasoned from which checks each student must fail.
 RECONCILE_LEVEL_3 = {
     "test_turn_real_kills": 5,
-    "test_turn_recorded_and_read_only": 2,
-    "test_turn_receipts": 3,
-    "test_turn_status_unknown": 3,
-    "test_turn_api": 2,
+    "test_turn_recorded_and_read_only": 1,
+    "test_turn_receipts": 4,
+    "test_turn_status_unknown": 4,
+    "test_turn_api": 1,
 }
 FULL_RECONCILE = {
     "test_level1_A": 1,
