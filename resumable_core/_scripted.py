@@ -15,7 +15,7 @@ from typing import Any
 from .checkpoint import blocks as _blocks
 from .checkpoint import text_of as _text_of
 from .protocol import request_problem
-from .scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK
+from .scenarios import BRIEFING_TASK, EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK, RETRO_NOTE
 from .world import TEAM_ADDRESS
 
 STATUS_UNKNOWN_MARK = "status unknown"
@@ -55,6 +55,14 @@ def _history(msgs: list[dict]) -> list[dict]:
 
 def _use(name: str, tool_input: dict, text: str) -> tuple[list[dict], str]:
     return [{"type": "text", "text": text}, {"type": "tool_use", "name": name, "input": tool_input}], "tool_use"
+
+
+def _uses(text: str, calls: list[tuple[str, dict]]) -> tuple[list[dict], str]:
+    """One reply asking for several tools at once (parallel tool use), in this order."""
+    return [
+        {"type": "text", "text": text},
+        *({"type": "tool_use", "name": n, "input": i} for n, i in calls),
+    ], "tool_use"
 
 
 def _say(text: str) -> tuple[list[dict], str]:
@@ -103,6 +111,38 @@ def _email_policy(hist: list[dict]) -> tuple[list[dict], str]:
     return _use("send_email", email, f"Sending the conclusion to {TEAM_ADDRESS}.")
 
 
+def _answered(hist: list[dict], name: str, **tool_input: str) -> dict | None:
+    """The last call of ``name`` (with that input, if given) that has a result, or None."""
+    calls = [c for c in hist if c["name"] == name and c["result"] is not None]
+    calls = [c for c in calls if all(c["input"].get(k) == v for k, v in tool_input.items())]
+    return calls[-1] if calls else None
+
+
+def _briefing_policy(hist: list[dict]) -> tuple[list[dict], str]:
+    note = _answered(hist, "read_file", path="conclusion.md")
+    if note is None or note["is_error"]:
+        return _use("read_file", {"path": "conclusion.md"}, "Let me read the conclusion first.")
+    email = {"to": TEAM_ADDRESS, "subject": EMAIL_SUBJECT, "body": note["result"].strip()}
+    sent, retro = _answered(hist, "send_email"), _answered(hist, "read_file", path=RETRO_NOTE)
+    outbox = _answered(hist, "list_sent_emails")
+    calls: list[tuple[str, dict]] = []
+    unknown = sent is not None and sent["is_error"] and STATUS_UNKNOWN_MARK in sent["result"].lower()
+    if sent is None:
+        calls.append(("send_email", email))
+    elif unknown and (outbox is None or hist.index(outbox) < hist.index(sent)):
+        calls.append(("list_sent_emails", {}))  # the send may or may not have happened: look first
+    elif unknown and outbox is not None and EMAIL_SUBJECT not in outbox["result"]:
+        calls.append(("send_email", email))
+    if retro is None or retro["is_error"]:
+        calls.append(("read_file", {"path": RETRO_NOTE}))
+    if calls or sent is None or retro is None:  # (the last two imply a call: they tell mypy so)
+        return _uses("I'll do these at the same time.", calls)
+    decisions = "; ".join(ln.strip("- ") for ln in retro["result"].splitlines() if "Decision" in ln)
+    if sent["is_error"] and not unknown:
+        return _say(f"I could not send the email: {sent['result']} The Aug 25 retro decided: {decisions}")
+    return _say(f"The conclusion is emailed to {TEAM_ADDRESS}. The Aug 25 retro decided: {decisions}")
+
+
 def decide(body: dict[str, Any]) -> tuple[list[dict], str]:
     """The scripted reply (content blocks without ids, stop_reason) for a valid request."""
     msgs = body["messages"]
@@ -113,10 +153,22 @@ def decide(body: dict[str, Any]) -> tuple[list[dict], str]:
         return _notes_policy(hist)
     if task == EMAIL_TASK and {"read_file", "send_email", "list_sent_emails"} <= tools:
         return _email_policy(hist)
+    if task == BRIEFING_TASK and {"read_file", "send_email", "list_sent_emails"} <= tools:
+        return _one_at_a_time(body, _briefing_policy(hist))
     return _say(
-        "I am the scripted Claude of this kit; I know two tasks: "
-        f"{NOTES_TASK!r} and {EMAIL_TASK!r}. Set RESUMABLE_LIVE=1 and ANTHROPIC_API_KEY for live Claude."
+        "I am the scripted Claude of this kit; I know three tasks: "
+        f"{NOTES_TASK!r}, {EMAIL_TASK!r} and {BRIEFING_TASK!r}. Set RESUMABLE_LIVE=1 and ANTHROPIC_API_KEY for live Claude."
     )
+
+
+def _one_at_a_time(body: dict[str, Any], reply: tuple[list[dict], str]) -> tuple[list[dict], str]:
+    """The reply with only its first tool call when the request sets ``disable_parallel_tool_use``."""
+    content, stop = reply
+    choice = body.get("tool_choice")
+    if not (isinstance(choice, dict) and choice.get("disable_parallel_tool_use") is True):
+        return reply
+    uses = [b for b in content if b["type"] == "tool_use"]
+    return [b for b in content if b["type"] != "tool_use" or b is uses[0]], stop
 
 
 class IdStream:

@@ -30,9 +30,11 @@ from .errors import (
     CheckpointWriteError,
     SecretInCheckpointError,
 )
-from .protocol import messages_problem
+from .protocol import block_problem, messages_problem
 
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
+"""Version 2 records a turn's several calls (``pending_tool_uses``, ``recorded_results``);
+version 1 had one slot (``pending_tool_use``) and migrates on load (:data:`MIGRATIONS`)."""
 SECRET_ENV_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
 """The loader's default size cap (16 MiB); a larger file is refused before a byte of it is read."""
@@ -43,7 +45,7 @@ MAX_NUMBER_CHARS = 100
 
 
 class PendingToolUse(BaseModel):
-    """The tool call the model asked for whose result is not recorded yet."""
+    """A tool call the model asked for whose result is not recorded yet."""
 
     # NaN and Infinity are written as such, so the save's strict-JSON check refuses them
     # instead of pydantic's default silently turning them into null.
@@ -60,15 +62,20 @@ class PendingToolUse(BaseModel):
 class Checkpoint(BaseModel):
     """Everything a run needs to continue where it stopped.
 
-    Written at save point A (after the model's response) and at save point B
-    (after the tool result is recorded). ``messages`` is kept exactly as sent to
-    the API, so a resumed run is invisible to the model.
+    Written at save point A (after the model's response) and at save point B (after each
+    tool's result is recorded: one save B per call of the turn). ``messages`` is kept exactly as
+    sent to the API, so a resumed run is invisible to the model.
+
+    A turn may ask for several tools at once (the API's default). Between save point A and the
+    turn's last save B, the calls of the last assistant message are split in two lists, in block
+    order: ``recorded_results`` (answered) then ``pending_tool_uses`` (not yet). The last save B
+    moves every result into one user message and empties both.
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, ser_json_inf_nan="constants")
 
     version: int = CHECKPOINT_VERSION
-    """Format version; a file of another version is refused, never guessed at."""
+    """Format version; an older one migrates on load, any other is refused, never guessed at."""
     task: str
     """The task this run was started for. Resume refuses a checkpoint of another task."""
     run_id: str = Field(default_factory=lambda: f"run_{uuid.uuid4().hex[:12]}")
@@ -82,12 +89,29 @@ class Checkpoint(BaseModel):
     prompt cache's writes and reads (``cache_creation_input_tokens``, ``cache_read_input_tokens``)."""
     messages: list[dict[str, Any]]
     """The Messages API conversation, as JSON dicts, exactly as sent and received."""
-    pending_tool_use: PendingToolUse | None = None
-    """The dangling call: set at save point A when the reply asks for a tool, cleared at B."""
+    pending_tool_uses: list[PendingToolUse] = Field(default_factory=list)
+    """The dangling calls: the last turn's calls with no result yet, in block order.
+
+    Set at save point A to every call of the reply; each save point B takes the first one off."""
+    recorded_results: list[dict[str, Any]] = Field(default_factory=list)
+    """The ``tool_result`` blocks recorded so far for the last turn, in block order, not yet sent.
+
+    Filled by each save point B but the turn's last, which sends them all in one user message."""
+
+    @property
+    def pending_tool_use(self) -> PendingToolUse | None:
+        """Version 1's one slot, for code that settles one call: the first pending call, or None.
+
+        Setting it to None clears every pending call; setting a call makes it the only one."""
+        return self.pending_tool_uses[0] if self.pending_tool_uses else None
+
+    @pending_tool_use.setter
+    def pending_tool_use(self, call: PendingToolUse | None) -> None:
+        self.pending_tool_uses = [] if call is None else [call]
 
     def is_finished(self) -> bool:
         """True when the last message is an assistant reply that asks for no tool."""
-        if not self.messages or self.pending_tool_use is not None:
+        if not self.messages or self.pending_tool_uses or self.recorded_results:
             return False
         last = self.messages[-1]
         return last.get("role") == "assistant" and not tool_uses(last)
@@ -132,7 +156,12 @@ def text_of(content: Any) -> str:
 
 
 def consistency_problem(cp: Checkpoint) -> str | None:
-    """One line saying how the checkpoint contradicts itself, or None when it is sound."""
+    """One line saying how the checkpoint contradicts itself, or None when it is sound.
+
+    Sound: the API would accept the messages (the last may be the assistant's, its calls still
+    open), and when the last message asks for tools, ``recorded_results`` then
+    ``pending_tool_uses`` are exactly its ``tool_use`` ids in block order, with at least one
+    call pending (a turn whose every call is answered belongs in a user message)."""
     msgs = cp.messages
     if not msgs:
         return "messages is empty; a checkpoint holds at least the task's first user message"
@@ -140,19 +169,36 @@ def consistency_problem(cp: Checkpoint) -> str | None:
     problem = messages_problem(msgs, open_end=True)
     if problem:
         return f"the Messages API would refuse these messages: {problem}"
-    i, last, p = len(msgs) - 1, msgs[-1], cp.pending_tool_use
+    i, last, pending, results = len(msgs) - 1, msgs[-1], cp.pending_tool_uses, cp.recorded_results
     uses = tool_uses(last) if last["role"] == "assistant" else []
     if not uses:
-        if p is not None:
-            return "pending_tool_use is set but the last message is not the assistant's tool_use"
+        if pending or results:
+            return (
+                "pending_tool_uses or recorded_results is set but the last message is not the assistant's tool_use turn"
+            )
         return None
     ids = [u["id"] for u in uses]
-    if p is None:
-        return f"messages.{i}: last message asks for tool_use {ids[0]} but pending_tool_use is null"
-    if ids != [p.id]:
-        return f"messages.{i}: pending_tool_use {p.id} is not the last message's tool_use {ids}"
-    if uses[0]["name"] != p.name or uses[0]["input"] != p.input:
-        return f"messages.{i}: pending_tool_use differs from the tool_use block {p.id}"
+    for k, block in enumerate(results):
+        if problem := block_problem(block, f"recorded_results.{k}", types=("tool_result",)):
+            return problem
+    recorded_ids = [b["tool_use_id"] for b in results]
+    pending_ids = [p.id for p in pending]
+    if not pending and not results:
+        return f"messages.{i}: last message asks for tool_use {', '.join(ids)} but pending_tool_uses is empty"
+    if not pending and recorded_ids == ids:
+        return (
+            f"messages.{i}: every tool_use has a recorded result but none is pending: "
+            "the results belong in one user message after the turn"
+        )
+    if recorded_ids + pending_ids != ids:
+        return (
+            f"messages.{i}: recorded results {recorded_ids} then pending calls {pending_ids} are not "
+            f"the last message's tool_use ids {ids}, in block order"
+        )
+    by_id = {u["id"]: u for u in uses}
+    for p in pending:
+        if by_id[p.id]["name"] != p.name or by_id[p.id]["input"] != p.input:
+            return f"messages.{i}: pending_tool_uses differs from the tool_use block {p.id}"
     return None
 
 
@@ -418,6 +464,30 @@ def write_atomic(path: str | Path, data: bytes, *, midway: Callable[[], None] | 
         raise CheckpointWriteError(path, f"saved, but its folder could not be synced: {e.strerror}") from e
 
 
+def _from_version_1(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 to 2: the one ``pending_tool_use`` slot (a call or null) becomes a list of calls.
+
+    A version-1 run asked for one tool per turn, so no result of its last turn was recorded."""
+    upgraded = {k: v for k, v in data.items() if k != "pending_tool_use"}
+    call = data.get("pending_tool_use")
+    upgraded |= {"version": 2, "pending_tool_uses": [] if call is None else [call], "recorded_results": []}
+    return upgraded
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _from_version_1}
+"""Each readable older version, mapped to the step that lifts its JSON one version up."""
+
+
+def pending_calls(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pending calls in a checkpoint file's raw JSON, of version 2 (a list) or 1 (one slot), unvalidated.
+
+    For showing a file as a crash left it; a run reads a file with :func:`load_checkpoint`."""
+    if isinstance(data.get("pending_tool_uses"), list):
+        return [p for p in data["pending_tool_uses"] if isinstance(p, dict)]
+    call = data.get("pending_tool_use")
+    return [call] if isinstance(call, dict) else []
+
+
 def save_checkpoint(
     state: Checkpoint | dict[str, Any], path: str | Path, *, midway: Callable[[], None] | None = None
 ) -> None:
@@ -436,6 +506,8 @@ def load_checkpoint(path: str | Path, *, max_bytes: int = MAX_CHECKPOINT_BYTES) 
     volume) is refused, never taken for a fresh start. Only a regular file of at most
     ``max_bytes`` (default 16 MiB) is read; its JSON must be strict (no NaN, no duplicate keys,
     no lone surrogates, bounded nesting and numbers) and its fields of the exact types.
+    A file of an older version this kit can read (:data:`MIGRATIONS`) is migrated in memory;
+    any other version is refused with :class:`CheckpointVersionError`.
     Every refusal is a :class:`CheckpointError` naming the path and the problem.
     The file is only read, never changed.
     """
@@ -448,8 +520,11 @@ def load_checkpoint(path: str | Path, *, max_bytes: int = MAX_CHECKPOINT_BYTES) 
         raise CheckpointForeignError(path, f"expected a JSON object, found {type(data).__name__}")
     if "version" not in data:
         raise CheckpointForeignError(path, "no 'version' field: not a checkpoint written by this kit")
-    if type(data["version"]) is not int or data["version"] != CHECKPOINT_VERSION:
-        raise CheckpointVersionError(path, data["version"], CHECKPOINT_VERSION)
+    version = data["version"]
+    if type(version) is not int or (version != CHECKPOINT_VERSION and version not in MIGRATIONS):
+        raise CheckpointVersionError(path, version, CHECKPOINT_VERSION)
+    while data["version"] != CHECKPOINT_VERSION:
+        data = MIGRATIONS[data["version"]](data)
     try:
         cp = Checkpoint.model_validate(data, strict=True)  # "3" or true is no count of turns
     except ValidationError as e:

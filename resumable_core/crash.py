@@ -21,9 +21,14 @@ CRASH_POINTS: tuple[str, ...] = (
     "after_save_a",
     "after_tool",
     "during_save_b",
+    "between_tools",
     "after_save_b",
 )
-"""Every boundary of one turn, in order. ``after_tool`` is the postmortem's crash."""
+"""Every boundary of one turn, in order. ``after_tool`` is the postmortem's crash.
+
+A turn that asks for several tools passes ``after_tool`` and ``during_save_b`` once per call,
+``between_tools`` after each save point B but the last, and ``after_save_b`` once, at its end.
+With ``tool``, a plan dies at the first call of that tool in the turn."""
 
 CRASH_POINT_HELP = {
     "before_model_call": "before the model call",
@@ -32,8 +37,19 @@ CRASH_POINT_HELP = {
     "after_save_a": "after save point A, before the tool runs",
     "after_tool": "after the tool ran, before save point B",
     "during_save_b": "during save point B (half a temp file on disk)",
-    "after_save_b": "after save point B",
+    "between_tools": "between two tools of one turn (the first's result saved, the next not run)",
+    "after_save_b": "after the turn's last save point B",
 }
+
+
+def points_passed(calls: int) -> tuple[str, ...]:
+    """The crash points, in order, that a turn asking for ``calls`` tools passes at least once.
+
+    A turn of one call never passes ``between_tools``; the final answer (no call) passes only
+    the points up to save point A."""
+    if calls == 0:
+        return CRASH_POINTS[: CRASH_POINTS.index("after_save_a") + 1]
+    return tuple(p for p in CRASH_POINTS if calls > 1 or p != "between_tools")
 
 
 @dataclass(frozen=True)

@@ -62,12 +62,26 @@ def _spent_tokens(usage: Any) -> int:
     return sum(getattr(usage, f, None) or 0 for f in fields)
 
 
-def _record_response(cp: Checkpoint, response: Any) -> dict[str, Any] | None:
-    """Append the model's reply to the state and count its tokens; return its tool_use block, if any."""
+def _record_response(cp: Checkpoint, response: Any) -> list[dict[str, Any]]:
+    """Append the model's reply to the state, count its tokens, and make its calls pending.
+
+    Returns the reply's tool_use blocks in block order (none: the final answer)."""
     cp.tokens_used += _spent_tokens(response.usage)
     content = [_block_json(b) for b in response.content]
     cp.messages.append({"role": "assistant", "content": content})
-    return next((b for b in content if b["type"] == "tool_use"), None)
+    uses = [b for b in content if b["type"] == "tool_use"]
+    cp.pending_tool_uses = [PendingToolUse(id=u["id"], name=u["name"], input=u["input"]) for u in uses]
+    cp.recorded_results = []
+    return uses
+
+
+def _record_result(cp: Checkpoint, result: dict[str, Any]) -> None:
+    """Record the first pending call's tool_result; after the turn's last, send them all in one user message."""
+    cp.pending_tool_uses = cp.pending_tool_uses[1:]
+    cp.recorded_results = [*cp.recorded_results, result]
+    if not cp.pending_tool_uses:  # the turn's every call is answered: one tool_result per tool_use, in order
+        cp.messages.append({"role": "user", "content": cp.recorded_results})
+        cp.recorded_results = []
 
 
 def _run_tool(toolbox: Toolbox, run_id: str, use: dict[str, Any]) -> dict[str, Any]:
@@ -109,15 +123,17 @@ def run_agent(
     the lease and happens only while it is ours, and the tools' writes carry its fencing token.
 
     Resume: load (version and consistency checked), refuse another task's checkpoint, report a
-    finished run without calling the model, reconcile a dangling call with ``reconcile`` (required:
-    the caller decides what a dangling call means) and save the reconciled state before the next
-    model call. Each turn is charged on disk before its model call, and
+    finished run without calling the model, reconcile the dangling calls with ``reconcile``
+    (required: the caller decides what a dangling call means; it settles every pending call of
+    the turn, keeping the results already recorded) and save the reconciled state before the
+    next model call. Each turn is charged on disk before its model call, and
     ``turns`` and ``tokens_used`` carry over, so ``max_turns`` bounds the task's model calls
     across any number of crashes.
 
-    The model is asked for one tool call per turn (``disable_parallel_tool_use``): the checkpoint
-    has one ``pending_tool_use`` slot and save point B records one result. With parallel calls a
-    crash could leave several dangling calls, some already run, and one slot could not say which.
+    A turn may ask for several tools (parallel tool use, the API's default). They run one by
+    one in block order, each followed by its own save point B, so a crash between two of them
+    leaves the first's result recorded and the rest pending. When the last is answered, every
+    result goes in one user message, one ``tool_result`` per ``tool_use``, in the blocks' order.
 
     ``crash`` makes this process SIGKILL itself at a named point (use it in a child process:
     see :mod:`resumable_core.crash`).
@@ -125,13 +141,14 @@ def run_agent(
     path = Path(checkpoint_path)
     client = client if client is not None else make_client()
 
-    def boundary(point: str, tool: str | None = None) -> None:
-        if crash is not None and crash.matches(point, cp.turns, tool):
+    def boundary(point: str, *tools: str) -> None:
+        # a turn-level point (the model's reply, save A) matches the plan's tool if the turn calls it
+        if crash is not None and any(crash.matches(point, cp.turns, t) for t in tools or (None,)):
             kill_self()
 
-    def save(point: str | None = None, tool: str | None = None) -> None:
+    def save(point: str | None = None, *tools: str) -> None:
         with lease.holding():  # renewed and still ours: a resumer that lost it writes nothing
-            save_checkpoint(cp, path, midway=(lambda: boundary(point, tool)) if point else None)
+            save_checkpoint(cp, path, midway=(lambda: boundary(point, *tools)) if point else None)
 
     with Lease.take(path, wait=lease_wait) as lease:  # one resumer per run, before anything is read
         resumed = path.exists()  # nobody else can create it now: we hold the lease
@@ -141,7 +158,7 @@ def run_agent(
         if cp.is_finished():
             return RunResult("already_finished", cp, resumed=True, model_calls=0)
         toolbox = toolbox.fenced(lease.fence(cp.run_id))  # its writes carry the lease's fencing token
-        if cp.pending_tool_use is not None:
+        if cp.pending_tool_uses:
             cp = _reconciled(reconcile, cp, toolbox)
             if problem := consistency_problem(cp):
                 raise CheckpointInconsistentError(path, f"after reconcile: {problem}")
@@ -153,26 +170,21 @@ def run_agent(
             boundary("before_model_call")
             save()  # charge the turn before the spend: a crash from here on still counts it
             response = client.messages.create(
-                model=model_id(),
-                max_tokens=MAX_TOKENS,
-                tools=toolbox.schemas(),
-                tool_choice={"type": "auto", "disable_parallel_tool_use": True},
-                messages=cp.messages,
+                model=model_id(), max_tokens=MAX_TOKENS, tools=toolbox.schemas(), messages=cp.messages
             )
             calls += 1
-            use = _record_response(cp, response)
-            cp.pending_tool_use = PendingToolUse(id=use["id"], name=use["name"], input=use["input"]) if use else None
-            tool = use["name"] if use else None
-            boundary("after_response", tool)
-            save("during_save_a", tool)  # save point A
-            boundary("after_save_a", tool)
-            if use is None:
+            uses = _record_response(cp, response)
+            names = [u["name"] for u in uses]
+            boundary("after_response", *names)
+            save("during_save_a", *names)  # save point A
+            boundary("after_save_a", *names)
+            if not uses:
                 return RunResult("finished", cp, resumed=resumed, model_calls=calls)
 
-            result = _run_tool(toolbox, cp.run_id, use)  # with a ledger, a side effect runs under its key
-            boundary("after_tool", tool)
-            cp.messages.append({"role": "user", "content": [result]})
-            cp.pending_tool_use = None
-            save("during_save_b", tool)  # save point B
-            boundary("after_save_b", tool)
+            for use in uses:  # in block order: the results go back in this order
+                result = _run_tool(toolbox, cp.run_id, use)  # with a ledger, a side effect runs under its key
+                boundary("after_tool", use["name"])
+                _record_result(cp, result)
+                save("during_save_b", use["name"])  # save point B, one per call
+                boundary("between_tools" if cp.pending_tool_uses else "after_save_b", use["name"])
         return RunResult("max_turns", cp, resumed=resumed, model_calls=calls)

@@ -17,6 +17,12 @@ EMAIL_TASK = "Email the team this week's conclusion."
 """The email run's task: read the conclusion and send it (``send_email`` has a side effect)."""
 EMAIL_SUBJECT = "This week's conclusion"
 """The subject of the one email the email run should send."""
+BRIEFING_TASK = "Email the team this week's conclusion, and tell me what the Aug 25 retro decided."
+"""The briefing run's task: read the conclusion, then one turn asking for two tools at once
+(``send_email`` the conclusion and ``read_file`` the retro: a side effect and a read, in that
+order), then the answer. Its second turn is the kit's parallel turn."""
+RETRO_NOTE = "meeting-08-25.md"
+"""The note the briefing run reads in its parallel turn."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Reconciling a dangling call: what resume does with ``pending_tool_use``.
+"""Reconciling dangling calls: what resume does with ``pending_tool_uses``.
 
 A strategy is any ``reconcile(cp, tools) -> Checkpoint``; a learner's function plugs in the same way.
 The named ones live in one registry, :data:`STRATEGIES`: the CLI's choices, the simulator's menu
@@ -35,16 +35,23 @@ def tool_result(tool_use_id: str, content: str, *, is_error: bool = False) -> di
 
 
 def answer_pending(cp: Checkpoint, content: str, *, is_error: bool = False) -> Checkpoint:
-    """Append the pending call's tool_result as one user message and clear the pending call."""
+    """Record the first pending call's tool_result; once none is pending, send the turn's results.
+
+    For a turn of one call: append its tool_result as one user message and clear the pending
+    call. For several: the result joins ``recorded_results``, and the turn's last one appends one
+    user message holding them all, in the blocks' order."""
     p = _pending(cp)
-    cp.messages.append({"role": "user", "content": [tool_result(p.id, content, is_error=is_error)]})
-    cp.pending_tool_use = None
+    cp.pending_tool_uses = cp.pending_tool_uses[1:]
+    cp.recorded_results = [*cp.recorded_results, tool_result(p.id, content, is_error=is_error)]
+    if not cp.pending_tool_uses:
+        cp.messages.append({"role": "user", "content": cp.recorded_results})
+        cp.recorded_results = []
     return cp
 
 
 def _pending(cp: Checkpoint) -> PendingToolUse:
     if cp.pending_tool_use is None:
-        raise ValueError("this checkpoint has no pending tool call to answer; check pending_tool_use first")
+        raise ValueError("this checkpoint has no pending tool call to answer; check pending_tool_uses first")
     return cp.pending_tool_use
 
 
@@ -57,24 +64,26 @@ def _run(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
 
 
 def reconcile_none(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
-    """Naive resume: leave the dangling call as it is (the API refuses it with a 400)."""
+    """Naive resume: leave the dangling calls as they are (the API refuses them with a 400)."""
     return cp
 
 
 def reconcile_delete(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
-    """Drop the assistant message that asked for the call: hides the fact, not the risk."""
-    if cp.pending_tool_use is None:
+    """Drop the assistant message that asked for the calls, and any result recorded for them:
+    hides the fact, not the risk."""
+    if not cp.pending_tool_uses:
         return cp
     cp.messages.pop()
-    cp.pending_tool_use = None
+    cp.pending_tool_uses = []
+    cp.recorded_results = []
     return cp
 
 
 def reconcile_rerun(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
-    """Run the call again whatever it does (the postmortem's production code)."""
-    if cp.pending_tool_use is None:
-        return cp
-    return _run(cp, tools)
+    """Run every pending call again whatever it does (the postmortem's production code)."""
+    while cp.pending_tool_uses:
+        cp = _run(cp, tools)
+    return cp
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def test_a_reconcile_runs_through_the_toolbox_operations_and_the_spy_counts(tmp_
                 "content": [{"type": "tool_use", "id": "toolu_01x", "name": "list_dir", "input": {"path": "."}}],
             },
         ],
-        pending_tool_use=rc.PendingToolUse(id="toolu_01x", name="list_dir", input={"path": "."}),
+        pending_tool_uses=[rc.PendingToolUse(id="toolu_01x", name="list_dir", input={"path": "."})],
     )
     out = learner.lookup("reconcile")(cp, box)
     assert type(out) is rc.Checkpoint and out.pending_tool_use is None

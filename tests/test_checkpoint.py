@@ -18,6 +18,7 @@ from resumable_core import checkpoint as rc_checkpoint
 from resumable_core import lab
 from resumable_core.crash import kill_self, run_in_child
 from resumable_core.errors import CheckpointTooLargeError, CheckpointWriteError
+from resumable_core.lab.exercise_checkpoints import FIXTURE_DIR
 
 
 def _finished_cp() -> rc.Checkpoint:
@@ -63,7 +64,8 @@ def test_kill_during_save_keeps_the_last_good_checkpoint(tmp_path):
         (b"\xff\xfe", rc.CheckpointCorruptError, "not valid JSON"),
         (b"[1, 2]", rc.CheckpointForeignError, "expected a JSON object"),
         (b'{"checkpoint": {}, "channel_values": {}}', rc.CheckpointForeignError, "no 'version' field"),
-        (b'{"version": 2, "task": "t", "messages": []}', rc.CheckpointVersionError, "version 2"),
+        (b'{"version": 3, "task": "t", "messages": []}', rc.CheckpointVersionError, "version 3"),
+        (b'{"version": 0, "task": "t", "messages": []}', rc.CheckpointVersionError, "version 0"),
         (b'{"version": true, "task": "t", "messages": []}', rc.CheckpointVersionError, "version True"),
         (
             b'{"version": 1, "task": "t", "turns": -1, "messages": [{"role": "user", "content": "t"}]}',
@@ -103,11 +105,21 @@ def _mutated(name: str, fn) -> dict:
 @pytest.mark.parametrize(
     "data, words",
     [
-        (_mutated("B", lambda d: d.update(pending_tool_use=None)), "pending_tool_use is null"),
-        (_mutated("B", lambda d: d["pending_tool_use"].update(id="toolu_other")), "is not the last message's tool_use"),
-        (_mutated("B", lambda d: d["pending_tool_use"].update(input={"path": "x"})), "differs from the tool_use block"),
+        (_mutated("B", lambda d: d.update(pending_tool_uses=[])), "pending_tool_uses is empty"),
         (
-            _mutated("A", lambda d: d.update(pending_tool_use={"id": "toolu_x", "name": "read_file", "input": {}})),
+            _mutated("B", lambda d: d["pending_tool_uses"][0].update(id="toolu_other")),
+            "are not the last message's tool_use ids",
+        ),
+        (
+            _mutated("B", lambda d: d["pending_tool_uses"][0].update(input={"path": "x"})),
+            "differs from the tool_use block",
+        ),
+        (
+            _mutated("A", lambda d: d.update(pending_tool_uses=[{"id": "toolu_x", "name": "read_file", "input": {}}])),
+            "not the assistant's tool_use",
+        ),
+        (
+            _mutated("A", lambda d: d.update(recorded_results=[{"type": "tool_result", "tool_use_id": "toolu_x"}])),
             "not the assistant's tool_use",
         ),
         (_mutated("A", lambda d: d["messages"].pop(2)), "were found without `tool_result` blocks"),
@@ -128,6 +140,93 @@ def test_inconsistent_checkpoints_are_refused(tmp_path, data, words):
     with pytest.raises(rc.CheckpointInconsistentError) as info:
         rc.load_checkpoint(path)
     assert words in info.value.reason
+
+
+def _two_call_turn(recorded: int) -> dict:
+    """Checkpoint B's data with its last turn asking for two tools, ``recorded`` of them answered."""
+    data = _mutated("B", lambda d: None)
+    first = data["pending_tool_uses"][0]
+    second = {"id": "toolu_01second", "name": "send_email", "input": {"to": "a@b.c", "subject": "s", "body": "b"}}
+    data["messages"][-1]["content"].append({"type": "tool_use", **second})
+    results = [{"type": "tool_result", "tool_use_id": first["id"], "content": "text"}]
+    data["pending_tool_uses"] = [first, second][recorded:]
+    data["recorded_results"] = results[:recorded]
+    return data
+
+
+@pytest.mark.parametrize("recorded", [0, 1])
+def test_a_turn_of_two_calls_loads_with_its_recorded_results_and_pending_calls(tmp_path, recorded):
+    """Recorded results then pending calls, in block order, make a sound version-2 checkpoint."""
+    path = tmp_path / "cp.json"
+    path.write_text(json.dumps(_two_call_turn(recorded)))
+    cp = rc.load_checkpoint(path)
+    assert cp is not None
+    assert [p.name for p in cp.pending_tool_uses] == ["read_file", "send_email"][recorded:]
+    assert len(cp.recorded_results) == recorded and not cp.is_finished()
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (lambda d: d["recorded_results"][0].update(tool_use_id=d["pending_tool_uses"][0]["id"]), "in block order"),
+        (lambda d: d["pending_tool_uses"].pop(), "are not the last message's tool_use ids"),
+        (lambda d: d.update(recorded_results=[*d["recorded_results"], d["recorded_results"][0]]), "in block order"),
+        (lambda d: d["recorded_results"][0].update(type="text"), "does not match any of the expected tags"),
+        (lambda d: d["recorded_results"][0].pop("tool_use_id"), "recorded_results.0.tool_result.tool_use_id"),
+    ],
+)
+def test_a_two_call_turn_whose_lists_disagree_with_its_blocks_is_refused(tmp_path, change, words):
+    """Results and pending calls that are not the turn's tool_use ids in block order are refused."""
+    data = _two_call_turn(1)
+    change(data)
+    path = tmp_path / "cp.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(rc.CheckpointInconsistentError) as info:
+        rc.load_checkpoint(path)
+    assert words in info.value.reason
+
+
+def test_a_turn_whose_every_call_is_recorded_but_not_sent_is_refused(tmp_path):
+    """Every result recorded and nothing pending: the results belong in a user message, not in the checkpoint."""
+    data = _two_call_turn(1)
+    second = data["pending_tool_uses"].pop()
+    data["recorded_results"].append({"type": "tool_result", "tool_use_id": second["id"], "content": "sent"})
+    path = tmp_path / "cp.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(rc.CheckpointInconsistentError, match="belong in one user message"):
+        rc.load_checkpoint(path)
+
+
+@pytest.mark.parametrize("name", list("ABCDEF"))
+def test_a_committed_version_1_fixture_migrates_on_load(name):
+    """Each committed exercise checkpoint is a version-1 file and loads as version 2, its one slot now a list."""
+    raw = json.loads((FIXTURE_DIR / f"checkpoint_{name.lower()}.json").read_text())
+    assert raw["version"] == 1 and "pending_tool_uses" not in raw
+    cp = lab.load_exercise_checkpoint(name)
+    assert cp.version == rc.CHECKPOINT_VERSION == 2 and cp.recorded_results == []
+    pending = raw["pending_tool_use"]
+    assert [p.model_dump() for p in cp.pending_tool_uses] == ([] if pending is None else [pending])
+    assert cp.messages == raw["messages"] and (cp.run_id, cp.turns) == (raw["run_id"], raw["turns"])
+
+
+def test_a_migrated_checkpoint_is_saved_as_version_2(tmp_path):
+    """Loading a version-1 file never rewrites it; saving what was loaded writes version 2."""
+    source = FIXTURE_DIR / "checkpoint_b.json"
+    before = source.read_bytes()
+    cp = lab.load_exercise_checkpoint("B")
+    rc.save_checkpoint(cp, tmp_path / "cp.json")
+    saved = json.loads((tmp_path / "cp.json").read_text())
+    assert source.read_bytes() == before
+    assert saved["version"] == 2 and "pending_tool_use" not in saved and len(saved["pending_tool_uses"]) == 1
+    assert rc.load_checkpoint(tmp_path / "cp.json") == cp
+
+
+def test_the_one_slot_reads_and_sets_the_first_pending_call():
+    """``pending_tool_use`` (version 1's slot) reads the first pending call; None clears them all."""
+    cp = lab.load_exercise_checkpoint("B")
+    assert cp.pending_tool_use == cp.pending_tool_uses[0]
+    cp.pending_tool_use = None
+    assert cp.pending_tool_uses == [] and cp.pending_tool_use is None
 
 
 def test_save_refuses_to_write_the_api_key(tmp_path, monkeypatch):
@@ -281,7 +380,7 @@ def _nested(depth: int) -> list:
         ),
         (_checkpoint_text_with("1").replace('"turns": 5', '"turns": "3"'), rc.CheckpointCorruptError, "turns"),
         (_checkpoint_text_with("1").replace('"turns": 5', '"turns": true'), rc.CheckpointCorruptError, "turns"),
-        (_checkpoint_text_with("1").replace('"version": 1', '"version": 1.0'), rc.CheckpointVersionError, "1.0"),
+        (_checkpoint_text_with("1").replace('"version": 2', '"version": 2.0'), rc.CheckpointVersionError, "2.0"),
     ],
 )
 def test_files_the_save_could_not_write_back_are_refused(tmp_path, text, error, words):
@@ -419,3 +518,11 @@ def test_what_save_writes_loads_back_equal(tmp_path, value):
         assert not path.exists()
         return
     assert rc.load_checkpoint(path) == cp
+
+
+def test_pending_calls_reads_both_versions_raw_json():
+    """``pending_calls`` lists the pending calls of a file's raw JSON, version 2 or version 1, without validating it."""
+    call = {"id": "toolu_01x", "name": "read_file", "input": {"path": "a.md"}}
+    assert rc_checkpoint.pending_calls({"version": 2, "pending_tool_uses": [call, call]}) == [call, call]
+    assert rc_checkpoint.pending_calls({"version": 1, "pending_tool_use": call}) == [call]
+    assert rc_checkpoint.pending_calls({"version": 1, "pending_tool_use": None}) == []

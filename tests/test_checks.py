@@ -226,11 +226,22 @@ def actions(a: str, b: str, c: str) -> str:
 
 
 RIGHT = actions("finished_no_call", "rerun_tool", "is_error_fallback")
+CORRECT_TURN = re.sub(  # Level 3's answer, as the solution notebook has it
+    r"\n *### (BEGIN|END) SOLUTION",
+    "",
+    "".join(
+        next(
+            c["source"]
+            for c in json.loads(course.notebook_path("reconcile").read_text(encoding="utf-8"))["cells"]
+            if c["metadata"].get("nbgrader", {}).get("grade_id") == "reconcile_turn"
+        )
+    ),
+)
 
 # Each student: {assignment: {grade_id: source}}; None = the release notebook handed in untouched.
 CLASS: dict[str, dict[str, dict[str, str] | None]] = {
     "correct": {
-        "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT},
+        "reconcile": {"level1_actions": RIGHT, "level1_why": WHY, "reconcile": CORRECT, "reconcile_turn": CORRECT_TURN},
         "postmortem": {
             "root_cause": WHY,
             "fixed_reconcile": CORRECT,
@@ -267,18 +278,26 @@ CLASS: dict[str, dict[str, dict[str, str] | None]] = {
 }
 
 # Expected autograded points per test cell, reasoned from which checks each student must fail.
+RECONCILE_LEVEL_3 = {
+    "test_turn_real_kills": 5,
+    "test_turn_recorded_and_read_only": 1,
+    "test_turn_receipts": 4,
+    "test_turn_status_unknown": 4,
+    "test_turn_api": 1,
+}
 FULL_RECONCILE = {
     "test_level1_A": 1,
     "test_level1_B": 1,
     "test_level1_C": 1,
     "test_reconcile_A": 1,
-    "test_reconcile_B": 2,
-    "test_reconcile_C": 2,
-    "test_read_only_tools": 2,
-    "test_side_effect_tools": 2,
+    "test_reconcile_B": 1,
+    "test_reconcile_C": 1,
+    "test_read_only_tools": 1,
+    "test_side_effect_tools": 1,
     "test_unknown_tool": 1,
-    "test_api_accepts": 2,
+    "test_api_accepts": 1,
     "test_round_trip": 1,
+    **RECONCILE_LEVEL_3,
 }
 
 
@@ -346,7 +365,7 @@ def without(full: dict[str, int], *failing: str) -> dict[str, int]:
 
 EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     "correct": {
-        "reconcile": FULL_RECONCILE,  # 16
+        "reconcile": FULL_RECONCILE,  # 26
         "postmortem": {  # 19
             "test_incident": 2,
             "test_read_file_rerun": 1,
@@ -363,7 +382,8 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
     },
     "production_bug": {
         # A: the source course's "call the model"; C: re-run. Re-running send_email, the custom side-effect tools and the
-        # unknown tool (which raises) fails; everything read-only, the API and the round trip pass: 9.
+        # unknown tool (which raises) fails; everything read-only, the API and the round trip pass; Level 3 is
+        # left as released: 6.
         "reconcile": without(
             FULL_RECONCILE,
             "test_level1_A",
@@ -371,6 +391,7 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
             "test_reconcile_C",
             "test_side_effect_tools",
             "test_unknown_tool",
+            *RECONCILE_LEVEL_3,
         ),
         # Two emails in the incident and at after_tool; read_file is fine; Part 2 and the bonus were left as released: 1.
         "postmortem": {
@@ -385,8 +406,11 @@ EXPECTED: dict[str, dict[str, dict[str, int]]] = {
         "resume_skeleton": without(FULL_SKELETON, "test_kill_during_save", "test_durable_steps", *JOURNAL_CELLS),
     },
     "is_error_always": {
-        # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools): 11.
-        "reconcile": without(FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools"),
+        # Every side-effect and unknown-tool case passes; every read-only case fails (B, read-only tools);
+        # Level 3 is left as released: 7.
+        "reconcile": without(
+            FULL_RECONCILE, "test_level1_B", "test_reconcile_B", "test_read_only_tools", *RECONCILE_LEVEL_3
+        ),
         # One email; read_file answered with is_error makes the model ask again (an extra turn); every path
         # still supplies a tool_result and finishes; no Part 2, no bonus: 3.
         "postmortem": {
@@ -424,7 +448,15 @@ def test_conformance_passes_the_lessons_rule():
         ("rerun", {"checkpoint_c", "other_side_effect_tools", "unknown_tool"}),
         (
             "delete",
-            {"checkpoint_b", "checkpoint_c", "other_read_only_tools", "other_side_effect_tools", "unknown_tool"},
+            {
+                "checkpoint_b",
+                "checkpoint_c",
+                "other_read_only_tools",
+                "other_side_effect_tools",
+                "unknown_tool",
+                "api_accepts",
+                "round_trip",
+            },
         ),
         (
             "none",
@@ -435,6 +467,7 @@ def test_conformance_passes_the_lessons_rule():
                 "other_side_effect_tools",
                 "unknown_tool",
                 "api_accepts",
+                "round_trip",
             },
         ),
     ],
@@ -455,9 +488,9 @@ def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
         checks_reconcile.check_checkpoint_b(no_return)
 
 
-def test_api_check_reports_the_real_400():
-    """Leaving the dangling call in place is refused by the scripted API, and the check quotes its 400."""
-    with pytest.raises(CheckFailed, match="tool_use` ids were found without `tool_result`"):
+def test_api_check_gives_no_point_for_a_call_left_dangling():
+    """Leaving the dangling call in place fails the API check before any request, naming the lesson to reread."""
+    with pytest.raises(CheckFailed, match=r"still unanswered.*'Resume naively: the API says no'"):
         hidden_reconcile.check_api_accepts(strategy("none"))
 
 

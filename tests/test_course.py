@@ -74,7 +74,8 @@ def test_graded_cells_have_ids_points_and_regions(assignment):
 def test_point_structure_is_what_the_grading_command_expects():
     """The grade_ids and points per assignment are the documented ones (the grade command relies on them)."""
     table = {a: {c["grade_id"]: (c["points"], c["kind"]) for c in cells} for a, cells in course.points_table().items()}
-    assert sum(p for p, _ in table["reconcile"].values()) == 19
+    assert sum(p for p, _ in table["reconcile"].values()) == 29
+    assert sum(p for gid, (p, _) in table["reconcile"].items() if gid.startswith("test_turn_")) == 15  # Level 3
     assert table["reconcile"]["level1_why"] == (3, "manual")
     assert table["postmortem"]["root_cause"] == (2, "manual")
     assert table["postmortem"]["refund_root_cause"] == (3, "manual")

@@ -81,6 +81,7 @@ def test_crash_points_are_every_boundary_in_order():
         "after_save_a",
         "after_tool",
         "during_save_b",
+        "between_tools",
         "after_save_b",
     )
 

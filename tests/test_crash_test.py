@@ -19,7 +19,7 @@ from resumable_core.course import notebooks, release
 from resumable_core.course.checks import reconcile as reconcile_checks
 from resumable_core.course.checks import resume as resume_checks
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.crash import CRASH_POINTS
+from resumable_core.lab.crash_test import ONE_CALL_POINTS
 
 # The module, not the function lab exports under the same name.
 module = importlib.import_module("resumable_core.lab.crash_test")
@@ -38,11 +38,11 @@ def solution_resume() -> Any:
 def test_a_sound_resume_finishes_once_at_every_crash_point(solution_resume: Any) -> None:
     """The solution, crashed at every point of the email run: one email, finished, accepted, each row."""
     table = lab.crash_test(solution_resume)
-    assert [r.crash_point for r in table.rows] == list(CRASH_POINTS)
+    assert [r.crash_point for r in table.rows] == list(ONE_CALL_POINTS)
     assert all(r.killed and r.effects == 1 and r.finished and r.verdict == module.ACCEPTED for r in table.rows)
     assert {r.crash_point for r in table.rows if r.pending_at_crash == "send_email"} >= {"after_save_a", "after_tool"}
     html = table._repr_html_()
-    assert html.count("<tr title=") == len(CRASH_POINTS) and "fde2e1" not in html
+    assert html.count("<tr title=") == len(ONE_CALL_POINTS) and "fde2e1" not in html
     assert str(table).splitlines()[0].split()[:2] == ["crash", "point"]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import resumable_core as rc
 from resumable_core import lab
 from resumable_core.lab.exercise_checkpoints import (
     ACTIONS,
@@ -16,12 +17,15 @@ from resumable_core.lab.exercise_checkpoints import (
 from resumable_core.lab.formative import RIGHT_ACTIONS
 
 
-def test_regenerating_the_fixtures_gives_the_committed_files(tmp_path):
-    """Crashing the scenarios again reproduces checkpoint_a.json … checkpoint_f.json byte for byte."""
-    paths = write_exercise_checkpoints(tmp_path)
+def test_regenerating_the_fixtures_gives_the_committed_files_migrated(tmp_path):
+    """Crashing the scenarios again reproduces checkpoint_a.json … checkpoint_f.json (committed as version 1,
+    kept as the migration's inputs) byte for byte once they are migrated and saved as version 2."""
+    paths = write_exercise_checkpoints(tmp_path / "new")
     assert [p.name for p in paths] == [f"checkpoint_{n.lower()}.json" for n in "ABCDEF"]
-    for path in paths:
-        assert path.read_bytes() == (FIXTURE_DIR / path.name).read_bytes(), path.name
+    for name, path in zip("ABCDEF", paths, strict=True):
+        migrated = tmp_path / path.name
+        rc.save_checkpoint(lab.load_exercise_checkpoint(name), migrated)
+        assert path.read_bytes() == migrated.read_bytes(), path.name
 
 
 def test_checkpoint_a_is_a_finished_run():

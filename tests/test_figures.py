@@ -22,11 +22,11 @@ def crash_labels(svg: str) -> list[str]:
 
 
 def test_the_turn_diagram_marks_every_crash_point_in_order():
-    """The diagram is valid SVG labelling each of the seven crash points, in the library's order."""
+    """The diagram is valid SVG labelling each of the eight crash points, in the library's order."""
     fig = lab.turn_diagram()
     assert fig._repr_svg_() == fig.svg
     assert crash_labels(fig.svg) == list(crash.CRASH_POINTS)
-    assert "save A" in fig.svg and "save B" in fig.svg and "7 crash points" in fig.svg
+    assert "save A" in fig.svg and "save B" in fig.svg and "8 crash points" in fig.svg
 
 
 def test_the_turn_diagram_follows_the_list(monkeypatch):
@@ -35,11 +35,12 @@ def test_the_turn_diagram_follows_the_list(monkeypatch):
     monkeypatch.setattr(crash, "CRASH_POINTS", points)
     svg = lab.turn_diagram().svg
     assert crash_labels(svg) == list(points)
-    assert "8 crash points" in svg and ">5 after_tool<" not in svg
+    assert "9 crash points" in svg and ">5 after_tool<" not in svg
 
 
 def test_a_point_sits_at_the_step_its_name_says():
-    """before_model_call is above the model call's arrow, during_save_b on save B's arrow, after_save_b below it."""
+    """before_model_call is above the model call's arrow, during_save_b on save B's arrow, between_tools and
+    after_save_b below it."""
     svg = lab.turn_diagram().svg
     root = ET.fromstring(svg)
 
@@ -47,7 +48,7 @@ def test_a_point_sits_at_the_step_its_name_says():
         return next(float(t.get("y", 0)) for t in root.iter(f"{SVG}text") if (t.text or "").startswith(text))
 
     assert y_of("1 before_model_call") < y_of("model call:") < y_of("2 after_response")
-    assert y_of("save B:") < y_of("6 during_save_b") + 10 < y_of("7 after_save_b")
+    assert y_of("save B:") < y_of("6 during_save_b") + 10 < y_of("7 between_tools") < y_of("8 after_save_b")
 
 
 @pytest.mark.parametrize(
@@ -74,7 +75,8 @@ def test_the_lesson_charts_are_png(draw):
 def test_the_crash_window_is_png():
     """Lesson 2's pending-vs-sent picture renders to PNG bytes, one column per crash point."""
     points = list(crash.CRASH_POINTS)
-    fig = lab.figures.crash_window(points, pending=[3 <= i <= 5 for i in range(7)], sent=[i >= 4 for i in range(7)])
+    n = len(points)
+    fig = lab.figures.crash_window(points, pending=[3 <= i <= 5 for i in range(n)], sent=[i >= 4 for i in range(n)])
     assert fig._repr_png_() == fig.png and fig.png.startswith(b"\x89PNG")
 
 

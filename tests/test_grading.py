@@ -97,24 +97,37 @@ def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
     assert {s: a[s] for s in b} == b
 
 
+LEVEL_3 = {
+    "test_turn_real_kills",
+    "test_turn_recorded_and_read_only",
+    "test_turn_receipts",
+    "test_turn_status_unknown",
+    "test_turn_api",
+}
+"""reconcile's Level 3 cells: these submissions leave reconcile_turn as released, so they score none of them."""
+
 WRONG_CELLS = {
-    # no dangling call is answered: only "nothing pending", the API (a deleted call is accepted) and the round trip pass
+    # no dangling call is answered: only "nothing pending" passes (the API and round-trip checks need the call answered)
     "delete_move": {
         "test_reconcile_B",
         "test_reconcile_C",
         "test_read_only_tools",
         "test_side_effect_tools",
         "test_unknown_tool",
+        "test_api_accepts",
+        "test_round_trip",
+        *LEVEL_3,
     },
-    # pending_tool_use left set: every answered case fails and the checkpoint cannot be loaded back;
-    # the API only sees messages, so it accepts them
+    # pending_tool_use left set: every answered case fails, the API and round-trip checks too
     "forgot_pending": {
         "test_reconcile_B",
         "test_reconcile_C",
         "test_read_only_tools",
         "test_side_effect_tools",
         "test_unknown_tool",
+        "test_api_accepts",
         "test_round_trip",
+        *LEVEL_3,
     },
 }
 """The test cells each wrong move must fail (tests/test_checks.py's class does not grade these two again)."""
@@ -141,7 +154,7 @@ def test_hostile_submissions_are_reported_with_a_reason(folder_run):
     """A dead kernel's later cells say why, a non-notebook and an empty notebook are reported, loops are cut."""
     _, _, rows = folder_run
     assert (
-        "test_reconcile_B 0/2 (GradingStopped: not run: the learner's process ended before its last cell"
+        "test_reconcile_B 0/1 (GradingStopped: not run: the learner's process ended before its last cell"
         in rows["os_exit"]["reason"]
     )
     assert rows["not_a_notebook"]["status"] == "invalid" and "not a notebook" in rows["not_a_notebook"]["reason"]

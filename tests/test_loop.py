@@ -12,6 +12,7 @@ import resumable_core as rc
 from resumable_core._scripted import EMAIL_TASK, NOTES_TASK
 from resumable_core.course.hidden import strategies as answers
 from resumable_core.crash import run_in_child
+from resumable_core.scenarios import BRIEFING_TASK
 
 
 def _run(run_folder, task, client, **kw):
@@ -34,12 +35,56 @@ def test_a_run_finishes_and_checkpoints_its_answer(run_folder, client):
     assert result.checkpoint.turns == result.model_calls == 5
 
 
-def test_every_request_asks_for_one_tool_call_per_turn(run_folder, client, scripted):
-    """The loop sends disable_parallel_tool_use with every request."""
-    _run(run_folder, EMAIL_TASK, client)
-    assert scripted.requests and all(
-        r["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True} for r in scripted.requests
-    )
+def test_every_request_allows_parallel_tool_use(run_folder, client, scripted):
+    """The loop leaves parallel tool use on (the API's default): no request sets disable_parallel_tool_use."""
+    _run(run_folder, BRIEFING_TASK, client)
+    assert scripted.requests and all("tool_choice" not in r for r in scripted.requests)
+
+
+def test_a_parallel_turn_is_answered_in_one_user_message_in_block_order(run_folder, client):
+    """The briefing's two calls in one turn get one user message: one tool_result per tool_use, in order."""
+    result = _run(run_folder, BRIEFING_TASK, client)
+    assert result.status == "finished" and result.checkpoint.turns == 3
+    asked, answers_ = result.checkpoint.messages[3], result.checkpoint.messages[4]
+    ids = [b["id"] for b in asked["content"] if b["type"] == "tool_use"]
+    assert [b["name"] for b in asked["content"] if b["type"] == "tool_use"] == ["send_email", "read_file"]
+    assert [b["type"] for b in answers_["content"]] == ["tool_result", "tool_result"]
+    assert [b["tool_use_id"] for b in answers_["content"]] == ids
+    assert len(run_folder.world.sent_emails()) == 1
+
+
+def test_a_crash_between_a_turns_tools_keeps_the_first_result_and_the_rest_pending(run_folder):
+    """Killed between the two tools, the checkpoint holds send_email's result and read_file still pending."""
+    _crash(run_folder, BRIEFING_TASK, rc.CrashPlan("between_tools", tool="send_email"))
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
+    uses = [b for b in cp.messages[-1]["content"] if b["type"] == "tool_use"]
+    assert [r["tool_use_id"] for r in cp.recorded_results] == [uses[0]["id"]]
+    assert [(p.id, p.name) for p in cp.pending_tool_uses] == [(uses[1]["id"], "read_file")]
+    assert "sent" in cp.recorded_results[0]["content"] and len(run_folder.world.sent_emails()) == 1
+
+
+def test_save_point_a_of_a_parallel_turn_records_every_call_pending(run_folder):
+    """Killed after save point A of the parallel turn, both calls are pending, in block order."""
+    _crash(run_folder, BRIEFING_TASK, rc.CrashPlan("after_save_a", tool="read_file", turn=2))
+    cp = rc.load_checkpoint(run_folder.checkpoint_path)
+    assert [p.name for p in cp.pending_tool_uses] == ["send_email", "read_file"] and cp.recorded_results == []
+
+
+def test_resume_after_a_crash_between_tools_settles_the_turn_and_finishes(run_folder, client):
+    """Resumed, the reconcile answers the pending call after the kept result, and the run finishes with one email."""
+    _crash(run_folder, BRIEFING_TASK, rc.CrashPlan("between_tools", tool="send_email"))
+    kept = rc.load_checkpoint(run_folder.checkpoint_path).recorded_results
+    result = _run(run_folder, BRIEFING_TASK, client)
+    assert result.status == "finished" and result.resumed
+    answered = result.checkpoint.messages[4]["content"]
+    assert answered[0] == kept[0] and answered[1]["tool_use_id"] != kept[0]["tool_use_id"]
+    assert len(run_folder.world.sent_emails()) == 1
+
+
+def test_the_crash_point_between_tools_never_fires_in_a_turn_of_one_call(run_folder):
+    """A turn of one call has no point between tools: the email run is not killed there."""
+    plan = rc.CrashPlan("between_tools", tool="send_email")
+    assert run_in_child(lambda: _run(run_folder, EMAIL_TASK, None, crash=plan)) == "exited"
 
 
 def test_save_point_a_records_the_pending_call(run_folder):

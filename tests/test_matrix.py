@@ -82,7 +82,7 @@ def test_a_learners_function_plugs_in(tmp_path):
     cell = lab.run_cell("after_tool", "send_email", my_reconcile, root=tmp_path)
     assert cell.row.strategy == "my_reconcile" and cell.row.effects == 1
     assert cell.checkpoint_at_crash is not None
-    assert cell.checkpoint_at_crash["pending_tool_use"]["name"] == "send_email"
+    assert [p["name"] for p in cell.checkpoint_at_crash["pending_tool_uses"]] == ["send_email"]
     assert "Crash after the tool ran" in cell.story()
 
 

@@ -346,15 +346,15 @@ def _mutate(draw, msgs: list[dict]) -> None:
         msgs[where : where + 1] = [{"role": m["role"], "content": [b]} for b in m["content"]]
 
 
-def _pending_of(msgs: list[dict]) -> PendingToolUse | None:
+def _pending_of(msgs: list[dict]) -> list[PendingToolUse]:
     last = msgs[-1] if msgs else {}
     uses = [b for b in last.get("content", []) if isinstance(b, dict) and b.get("type") == "tool_use"]
-    if last.get("role") != "assistant" or len(uses) != 1:
-        return None
+    if last.get("role") != "assistant":
+        return []
     try:
-        return PendingToolUse.model_validate({k: uses[0].get(k) for k in ("id", "name", "input")})
+        return [PendingToolUse.model_validate({k: u.get(k) for k in ("id", "name", "input")}) for u in uses]
     except ValueError:
-        return None
+        return []
 
 
 @st.composite
@@ -368,7 +368,7 @@ def checkpoints(draw) -> Checkpoint:
         msgs.append(A([text("next"), use("toolu_01P")]))
     for _ in range(draw(st.integers(0, 3))):
         _mutate(draw, msgs)
-    return Checkpoint(task="t", messages=msgs, pending_tool_use=_pending_of(msgs))
+    return Checkpoint(task="t", messages=msgs, pending_tool_uses=_pending_of(msgs))
 
 
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -383,9 +383,9 @@ def test_an_accepted_checkpoint_is_never_refused_by_the_api_for_its_shape(client
     if problem is not None or cp.is_finished():
         return
     messages = cp.messages
-    if cp.pending_tool_use is not None:
-        # a reconcile appends exactly the pending call's result; nothing else is needed
-        messages = [*messages, U([result(cp.pending_tool_use.id)])]
+    if cp.pending_tool_uses:
+        # a reconcile appends exactly the pending calls' results; nothing else is needed
+        messages = [*messages, U([*cp.recorded_results, *(result(p.id) for p in cp.pending_tool_uses)])]
     reply = client.messages.create(model=rc.model_id(), max_tokens=100, messages=messages, tools=TOOLS)
     assert reply.stop_reason in ("tool_use", "end_turn")
 
@@ -394,7 +394,7 @@ def test_an_accepted_checkpoint_is_never_refused_by_the_api_for_its_shape(client
 @given(cp=checkpoints())
 def test_the_loader_refuses_exactly_what_the_api_refuses(cp):
     """For a checkpoint due for its next model call, loader and API agree both ways, with the same text."""
-    if cp.pending_tool_use is not None or cp.messages[-1]["role"] != "user":
+    if cp.pending_tool_uses or cp.messages[-1]["role"] != "user":
         return
     api = protocol.request_problem(body(cp.messages))
     loader = consistency_problem(cp)

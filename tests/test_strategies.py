@@ -176,3 +176,52 @@ def test_an_unknown_strategy_name_lists_the_choices_and_the_way_to_pass_a_functi
     assert all(name in message for name in rc.STRATEGIES) and "your own reconcile(cp, tools) function" in message
     assert info.value.name == "by-effect" and info.value.choices == list(rc.STRATEGIES)
     assert isinstance(info.value, ValueError)
+
+
+def _crashed_between_tools(tmp_path, point: str = "between_tools", tool: str = "send_email"):
+    """The briefing run killed for real in its parallel turn; its checkpoint and toolbox."""
+    from resumable_core.crash import run_in_child
+    from resumable_core.scenarios import BRIEFING_TASK
+
+    folder = rc.RunFolder.create(tmp_path)
+    plan = rc.CrashPlan(point, tool=tool, turn=2)
+    assert run_in_child(lambda: folder.run(BRIEFING_TASK, crash=plan)) == "killed"
+    return rc.load_checkpoint(folder.checkpoint_path), folder.toolbox
+
+
+def test_answer_pending_settles_a_parallel_turn_in_block_order(tmp_path):
+    """Each answer takes the first pending call; the last one sends every result in one user message."""
+    cp, _ = _crashed_between_tools(tmp_path, "after_save_a", "read_file")
+    ids = [p.id for p in cp.pending_tool_uses]
+    n = len(cp.messages)
+    cp = strategies.answer_pending(cp, "first")
+    assert len(cp.messages) == n and [p.id for p in cp.pending_tool_uses] == ids[1:]
+    cp = strategies.answer_pending(cp, "second", is_error=True)
+    assert [b["tool_use_id"] for b in cp.messages[-1]["content"]] == ids and cp.pending_tool_uses == []
+    assert cp.recorded_results == [] and rc.consistency_problem(cp) is None
+
+
+def test_rerun_keeps_the_recorded_result_and_reruns_the_rest(tmp_path):
+    """Crashed between the tools, rerun keeps send_email's result and re-reads the note: one message, in order."""
+    cp, box = _crashed_between_tools(tmp_path)
+    kept = cp.recorded_results[0]
+    cp = rc.STRATEGIES["rerun"].reconcile(cp, box)
+    results = cp.messages[-1]["content"]
+    assert results[0] == kept and "Retro, Aug 25" in results[1]["content"]
+    assert rc.consistency_problem(cp) is None and len(box.world.sent_emails()) == 1
+
+
+def test_rerun_resends_a_pending_side_effect_of_a_parallel_turn(tmp_path):
+    """Crashed after send_email ran in the parallel turn, rerun sends it again: the kit's rerun is no answer."""
+    cp, box = _crashed_between_tools(tmp_path, "after_tool", "send_email")
+    rc.STRATEGIES["rerun"].reconcile(cp, box)
+    assert len(box.world.sent_emails()) == 2
+
+
+def test_delete_drops_a_parallel_turn_and_its_recorded_result(tmp_path):
+    """delete removes the turn's assistant message and the result recorded for it: the email is forgotten."""
+    cp, box = _crashed_between_tools(tmp_path)
+    n = len(cp.messages)
+    cp = rc.STRATEGIES["delete"].reconcile(cp, box)
+    assert len(cp.messages) == n - 1 and cp.pending_tool_uses == [] and cp.recorded_results == []
+    assert len(box.world.sent_emails()) == 1

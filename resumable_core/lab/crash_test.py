@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint, load_checkpoint
+from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
 from ..claude import make_client
-from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashError, CrashPlan, kill_self, run_in_child
+from ..crash import CRASH_POINT_HELP, CrashError, CrashPlan, kill_self, points_passed, run_in_child
 from ..errors import CheckpointError
 from ..run_folder import RunFolder, count_effects, reference_turn
 from ..scenarios import scenario as scenario_for
@@ -128,7 +128,7 @@ def _raw(path: Path) -> dict[str, Any] | None:
 
 
 def _pending_name(raw: dict[str, Any] | None) -> str | None:
-    pending = (raw or {}).get("pending_tool_use")
+    pending = next(iter(pending_calls(raw or {})), None)  # the first call the crash left pending
     return pending.get("name") if isinstance(pending, dict) else None
 
 
@@ -187,12 +187,16 @@ def _one_crash(
     )
 
 
+ONE_CALL_POINTS = points_passed(calls=1)
+"""The crash points of a turn that asks for one tool: every turn of the kit's two scenarios."""
+
+
 def crash_test(
     resume_fn: Callable[..., Any],
     *,
     reconcile: str | Reconcile | None = None,
     scenario: str = "send_email",
-    crash_points: Iterable[str] = CRASH_POINTS,
+    crash_points: Iterable[str] = ONE_CALL_POINTS,
 ) -> CrashTestTable:
     """Kill a real run at every crash point and hand each checkpoint to ``resume_fn``; the table of what happened.
 

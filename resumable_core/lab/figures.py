@@ -86,9 +86,9 @@ class _Step:
 _STEPS = (
     _Step("model_call", "loop", "claude", "model call: messages.create(messages)"),
     _Step("response", "claude", "loop", "response: text + tool_use", reply=True),
-    _Step("save_a", "loop", "disk", "save A: + assistant message, pending_tool_use = the call"),
+    _Step("save_a", "loop", "disk", "save A: + assistant message, pending_tool_uses = its calls"),
     _Step("tool", "loop", "tool", "the tool runs (read_file, send_email …)"),
-    _Step("save_b", "loop", "disk", "save B: + tool_result, pending_tool_use = None"),
+    _Step("save_b", "loop", "disk", "save B: + the call's tool_result (the turn's last: all in one message)"),
 )
 _STEP_INDEX = {s.key: i for i, s in enumerate(_STEPS)}
 _ROW, _TOP = 46, 70
@@ -259,7 +259,7 @@ def _timeline_turn(ax: Any, x: float, turn: int, message: dict[str, Any]) -> flo
 def save_timeline(messages: Sequence[dict[str, Any]]) -> PngFigure:
     """One run drawn from its messages: each model call, the save A after it, each tool, the save B after it.
 
-    Orange stretches are where ``pending_tool_use`` is set on disk (between a tool turn's A and B).
+    Orange stretches are where ``pending_tool_uses`` is not empty on disk (between a tool turn's A and B).
     """
     fig = _new_figure(12, 1.8)
     ax = fig.subplots()

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint, load_checkpoint
+from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
@@ -76,10 +76,10 @@ class Cell:
         if cp is None:
             lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
         else:
-            p = cp.get("pending_tool_use")
+            pending = ", ".join(f"{p['name']} ({p['id']})" for p in pending_calls(cp))
             lines.append(
                 f"2. Checkpoint on disk: turn {cp['turns']}, {len(cp['messages'])} messages, "
-                + (f"pending {p['name']} ({p['id']})." if p else "nothing pending.")
+                + (f"pending {pending}." if pending else "nothing pending.")
             )
         lines.append(f"3. Emails in the outbox at the crash: {len(self.outbox_at_crash)}.")
         if self.error:

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, pending_calls
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS
 from ..scenarios import SCENARIOS
 from ..tools import DEFAULT_TOOLS, Effect
@@ -182,7 +182,7 @@ def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
             '<div class="rs-help">No checkpoint file was on disk at the crash: the run died before its '
             "first save, so the resume starts the task afresh.</div>"
         )
-    pending = checkpoint.get("pending_tool_use")
+    pending = next(iter(pending_calls(checkpoint)), None)  # the first call the crash left pending
     pending_id = pending.get("id") if isinstance(pending, dict) else None
 
     def is_pending(d: Any) -> bool:

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...checkpoint import load_checkpoint
 from ...lab.exercise_checkpoints import ACTIONS
+from ...scenarios import RETRO_NOTE
 from ...strategies import Reconcile
 from ...world import NOTES
 from .support import (
+    PARALLEL_LESSON,
+    UNKNOWN_TOOLS_LESSON,
     CountingToolbox,
     answered,
+    answered_turn,
+    crash_parallel_turn,
+    dangling,
     fresh_toolbox,
     require,
     require_rerun,
@@ -43,20 +50,20 @@ def check_action_chosen(answers: Any, checkpoint: str) -> None:
     chosen_action(answers, checkpoint)
 
 
-def check_finished(fn: Reconcile) -> None:
-    """Checkpoint A (a finished run): returned as it is, no tool executed."""
+def check_checkpoint_a(fn: Reconcile) -> None:
+    """Checkpoint A, as the action you chose for it would leave it."""
     from ...lab.exercise_checkpoints import load_exercise_checkpoint
 
     box = fresh_toolbox()
     before, out = run_reconcile(fn, load_exercise_checkpoint("A"), box)
-    require(box.count() == 0, f"nothing is pending in A, yet reconcile executed {box.executed}")
-    require(out.messages == before.messages, "nothing is pending in A: the messages must be returned unchanged")
-    require(out.pending_tool_use is None, "nothing is pending in A: pending_tool_use stays None")
-    require(out.is_finished(), "A is a finished run and must stay one")
+    require(box.count() == 0, f"nothing is pending, yet reconcile executed {box.executed}")
+    require(out.messages == before.messages, "nothing is pending: the messages must be returned unchanged")
+    require(not out.pending_tool_uses, "nothing is pending: pending_tool_uses stays empty")
+    require(out.is_finished() == before.is_finished(), "a checkpoint with nothing pending must be returned as it was")
 
 
 def check_checkpoint_b(fn: Reconcile) -> None:
-    """Checkpoint B: read_file is re-run exactly once and its output answers the pending id."""
+    """Checkpoint B, as the action you chose for it would leave it: its pending call answered in one message."""
     from ...lab.exercise_checkpoints import load_exercise_checkpoint
 
     cp = load_exercise_checkpoint("B")
@@ -65,15 +72,16 @@ def check_checkpoint_b(fn: Reconcile) -> None:
         raise ValueError("exercise checkpoint B has no pending call")
     box = fresh_toolbox()
     before, out = run_reconcile(fn, cp, box)
+    block = answered(before, out)
     require(
         box.count() == 1 and box.executed[0] == (p.name, p.input),
         f"read_file is read-only: execute it exactly once with the pending input; execute calls were {box.executed}",
     )
-    require_rerun(answered(before, out), NOTES[p.input["path"].split("/")[-1]])
+    require_rerun(block, NOTES[p.input["path"].split("/")[-1]])
 
 
 def check_checkpoint_c(fn: Reconcile) -> None:
-    """Checkpoint C, crashed for real: send_email is not run again; is_error says status unknown."""
+    """Checkpoint C, recreated by a real crash, as the action you chose for it would leave it."""
     from ...lab.exercise_checkpoints import exercise_run_folder
 
     cp, real_box = exercise_run_folder("C", scratch("cp-c"))
@@ -87,3 +95,34 @@ def check_checkpoint_c(fn: Reconcile) -> None:
     )
     require(len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email")
     require_status_unknown(answered(before, out))
+
+
+def check_unknown_tool_not_run(fn: Reconcile) -> None:
+    """A dangling call of a tool the toolbox does not know: never run, and answered."""
+    box = fresh_toolbox()
+    before, out = run_reconcile(fn, dangling("delete_database", {"name": "prod"}), box)
+    require(
+        box.count() == 0,
+        "delete_database is not in the toolbox: an unknown tool is never assumed safe, so it is not run "
+        f"(reread {UNKNOWN_TOOLS_LESSON}); execute calls were {box.executed}",
+    )
+    require_status_unknown(answered(before, out))
+
+
+def check_turn_between_tools(reconcile_turn: Reconcile) -> None:
+    """Level 3 on a real crash between the briefing's two tools: send_email's result kept, read_file re-run once."""
+    box = crash_parallel_turn("between_tools", "send_email")
+    cp = load_checkpoint(box.checkpoint_path)
+    if cp is None or len(cp.pending_tool_uses) != 1:  # a bug in the check itself
+        raise ValueError("the crash between the tools left no checkpoint with one pending call")
+    read = cp.pending_tool_uses[0]
+    counting = CountingToolbox.wrap(box.toolbox)
+    before, out = run_reconcile(reconcile_turn, cp, counting)
+    blocks = answered_turn(before, out)
+    require(
+        counting.executed == [(read.name, read.input)],
+        "send_email's result is recorded and read_file is read-only: run read_file once and nothing else "
+        f"({PARALLEL_LESSON}); execute calls were {counting.executed}",
+    )
+    require_rerun(blocks[read.id], NOTES[RETRO_NOTE])
+    require(len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email")

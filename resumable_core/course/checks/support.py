@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, text_of
+from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, pending_calls, text_of
 from ...crash import CrashPlan, kill_self, run_in_child
 from ...ledger import Ledger
 from ...run_folder import RunFolder, reference_turn, target_input
-from ...scenarios import NOTES_TASK, SCENARIOS
+from ...scenarios import BRIEFING_TASK, NOTES_TASK, SCENARIOS
 from ...strategies import Reconcile
 from ...tools import DEFAULT_TOOLS, Tool, Toolbox
 from ...world import World
@@ -180,12 +180,97 @@ def dangling(
             {"role": "user", "content": task},
             {"role": "assistant", "content": [{"type": "text", "text": "One moment."}, use]},
         ],
-        pending_tool_use=PendingToolUse(id=tid, name=name, input=tool_input),
+        pending_tool_uses=[PendingToolUse(id=tid, name=name, input=tool_input)],
     )
     problem = consistency_problem(cp)
     if problem is not None:  # a bug in the check itself, not in the learner's code
         raise ValueError(f"dangling({name!r}) built an inconsistent checkpoint: {problem}")
     return cp
+
+
+NAIVE_RESUME_LESSON = "lesson 2, section 3, 'Resume naively: the API says no'"
+"""Where the lessons show that a dangling call left as it is gets the API's 400."""
+DELETE_LESSON = "lesson 2, section 4, 'Move 1: delete'"
+"""Where the lessons show what deleting the dangling call costs."""
+UNKNOWN_TOOLS_LESSON = "lesson 2, section 5, 'The rule: by what the tool does'"
+"""Where the lessons say an unknown tool is never assumed safe."""
+PARALLEL_LESSON = "reread lesson 2, 'Sidebar: several calls in one turn'"
+"""Where the lessons work a turn of several calls by hand: the checks of such turns point there."""
+
+
+def dangling_turn(
+    calls: list[tuple[str, dict[str, Any]]], *, recorded: int = 0, task: str = NOTES_TASK, run_id: str = "run_grader"
+) -> Checkpoint:
+    """A checkpoint whose last message asks for every call of ``calls`` in one turn, the first
+    ``recorded`` of them already answered (in ``recorded_results``) and the rest pending."""
+    uses: list[dict[str, Any]] = [
+        {"type": "tool_use", "id": f"toolu_01turn{k:02d}{name.replace('_', '')[:12]}", "name": name, "input": i}
+        for k, (name, i) in enumerate(calls)
+    ]
+    cp = Checkpoint(
+        task=task,
+        run_id=run_id,
+        turns=1,
+        tokens_used=100,
+        messages=[
+            {"role": "user", "content": task},
+            {"role": "assistant", "content": [{"type": "text", "text": "I'll do these at the same time."}, *uses]},
+        ],
+        pending_tool_uses=[PendingToolUse(id=u["id"], name=u["name"], input=u["input"]) for u in uses[recorded:]],
+        recorded_results=[
+            {"type": "tool_result", "tool_use_id": u["id"], "content": f"{u['name']} finished before the crash."}
+            for u in uses[:recorded]
+        ],
+    )
+    problem = consistency_problem(cp)
+    if problem is not None:  # a bug in the check itself, not in the learner's code
+        raise ValueError(f"dangling_turn({calls!r}) built an inconsistent checkpoint: {problem}")
+    return cp
+
+
+def answered_turn(before: Checkpoint, out: Checkpoint) -> dict[str, dict[str, Any]]:
+    """Require that the turn's calls got one new user message: the recorded results kept, first and
+    unchanged, then one tool_result per pending call, all in the blocks' order. Returns them by id."""
+    n = len(before.messages)
+    ids = [b["tool_use_id"] for b in before.recorded_results] + [p.id for p in before.pending_tool_uses]
+    if not ids:  # a bug in the check itself: only a dangling turn can be answered
+        raise ValueError("answered_turn() needs the checkpoint before reconcile to have pending calls")
+    require(
+        len(out.messages) != n or out.messages[-1] != before.messages[-1],
+        f"the turn's calls are still unanswered: the checkpoint came back as it was ({PARALLEL_LESSON})",
+    )
+    require(
+        len(out.messages) >= n and out.messages[:n] == before.messages,
+        "the messages up to the turn that asked for the tools must stay exactly as they were: deleting the "
+        f"assistant's tool_use hides from the model what may have happened ({PARALLEL_LESSON})",
+    )
+    require(
+        len(out.messages) == n + 1,
+        f"all the turn's results go in one user message; {len(out.messages) - n} messages were appended "
+        f"({PARALLEL_LESSON})",
+    )
+    last = out.messages[-1]
+    content = last.get("content")
+    require(last.get("role") == "user" and isinstance(content, list), "the appended message must be the user's")
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    got = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
+    require(
+        len(blocks) == len(ids) and got == ids,
+        f"one tool_result per tool_use, in the blocks' order {ids}; the message holds {got} ({PARALLEL_LESSON})",
+    )
+    for kept in before.recorded_results:
+        require(
+            blocks[ids.index(kept["tool_use_id"])] == kept,
+            f"the result recorded before the crash for {kept['tool_use_id']} must be kept as it is: that call "
+            f"already ran and its result is known ({PARALLEL_LESSON})",
+        )
+    require(
+        not out.pending_tool_uses and not out.recorded_results,
+        "once the turn is answered nothing stays pending or recorded: pending_tool_uses and recorded_results are empty",
+    )
+    problem = consistency_problem(out)
+    require(problem is None, f"the reconciled checkpoint contradicts itself: {problem}")
+    return {str(b["tool_use_id"]): b for b in blocks}
 
 
 def call_learner(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -225,6 +310,16 @@ def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
     if p is None:  # a bug in the check itself: only a dangling checkpoint can be answered
         raise ValueError("answered() needs the checkpoint before reconcile to have a pending call")
     n = len(before.messages)
+    require(
+        out.messages != before.messages or out.pending_tool_uses != before.pending_tool_uses,
+        f"the dangling call {p.id} is still unanswered: the checkpoint came back as it was, and the API refuses "
+        f"a tool_use with no tool_result (reread {NAIVE_RESUME_LESSON})",
+    )
+    require(
+        out.messages[: n - 1] != before.messages[: n - 1] or before.messages[-1] in out.messages[n - 1 : n],
+        f"the assistant's tool_use {p.id} was deleted: that hides from the model what may have happened, and it "
+        f"decides again (reread {DELETE_LESSON})",
+    )
     require(
         len(out.messages) == n + 1,
         f"expected exactly one message appended (the user's tool_result for {p.id}); "
@@ -277,6 +372,7 @@ class Replay:
 
     killed: bool
     pending_at_crash: dict[str, Any] | None
+    """The first call the crash left pending, as the checkpoint file holds it (None: nothing pending)."""
     emails_at_crash: int
     emails: int
     error: str | None
@@ -321,10 +417,37 @@ def replay(
     reads = sum(1 for _, i in box.world.calls("read_file") if i == target_input("read_file"))
     return Replay(
         ended == "killed",
-        (raw or {}).get("pending_tool_use"),
+        next(iter(pending_calls(raw or {})), None),
         emails_at_crash,
         len(box.world.sent_emails()),
         error,
         cp,
         reads,
     )
+
+
+PARALLEL_TURN = 2
+"""The briefing run's turn that asks for two tools at once (send_email, then read_file)."""
+
+
+def crash_parallel_turn(point: str, tool: str, *, ledger: bool = True) -> RunFolder:
+    """The briefing run SIGKILLed in a forked child at ``point`` of its parallel turn (at ``tool``'s call)."""
+    box = RunFolder.create(scratch("parallel"), ledger=ledger)
+    plan = CrashPlan(point, tool=tool, turn=PARALLEL_TURN)
+    if run_in_child(lambda: box.run(BRIEFING_TASK, crash=plan)) != "killed":  # a bug in the check itself
+        raise ValueError(f"the briefing run was not killed at {point} on its {tool} call")
+    return box
+
+
+def resumed_with(box: RunFolder, fn: Reconcile) -> tuple[Checkpoint | None, str | None]:
+    """Resume the briefing run in ``box`` with ``fn`` as its reconcile: (its checkpoint, None), or
+    (None, the API's 400 text or the error the resume raised)."""
+    import anthropic
+
+    try:
+        return box.run(BRIEFING_TASK, reconcile=fn).checkpoint, None
+    except anthropic.BadRequestError as e:
+        body = e.body if isinstance(e.body, dict) else {}
+        return None, "API 400: " + ((body.get("error") or {}).get("message") or str(e))
+    except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+        return None, f"{type(e).__name__}: {e}"

@@ -14,20 +14,34 @@ from types import MappingProxyType
 from typing import Any
 
 from ...checkpoint import Checkpoint, consistency_problem, load_checkpoint, save_checkpoint
-from ...errors import CheckpointError
-from ...scenarios import EMAIL_TASK, NOTES_TASK
-from ...strategies import Reconcile
+from ...errors import CheckpointError, ToolError
+from ...ledger import idempotency_key
+from ...scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK, RETRO_NOTE
+from ...strategies import STATUS_UNKNOWN, Reconcile
 from ...tools import Effect, Toolbox, tool
-from ...world import World
-from ..checks.reconcile import check_checkpoint_b, check_checkpoint_c, check_finished, chosen_action
+from ...world import NOTES, TEAM_ADDRESS, World
+from ..checks.reconcile import (
+    check_checkpoint_a,
+    check_checkpoint_b,
+    check_checkpoint_c,
+    check_turn_between_tools,
+    chosen_action,
+)
 from ..checks.support import (
+    PARALLEL_LESSON,
+    PARALLEL_TURN,
     CheckFailed,
+    CountingToolbox,
     answered,
+    answered_turn,
+    crash_parallel_turn,
     dangling,
+    dangling_turn,
     fresh_toolbox,
     require,
     require_rerun,
     require_status_unknown,
+    resumed_with,
     run_reconcile,
     scratch,
 )
@@ -157,7 +171,6 @@ def _refusal(messages: list[dict[str, Any]], box: Toolbox) -> str | None:
             model=model_id(),
             max_tokens=MAX_TOKENS,
             tools=box.schemas(),
-            tool_choice={"type": "auto", "disable_parallel_tool_use": True},
             messages=messages,
         )
     except anthropic.BadRequestError as e:
@@ -178,7 +191,8 @@ def check_api_accepts(fn: Reconcile) -> None:
         ("post_to_chat", dangling("post_to_chat", {"channel": "general", "text": "Done."}), box_x),
     ]
     for label, cp, box in cases:
-        _, out = run_reconcile(fn, cp, box)
+        before, out = run_reconcile(fn, cp, box)
+        answered(before, out)  # deleting the call, or leaving it, is no answer the API should judge
         error = _refusal(out.messages, box)
         require(error is None, f"the Messages API refused the reconciled {label} with a 400: {error}")
 
@@ -189,7 +203,8 @@ def check_round_trip(fn: Reconcile) -> None:
 
     cp_c, box_c = exercise_run_folder("C", scratch("cp-c"))
     for label, cp, box in (("B", load_exercise_checkpoint("B"), fresh_toolbox()), ("C", cp_c, box_c)):
-        _, out = run_reconcile(fn, cp, box)
+        before, out = run_reconcile(fn, cp, box)
+        answered(before, out)  # a checkpoint returned as it was survives any round trip: no answer
         path = scratch("round-trip") / "checkpoint.json"
         save_checkpoint(out, path)
         try:
@@ -203,7 +218,7 @@ def check_round_trip(fn: Reconcile) -> None:
 
 
 RECONCILE_CHECKS: dict[str, Callable[[Reconcile], None]] = {
-    "finished": check_finished,
+    "finished": check_checkpoint_a,
     "nothing_pending": check_nothing_pending,
     "checkpoint_b": check_checkpoint_b,
     "checkpoint_c": check_checkpoint_c,
@@ -214,6 +229,263 @@ RECONCILE_CHECKS: dict[str, Callable[[Reconcile], None]] = {
     "round_trip": check_round_trip,
 }
 """The whole conformance suite of a ``reconcile(cp, tools)``, visible and hidden checks, by name."""
+
+
+# -- Level 3: a turn of several calls ----------------------------------------------------------
+
+EMAIL = {"to": TEAM_ADDRESS, "subject": EMAIL_SUBJECT, "body": "The retro moved to Friday."}
+CHAT = {"channel": "general", "text": "Retro moved to Friday."}
+CHAT_DOWN = "post_to_chat failed: the chat service is down"
+"""The failure a receipt of post_to_chat records in :func:`check_turn_receipts`."""
+
+
+def _key(cp: Checkpoint, k: int) -> str:
+    """The idempotency key of the turn's ``k``-th call."""
+    return idempotency_key(cp.run_id, _ids(cp)[k])
+
+
+def _ids(cp: Checkpoint) -> list[str]:
+    return [b["tool_use_id"] for b in cp.recorded_results] + [p.id for p in cp.pending_tool_uses]
+
+
+def _settle(fn: Reconcile, cp: Checkpoint, box: CountingToolbox) -> tuple[Checkpoint, list[dict[str, Any]]]:
+    """Run ``fn`` on the turn; require it answered in one message; its results in block order."""
+    before, out = run_reconcile(fn, cp, box)
+    blocks = answered_turn(before, out)
+    return out, [blocks[i] for i in _ids(before)]
+
+
+def _rerun_error(name: str, tool_input: dict[str, Any]) -> str:
+    """The error text the re-run of ``name(tool_input)`` raises on a fresh world."""
+    try:
+        fresh_toolbox(EXTRA_TOOLS).execute(name, tool_input)
+    except ToolError as e:
+        return str(e)
+    raise ValueError(f"{name}({tool_input}) does not fail: a bug in the check")
+
+
+def check_turn_keeps_recorded(reconcile_turn: Reconcile) -> None:
+    """Two results recorded, two read-only calls pending: the two kept first, the two re-run once each, one message."""
+    calls = [("list_dir", {"path": "."}), ("grep", {"pattern": "Decision", "path": "."})]
+    calls += [("read_file", {"path": "meeting-08-21.md"}), ("list_sent_emails", {})]
+    box = fresh_toolbox()
+    _, results = _settle(reconcile_turn, dangling_turn(calls, recorded=2), box)
+    require(
+        sorted(map(str, box.executed)) == sorted(map(str, calls[2:])),
+        f"the two recorded calls already ran: re-run only the two pending read-only ones, once each; execute calls "
+        f"were {box.executed}",
+    )
+    require_rerun(results[2], NOTES["meeting-08-21.md"])
+    require_rerun(results[3], "The outbox is empty.")
+
+
+def check_turn_read_only(reconcile_turn: Reconcile) -> None:
+    """Three read-only calls, one of which fails again on its re-run: two outputs, one is_error with the error's text."""
+    calls = [("read_file", {"path": "meeting-08-18.md"}), ("read_file", {"path": "gone.md"}), ("count_notes", {})]
+    box = fresh_toolbox(EXTRA_TOOLS)
+    _, results = _settle(reconcile_turn, dangling_turn(calls), box)
+    require(
+        sorted(map(str, box.executed)) == sorted(map(str, calls)),
+        f"each read-only call is re-run exactly once; execute calls were {box.executed}",
+    )
+    require_rerun(results[0], NOTES["meeting-08-18.md"])
+    require_rerun(results[2], fresh_toolbox(EXTRA_TOOLS).execute("count_notes", {}))
+    error = _rerun_error("read_file", {"path": "gone.md"})
+    require(
+        results[1].get("is_error") is True and results[1].get("content") == error,
+        f"a re-run that raises rc.ToolError is an ordinary failure: is_error true with the error's text {error!r}, "
+        f"not {results[1]!r} (reread lesson 2, section 2, 'A failed tool is not a dangling call')",
+    )
+
+
+def check_turn_receipts(reconcile_turn: Reconcile) -> None:
+    """A sent email's and a failed chat post's receipts answer their calls, neither runs again; the read is re-run."""
+    calls = [("send_email", EMAIL), ("post_to_chat", CHAT), ("read_file", {"path": RETRO_NOTE})]
+    cp = dangling_turn(calls, task=EMAIL_TASK)
+    box = fresh_toolbox(EXTRA_TOOLS, ledger=True)
+    sent = box.execute("send_email", EMAIL, idempotency_key=_key(cp, 0))  # the email went out before the crash
+    ledger = box.ledger
+    if ledger is None:  # a bug in the check itself
+        raise ValueError("the receipts check needs a ledger")
+    ledger.begin(_key(cp, 1), "post_to_chat", CHAT)
+    ledger.record(_key(cp, 1), CHAT_DOWN, status="failed")
+    box.executed.clear()
+    _, results = _settle(reconcile_turn, cp, box)
+    require(
+        box.count("send_email") == 0 and box.count("post_to_chat") == 0,
+        f"a side-effecting call is never run on resume, not even under its key; execute calls were {box.executed}",
+    )
+    require(len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email")
+    require(
+        not results[0].get("is_error") and results[0].get("content") == sent,
+        f"send_email's receipt says it succeeded: its result is the receipt's result {sent!r}, not {results[0]!r} "
+        "(reread lesson 3, section 5, 'Beyond the fix: the ledger')",
+    )
+    require(
+        results[1].get("is_error") is True and results[1].get("content") == CHAT_DOWN,
+        f"post_to_chat's receipt says it failed: is_error true with the receipt's result {CHAT_DOWN!r}, "
+        f"not {results[1]!r}",
+    )
+    require_rerun(results[2], NOTES[RETRO_NOTE])
+
+
+def _require_unknown(block: dict[str, Any], name: str) -> None:
+    require(
+        block.get("is_error") is True and block.get("content") == STATUS_UNKNOWN,
+        f"{name} may or may not have happened: its tool_result is is_error true with rc.STATUS_UNKNOWN as its text, "
+        f"not {block!r} (reread lesson 2, section 4, 'Move 3: status unknown')",
+    )
+
+
+def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
+    """Side effects without a finished receipt, an unknown tool, and a toolbox with no ledger: none runs, each is status unknown."""
+    calls = [("post_to_chat", CHAT), ("archive_note", {"path": "meeting-08-18.md"})]
+    calls += [("delete_database", {"name": "prod"}), ("send_email", EMAIL), ("list_dir", {"path": "."})]
+    cp = dangling_turn(calls, task=EMAIL_TASK)
+    box = fresh_toolbox(EXTRA_TOOLS, ledger=True)
+    if box.ledger is None:  # a bug in the check itself
+        raise ValueError("the status-unknown check needs a ledger")
+    box.ledger.begin(_key(cp, 1), "archive_note", calls[1][1])  # the intent only: the crash came before the end
+    _, results = _settle(reconcile_turn, cp, box)
+    require(
+        box.executed == [("list_dir", {"path": "."})],
+        f"only the read-only list_dir may run: a side effect without a finished receipt, or a tool the toolbox does "
+        f"not know, is never run; execute calls were {box.executed}",
+    )
+    require(not box.world.sent_emails() and not (box.world.root / "chat.log").exists(), "nothing may be sent")
+    for k, name in enumerate(("post_to_chat", "archive_note", "delete_database (a tool the toolbox does not know)")):
+        _require_unknown(results[k], name)
+    _require_unknown(results[3], "send_email")
+    bare = fresh_toolbox()  # no ledger at all: there is no receipt to look up
+    _, results = _settle(
+        reconcile_turn, dangling_turn([("send_email", EMAIL), ("read_file", {"path": RETRO_NOTE})]), bare
+    )
+    require(bare.executed == [("read_file", {"path": RETRO_NOTE})], f"execute calls were {bare.executed}")
+    _require_unknown(results[0], "send_email, with no ledger to look in,")
+
+
+def check_turn_api_verdict(reconcile_turn: Reconcile) -> None:
+    """The reconciled mixed turn and a real crash between tools are accepted by the Messages API (no 400)."""
+    calls = [("list_dir", {"path": "."}), ("send_email", EMAIL), ("delete_database", {"name": "prod"})]
+    calls.append(("read_file", {"path": RETRO_NOTE}))
+    box = fresh_toolbox(EXTRA_TOOLS, ledger=True)
+    out, _ = _settle(reconcile_turn, dangling_turn(calls, recorded=1, task=EMAIL_TASK), box)
+    error = _refusal(out.messages, box)
+    require(error is None, f"the Messages API refused the reconciled turn with a 400: {error}")
+    crashed = crash_parallel_turn("between_tools", "send_email")
+    cp = load_checkpoint(crashed.checkpoint_path)
+    if cp is None:  # a bug in the check itself
+        raise ValueError("the crash left no checkpoint")
+    out, _ = _settle(reconcile_turn, cp, CountingToolbox.wrap(crashed.toolbox))
+    error = _refusal(out.messages, crashed.toolbox)
+    require(error is None, f"the Messages API refused the reconciled briefing turn with a 400: {error}")
+
+
+REAL_KILLS: tuple[tuple[str, str, str], ...] = (
+    ("after_save_a", "send_email", "nothing ran yet: send_email gets status unknown, read_file is re-run"),
+    ("after_tool", "send_email", "the email went out and its receipt is in the ledger: the receipt answers it"),
+    ("between_tools", "send_email", "send_email's result was recorded: it is kept, read_file is re-run"),
+    ("after_tool", "read_file", "send_email's result was recorded, read_file ran: kept, and re-run"),
+)
+"""The real kills in the briefing's parallel turn (send_email, then read_file) and what each leaves."""
+
+
+def check_turn_real_kills(reconcile_turn: Reconcile) -> None:
+    """The briefing run killed for real at four points of its parallel turn, resumed with ``reconcile_turn``: it finishes, one email."""
+    for point, tool_name, story in REAL_KILLS:
+        box = crash_parallel_turn(point, tool_name)
+        at_crash = load_checkpoint(box.checkpoint_path)
+        if at_crash is None or at_crash.turns != PARALLEL_TURN:  # a bug in the check itself
+            raise ValueError(f"the crash at {point} left no checkpoint of the parallel turn")
+        ledger = box.toolbox.ledger
+        receipt = ledger.lookup(_key(at_crash, 0)) if ledger is not None else None
+        where = f"killed {point} at {tool_name} in the parallel turn ({story})"
+        out, error = resumed_with(box, reconcile_turn)
+        require(out is not None and error is None, f"{where}: the resume failed: {error}")
+        if out is None:
+            return
+        require(out.is_finished(), f"{where}: the resumed run must finish")
+        emails = len(box.world.sent_emails())
+        require(emails == 1, f"{where}: {emails} emails in the outbox, expected exactly 1")
+        require(
+            out.messages[: len(at_crash.messages)] == at_crash.messages,
+            f"{where}: the conversation up to the parallel turn must stay as it was ({PARALLEL_LESSON})",
+        )
+        answer = out.messages[len(at_crash.messages)]["content"]
+        by_id = {b.get("tool_use_id"): b for b in answer if isinstance(b, dict)} if isinstance(answer, list) else {}
+        ids = _ids(at_crash)
+        require(all(i in by_id for i in ids), f"{where}: both calls of the turn must be answered ({PARALLEL_LESSON})")
+        send, read = (by_id[i] for i in ids)
+        if at_crash.recorded_results:
+            require(send == at_crash.recorded_results[0], f"{where}: the recorded result must be kept as it is")
+        elif receipt is not None and receipt.done:
+            require(send.get("content") == receipt.result, f"{where}: send_email's result is its receipt's result")
+        else:
+            _require_unknown(send, f"{where}: send_email")
+        require(
+            not read.get("is_error") and read.get("content") == NOTES[RETRO_NOTE],
+            f"{where}: read_file is read-only: its re-run's output answers it ({PARALLEL_LESSON})",
+        )
+
+
+TURN_CHECKS: dict[str, Callable[[Reconcile], None]] = {
+    "finished": check_checkpoint_a,
+    "nothing_pending": check_nothing_pending,
+    "turn_between_tools": check_turn_between_tools,
+    "turn_keeps_recorded": check_turn_keeps_recorded,
+    "turn_read_only": check_turn_read_only,
+    "turn_receipts": check_turn_receipts,
+    "turn_status_unknown": check_turn_status_unknown,
+    "turn_api_verdict": check_turn_api_verdict,
+    "turn_real_kills": check_turn_real_kills,
+}
+"""Level 3's whole conformance suite of a ``reconcile_turn(cp, tools)``, visible and hidden, by name."""
+
+CONTRACT: dict[str, tuple[str, ...]] = {
+    "A checkpoint with nothing pending is returned as it is, and no tool runs.": (
+        "check_checkpoint_a",
+        "check_nothing_pending",
+    ),
+    "Results already recorded (`cp.recorded_results`) are kept as they are, first: those calls ran.": (
+        "check_turn_keeps_recorded",
+        "check_turn_between_tools",
+        "check_turn_real_kills",
+    ),
+    "A read-only call is re-run once; its output is its result.": (
+        "check_turn_read_only",
+        "check_turn_keeps_recorded",
+        "check_turn_between_tools",
+    ),
+    "A read-only call whose re-run raises `rc.ToolError` gets `is_error: true` with the error's text.": (
+        "check_turn_read_only",
+    ),
+    "A side-effecting call is never run on resume. If `tools.ledger` holds a finished receipt for it "
+    "(`receipt.done`), its result is the receipt's `result`, with `is_error: true` when the receipt's "
+    '`status` is `"failed"`.': (
+        "check_turn_receipts",
+        "check_turn_real_kills",
+    ),
+    "A side-effecting call without a finished receipt, or with no ledger at all, gets `is_error: true` "
+    "with `rc.STATUS_UNKNOWN` as its text.": (
+        "check_turn_status_unknown",
+        "check_turn_real_kills",
+    ),
+    "A tool the toolbox does not know is treated as side-effecting: never run, answered like one.": (
+        "check_turn_status_unknown",
+    ),
+    "All the turn's results go in one user message appended after the turn, one `tool_result` per "
+    "`tool_use`, in the blocks' order; `pending_tool_uses` and `recorded_results` end empty.": (
+        "check_turn_keeps_recorded",
+        "check_turn_between_tools",
+        "check_turn_api_verdict",
+    ),
+    "The Messages API accepts the reconciled conversation, and a run resumed with it after a real crash "
+    "in the turn finishes with one email sent.": (
+        "check_turn_api_verdict",
+        "check_turn_real_kills",
+    ),
+}
+"""Level 3's contract: each rule of the notebook's ``**The contract.**`` list, and the checks that test it."""
 
 
 def conformance(fn: Reconcile, checks: dict[str, Callable[[Reconcile], None]] | None = None) -> dict[str, str | None]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...checkpoint import write_atomic
-from ...crash import CRASH_POINTS, kill_self, run_in_child
+from ...crash import kill_self, points_passed, run_in_child
 from ...errors import CheckpointTaskMismatchError, CheckpointVersionError, ToolError
 from ...lab import report_agent as ra
 from ...scenarios import EMAIL_TASK, NOTES_TASK
@@ -54,7 +54,7 @@ EMAIL_TOOLS = ("read_file", "send_email")
 def check_every_crash_point(fn: Resume) -> None:
     """Every other crash point on the email run's read_file and send_email turns: one email, a sound end."""
     for tool in EMAIL_TOOLS:
-        for point in CRASH_POINTS:
+        for point in points_passed(calls=1):  # the email run asks for one tool per turn
             if (point, tool) not in VISIBLE_CRASHES:
                 check_crash_point(fn, point, tool, reconcile_by_effect)
 

@@ -20,20 +20,39 @@ from ...strategies import (
     STRATEGIES,
     Strategy,
     answer_pending,
-    reconcile_rerun,
     register,
 )
 from ...tools import Toolbox
 
 
+def _settle_by_effect(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
+    """Answer the first pending call by the lesson's rule."""
+    p = cp.pending_tool_uses[0]
+    if not tools.is_read_only(p.name):
+        return answer_pending(cp, STATUS_UNKNOWN, is_error=True)
+    try:
+        return answer_pending(cp, tools.execute(p.name, p.input))
+    except ToolError as e:  # an ordinary tool failure: the model is told, as in the loop
+        return answer_pending(cp, str(e), is_error=True)
+
+
+def _settle_by_effect_ledger(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
+    """Answer the first pending call by effect, finishing a side effect under its idempotency key."""
+    p = cp.pending_tool_uses[0]
+    if tools.is_read_only(p.name) or tools.ledger is None or p.name not in tools:
+        return _settle_by_effect(cp, tools)
+    try:
+        output = tools.execute(p.name, p.input, idempotency_key=idempotency_key(cp.run_id, p.id))
+    except ToolError as e:  # an ordinary tool failure: the model is told, as in the loop
+        return answer_pending(cp, str(e), is_error=True)
+    return answer_pending(cp, output)
+
+
 def reconcile_by_effect(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
     """The lesson's rule: re-run read-only tools; for anything else, say the status is unknown."""
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        return reconcile_rerun(cp, tools)
-    return answer_pending(cp, STATUS_UNKNOWN, is_error=True)
+    while cp.pending_tool_uses:
+        cp = _settle_by_effect(cp, tools)
+    return cp
 
 
 def reconcile_by_effect_ledger(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
@@ -43,18 +62,9 @@ def reconcile_by_effect_ledger(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
     key, and the outbox dedupes on that key if the crash fell between effect and receipt.
     Without a ledger it falls back to the lesson's rule.
     """
-    p = cp.pending_tool_use
-    if p is None:
-        return cp
-    if tools.is_read_only(p.name):
-        return reconcile_rerun(cp, tools)
-    if tools.ledger is None or p.name not in tools:
-        return answer_pending(cp, STATUS_UNKNOWN, is_error=True)
-    try:
-        output = tools.execute(p.name, p.input, idempotency_key=idempotency_key(cp.run_id, p.id))
-    except ToolError as e:  # an ordinary tool failure: the model is told, as in the loop
-        return answer_pending(cp, str(e), is_error=True)
-    return answer_pending(cp, output)
+    while cp.pending_tool_uses:
+        cp = _settle_by_effect_ledger(cp, tools)
+    return cp
 
 
 reconcile = reconcile_by_effect

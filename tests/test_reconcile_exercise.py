@@ -1,0 +1,215 @@
+"""The ``reconcile`` exercise's Level 3 grades the learner's ``reconcile_turn`` under real kills between a
+turn's tools: the solution scores full, each plausible wrong answer scores lower, no kit strategy passes,
+and every rule of its contract is tested. Grading goes through the check functions the notebook's test
+cells call (read from the source notebook, hidden blocks included), with the notebook's points.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+import resumable_core as rc
+from resumable_core.course import release as course
+from resumable_core.course.checks import reconcile as checks
+from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
+from resumable_core.course.hidden import reconcile as hidden
+from resumable_core.course.hidden import strategies as answers
+
+NOTEBOOK = json.loads(course.notebook_path("reconcile").read_text(encoding="utf-8"))
+SETUP = [src for _, src in setup_cells(NOTEBOOK)]
+LEVEL_3: tuple[str, ...] = ("test_turn_real_kills", "test_turn_recorded_and_read_only", "test_turn_receipts")
+LEVEL_3 += ("test_turn_status_unknown", "test_turn_api")
+
+
+def _cell(grade_id: str) -> dict:
+    return next(c for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == grade_id)
+
+
+def _text(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+SOLUTION = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", _text(_cell("reconcile_turn")))
+
+
+def edited(*changes: tuple[str, str]) -> str:
+    """The solution with each (old, new) applied once; a change that no longer applies fails loudly."""
+    source = SOLUTION
+    for old, new in changes:
+        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
+        source = source.replace(old, new)
+    return source
+
+
+KEEP = "    results = list(cp.recorded_results)  # these calls ran: their results are known\n"
+READ_ONLY = "        if tools.is_read_only(call.name):\n"
+RECEIPT = "            if receipt is not None and receipt.done:\n"
+CAUGHT = (
+    "            except rc.ToolError as e:  # an ordinary failure of the re-run: tell the model, as the loop does\n"
+)
+
+WRONG: dict[str, tuple[str, str]] = {
+    # (the learner's reconcile_turn, the test cell it must fail)
+    "drops_the_recorded_results": (edited((KEEP, "    results = []\n")), "test_turn_real_kills"),
+    "recorded_results_last": (
+        edited(
+            (KEEP, "    results = []\n"),
+            (
+                '    cp.messages.append({"role": "user", "content": results})\n',
+                '    cp.messages.append({"role": "user", "content": results + list(cp.recorded_results)})\n',
+            ),
+        ),
+        "test_turn_recorded_and_read_only",
+    ),
+    "runs_unknown_tools": (
+        edited((READ_ONLY, "        if tools.effect(call.name) is not rc.Effect.SIDE_EFFECT:\n")),
+        "test_turn_status_unknown",
+    ),
+    "ignores_the_ledger": (edited((RECEIPT, "            if False:\n")), "test_turn_receipts"),
+    "finishes_side_effects_under_the_key": (
+        edited(
+            (
+                "                content, is_error = rc.STATUS_UNKNOWN, True\n",
+                "                content = tools.execute(call.name, call.input,"
+                " idempotency_key=rc.idempotency_key(cp.run_id, call.id))\n"
+                "                is_error = False\n",
+            )
+        ),
+        "test_turn_status_unknown",
+    ),
+    "failed_receipt_reported_as_success": (
+        edited(('receipt.result, receipt.status == "failed"', "receipt.result, False")),
+        "test_turn_receipts",
+    ),
+    "a_failed_rerun_raises": (
+        edited(
+            (CAUGHT, "            except KeyError as e:  # (not the tool's failure)\n"),
+        ),
+        "test_turn_recorded_and_read_only",
+    ),
+    "one_message_per_call": (
+        edited(
+            (
+                "        results.append(rc.tool_result(call.id, content, is_error=is_error))\n",
+                "        cp.messages.append({'role': 'user', 'content': [rc.tool_result(call.id, content, is_error=is_error)]})\n",
+            ),
+            (
+                '    cp.messages.append({"role": "user", "content": results})\n',
+                "    if results:\n        cp.messages.append({'role': 'user', 'content': results})\n",
+            ),
+        ),
+        "test_turn_api",
+    ),
+    "level_2_answer_on_each_call": (
+        "def reconcile_turn(cp, tools):\n"
+        "    while cp.pending_tool_uses:\n"
+        "        p = cp.pending_tool_use\n"
+        "        ok = tools.is_read_only(p.name)\n"
+        "        rc.answer_pending(cp, tools.execute(p.name, p.input) if ok else rc.STATUS_UNKNOWN, is_error=not ok)\n"
+        "    return cp\n",
+        "test_turn_receipts",
+    ),
+    "does_nothing": ("def reconcile_turn(cp, tools):\n    return cp\n", "test_turn_real_kills"),
+}
+
+
+def learner(source: str) -> dict:
+    """The learner's names, defined after the notebook's setup cells, as in the kernel."""
+    ns: dict = {}
+    for setup in SETUP:
+        exec(setup, ns)
+    exec(source, ns)
+    return ns
+
+
+def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
+    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
+    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
+    return {gid: (points[gid], check_calls("reconcile", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()}
+
+
+def failure(calls: list[CheckCall], ns: dict) -> str | None:
+    """Why the cell's checks fail on the learner's names, or None when they all pass."""
+    try:
+        for call in calls:
+            call.run(ns)
+    except CheckFailed as e:
+        return e.reason
+    return None
+
+
+def score(ns: dict, cells: tuple[str, ...] = LEVEL_3) -> int:
+    """The points the learner's names earn on ``cells``."""
+    graded = graded_cells()
+    return sum(graded[gid][0] for gid in cells if failure(graded[gid][1], ns) is None)
+
+
+def test_level_3_carries_more_points_than_levels_1_and_2_together():
+    """Level 3's cells outweigh every other graded cell of the notebook, manual ones included."""
+    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK)}
+    level_3 = sum(points[gid] for gid in LEVEL_3)
+    assert level_3 > sum(points.values()) - level_3
+
+
+def test_every_level_3_cell_calls_checks_on_reconcile_turn():
+    """Each Level 3 test cell calls at least one check, each on the notebook's ``reconcile_turn`` alone."""
+    cells = graded_cells()
+    for gid in LEVEL_3:
+        _, calls = cells[gid]
+        assert calls and all(call.args == (("name", "reconcile_turn"),) for call in calls), gid
+
+
+def test_the_contract_is_the_notebooks_and_every_rule_has_a_called_check():
+    """The notebook's contract bullets are CONTRACT's keys; each rule's checks exist and a test cell calls them."""
+    intro = _text(_cell("level3_intro"))
+    bullets = intro.split("**The contract.**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [b.removeprefix("- ") for b in bullets] == list(hidden.CONTRACT)
+    called = {call.check.__name__ for _, calls in graded_cells().values() for call in calls}
+    for rule, names in hidden.CONTRACT.items():
+        assert names and set(names) <= called, rule
+
+
+@pytest.mark.slow
+def test_the_solution_scores_full_under_real_kills():
+    """The notebook's own solution passes every test cell, visible and hidden, under real SIGKILLs."""
+    ns = learner(SOLUTION)
+    failed = {gid: why for gid, (_, calls) in graded_cells().items() if gid in LEVEL_3 and (why := failure(calls, ns))}
+    assert failed == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_reconcile_turn_scores_lower(name):
+    """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
+    source, cell = WRONG[name]
+    points, calls = graded_cells()[cell]
+    why = failure(calls, learner(source))
+    assert why is not None, f"{name} passed {cell} ({points} points)"
+    print(f"{name}: {cell} fails: {why}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["none", "delete", "rerun", "by_effect", "by_effect_ledger"])
+def test_no_strategy_scores_half_of_level_3(name):
+    """The kit's strategies, and the instructor's answers to Levels 2 and postmortem, score under half of Level 3."""
+    assert answers.ANSWERS  # importing the answers registers them
+    ns = learner("")
+    ns["reconcile_turn"] = rc.STRATEGIES[name].reconcile
+    total = sum(graded_cells()[gid][0] for gid in LEVEL_3)
+    assert score(ns) < total / 2
+
+
+def test_visible_checks_name_the_lesson_for_the_lessons_warnings():
+    """A do-nothing, a deleting and an unknown-tool-running reconcile fail a visible check that names what to reread."""
+    cases = {
+        rc.STRATEGIES["none"].reconcile: (checks.check_checkpoint_b, "section 3, 'Resume naively"),
+        rc.STRATEGIES["delete"].reconcile: (checks.check_checkpoint_b, "section 4, 'Move 1: delete'"),
+        rc.STRATEGIES["rerun"].reconcile: (checks.check_unknown_tool_not_run, "section 5, 'The rule"),
+    }
+    for fn, (check, where) in cases.items():
+        with pytest.raises(CheckFailed, match=re.escape(where)):
+            check(fn)
