@@ -181,26 +181,38 @@ checks.CountingToolbox.count = lambda self, name=None: 1 if name else 0"""
 REAL_OS_EXIT = "import os\nos._exit(1)"
 
 
+def _solution_cell(grade_id: str) -> str:
+    """The source notebook's own answer in cell ``grade_id``, its solution markers dropped."""
+    source = Path(__file__).resolve().parents[1] / "solutions" / NOTEBOOK / f"{NOTEBOOK}.ipynb"
+    cell = next(c for c in nbformat.read(str(source), as_version=4).cells if c.get("id") == grade_id)
+    return re.sub(r"(?m)^[ \t]*### (BEGIN|END) SOLUTION\n", "", cell.source)
+
+
+REAL_TURN = _solution_cell("reconcile_turn")
+"""Level 3's answer, the same in every sample: the samples differ in their Level 2 ``reconcile``."""
+
+
 def answers(reconcile: str, level1: str = LEVEL1) -> dict[str, str]:
-    """The three solution cells of a submission."""
-    return {"level1_actions": level1, "level1_why": WHY, "reconcile": reconcile}
+    """The four solution cells of a submission."""
+    return {"level1_actions": level1, "level1_why": WHY, "reconcile": reconcile, "reconcile_turn": REAL_TURN}
 
 
-# student -> (answers by cell id, options, expected autograded score; max 19 = 16 autograded + 3 manual)
+# student -> (answers by cell id, options, expected autograded score; max 29 = 26 autograded + 3 manual;
+# Level 3's 15 points are every sample's but os_exit's, whose kernel dies before Level 3's tests, and monkeypatch's)
 SAMPLES: dict[str, tuple[dict[str, str], dict, float]] = {
-    "correct": (answers(REAL_CORRECT), {}, 16),
-    "read_only_set": (answers(REAL_READ_ONLY_SET), {}, 16),
-    "rerun_everything": (answers(REAL_RERUN), {}, 11),
-    "delete_move": (answers(REAL_DELETE), {}, 7),
-    "is_error_all": (answers(REAL_IS_ERROR_ALL), {}, 12),
-    "forgot_pending": (answers(REAL_FORGOT_PENDING), {}, 6),
-    "infinite_loop": (answers(REAL_INFINITE_LOOP), {}, 9),
-    "os_exit": (answers(REAL_CORRECT), {"extra_cell": REAL_OS_EXIT}, 3),  # level 1's tests ran before the kill
-    "deleted_tests": (answers(REAL_CORRECT), {"delete_tests": True}, 16),
-    "edited_tests": (answers(REAL_RERUN), {"edit_tests": True}, 11),
-    "monkeypatch": (answers(REAL_MONKEYPATCH), {}, 11),
-    "stderr_writer": (answers(REAL_STDERR), {}, 16),  # stderr costs nothing
-    "renamed": (answers(REAL_CORRECT), {"rename": "reconcile-final (1).ipynb"}, 16),
+    "correct": (answers(REAL_CORRECT), {}, 26),
+    "read_only_set": (answers(REAL_READ_ONLY_SET), {}, 26),
+    "rerun_everything": (answers(REAL_RERUN), {}, 23),
+    "delete_move": (answers(REAL_DELETE), {}, 19),
+    "is_error_all": (answers(REAL_IS_ERROR_ALL), {}, 24),
+    "forgot_pending": (answers(REAL_FORGOT_PENDING), {}, 19),
+    "infinite_loop": (answers(REAL_INFINITE_LOOP), {}, 22),
+    "os_exit": (answers(REAL_CORRECT), {"extra_cell": REAL_OS_EXIT}, 11),  # levels 1 and 2 ran before the kill
+    "deleted_tests": (answers(REAL_CORRECT), {"delete_tests": True}, 26),
+    "edited_tests": (answers(REAL_RERUN), {"edit_tests": True}, 23),
+    "monkeypatch": (answers(REAL_MONKEYPATCH), {}, 18),  # its fake execute also breaks Level 3's real kills
+    "stderr_writer": (answers(REAL_STDERR), {}, 26),  # stderr costs nothing
+    "renamed": (answers(REAL_CORRECT), {"rename": "reconcile-final (1).ipynb"}, 26),
 }
 """The honest and hostile submissions; ``not_a_notebook`` and ``empty`` are written apart.
 The expected scores are what the course's tests should give; the grading tests assert them."""
@@ -209,8 +221,11 @@ EXPECTED_STATUS = {"not_a_notebook": "invalid", "empty": "empty"}
 
 
 def _strip_solution_and_hidden(source: str) -> str:
-    source = re.sub(
-        r"### BEGIN SOLUTION.*?### END SOLUTION", "# YOUR CODE HERE\nraise NotImplementedError()", source, flags=re.S
+    source = re.sub(  # as nbgrader does, at the markers' indentation
+        r"(?m)^([ \t]*)### BEGIN SOLUTION.*?### END SOLUTION",
+        r"\1# YOUR CODE HERE\n\1raise NotImplementedError()",
+        source,
+        flags=re.S,
     )
     return re.sub(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", "", source, flags=re.S)
 

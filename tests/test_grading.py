@@ -97,16 +97,7 @@ def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
     assert {s: a[s] for s in b} == b
 
 
-LEVEL_3 = {
-    "test_turn_real_kills",
-    "test_turn_recorded_and_read_only",
-    "test_turn_receipts",
-    "test_turn_status_unknown",
-    "test_turn_api",
-}
-"""reconcile's Level 3 cells: these submissions leave reconcile_turn as released, so they score none of them."""
-
-WRONG_CELLS = {
+WRONG_CELLS = {  # Level 3 is every sample's solution: only Level 2's cells tell them apart
     # no dangling call is answered: only "nothing pending" passes (the API and round-trip checks need the call answered)
     "delete_move": {
         "test_reconcile_B",
@@ -116,7 +107,6 @@ WRONG_CELLS = {
         "test_unknown_tool",
         "test_api_accepts",
         "test_round_trip",
-        *LEVEL_3,
     },
     # pending_tool_use left set: every answered case fails, the API and round-trip checks too
     "forgot_pending": {
@@ -127,7 +117,6 @@ WRONG_CELLS = {
         "test_unknown_tool",
         "test_api_accepts",
         "test_round_trip",
-        *LEVEL_3,
     },
 }
 """The test cells each wrong move must fail (tests/test_checks.py's class does not grade these two again)."""

@@ -32,7 +32,7 @@ _NAMED = {
         rf"(?<!save point )(?<!save points )(?<!points A and )\b(?i:checkpoints?) {letter}\b"
         rf"|exercise_(?:checkpoint|run_folder)\(\s*['\"]{letter}['\"]"
         rf"|\bcp_{letter.lower()}\b"
-        rf"|(?:^|[#\"'(]\s*){letter}(?::| \()"
+        rf"|(?:^|[#\"'(]\s*|^\s*[-*]\s+){letter}(?::| \()"
     )
     for letter in GRADED
 }
@@ -96,11 +96,19 @@ def test_no_visible_cell_of_an_exercise_gives_level1_away(assignment):
     assert list(leaks(notebook_text(path, visible_only=True), path.name)) == []
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_no_visible_check_message_gives_level1_away(assignment):
-    """The visible checks' docstrings and messages (``check`` shows them) say nothing of A, B or C's action."""
-    path = ROOT / "resumable_core" / "course" / "checks" / f"{assignment}.py"
-    assert list(leaks(strings_of(path), path.name)) == []
+SHIPPED_MODULES = sorted(
+    p.relative_to(ROOT).as_posix()
+    for p in [
+        *(ROOT / "resumable_core" / "course" / "checks").glob("*.py"),
+        *(ROOT / "resumable_core" / "lab").glob("*.py"),
+    ]
+)
+
+
+@pytest.mark.parametrize("module", SHIPPED_MODULES)
+def test_no_shipped_docstring_or_message_gives_level1_away(module):
+    """The visible checks' and the lab's docstrings and messages (``check`` and ``help`` show them) say nothing of A, B or C's action."""
+    assert list(leaks(strings_of(ROOT / module), module)) == []
 
 
 def test_formative_feedback_speaks_only_of_the_practice_checkpoints():
@@ -119,6 +127,7 @@ def test_the_scan_finds_the_leaks_it_is_for():
         "# Checkpoint C, recreated by a real crash: send_email is not run again; is_error says so.",
         'cp_a = load_exercise_checkpoint("A"); print("the run is FINISHED")',
         "send_email has the same pending call as checkpoint C after it ran",
+        "- C: the email run, killed after ``send_email`` ran and before save point B",
     ]
     assert len(list(leaks("\n".join(planted), "planted"))) == len(planted)
     fine = [

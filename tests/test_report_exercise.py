@@ -198,14 +198,16 @@ def test_no_kit_callable_or_lesson_function_resumes_the_report_agent():
     """No public three-argument callable of the kit, and no lesson definition, passes the report agent's checks."""
     import test_no_answers as no_answers  # tests/ is on sys.path under pytest
 
-    checks_, roles = no_answers.graded_checks(REGISTRY["resume"])
-    assert roles["resume_report"] == 3
-    report = [c for c in checks_ if c.roles == ("resume_report",)]
+    graded = no_answers.graded(REGISTRY["resume"])
+    assert graded.arity["resume_report"] == 3
+    report = [c for c in graded.cells if c.functions == {"resume_report"}]
     candidates = {**no_answers.kit_callables(3), **no_answers.every_lesson_definition()}
     fitting = {name: fn for name, fn in candidates.items() if no_answers._fits(fn, 3)}
-    assert fitting, "no candidate was found: the test would grade nothing"
-    full = [name for name, fn in fitting.items() if no_answers.first_failure(report, {"resume_report": fn}) == "full"]
-    assert full == []
+    assert report and fitting, "no cell or no candidate was found: the test would grade nothing"
+    passing = {
+        name: got for name, fn in fitting.items() if (got := no_answers.passed_cells(report, {"resume_report": fn}))
+    }
+    assert passing == {}
 
 
 def test_the_report_world_is_real_and_its_provider_does_not_dedupe(tmp_path):

@@ -1,21 +1,14 @@
 """Exercise checkpoints A to F, made by really running the scenarios and crashing them.
 
-A, B and C are the graded exercise's (its level 1 asks which resume action each needs):
-
-- A: the notes run, killed right after save point A of its final answer: nothing pending,
-  the last message is a plain assistant reply. The run is *finished*; resume must report
-  that and make no model call. (The source course reads this case as "crashed after save
-  point B"; but after B the last message is a user tool_result, never an assistant reply.)
-- B: the notes run, killed after save point A of ``read_file(meeting-08-25.md)``: pending
-  read-only call; resume re-runs it.
-- C: the email run, killed after ``send_email`` ran and before save point B (the postmortem's
-  crash): pending side-effecting call that already happened; resume must not send again.
+A, B and C are the graded exercise's: its level 1 asks which resume action each needs, graded
+without feedback, so what each holds is for the learner to read from the checkpoint itself
+(their answer key is the instructor's, in ``course/hidden/reconcile.py``).
 
 D, E and F are for practice before it (:mod:`resumable_core.lab.formative` says what a wrong
 answer misread), crashed at other points:
 
-- D: the email run, killed after save point A of ``send_email``, before it ran: the file
-  looks like C's, yet no email went out.
+- D: the email run, killed after save point A of ``send_email``, before it ran: no email went
+  out, yet the file is the same as if the kill had come just after it did.
 - E: the notes run, killed during save point B of ``list_dir``: the interrupted save left
   save A's file, with the read-only call pending.
 - F: the notes run, killed during save point A of its final answer: the answer never reached

@@ -49,7 +49,17 @@ from ..checks.support import (
 ANSWER_KEY: MappingProxyType[str, str] = MappingProxyType(
     {"A": "finished_no_call", "B": "rerun_tool", "C": "is_error_fallback"}
 )
-"""Level 1: the right resume action for each exercise checkpoint (read-only)."""
+"""Level 1: the right resume action for each exercise checkpoint (read-only).
+
+- A: the notes run, killed right after save point A of its final answer: nothing pending, the
+  last message is a plain assistant reply. The run is *finished*; resume must report that and
+  make no model call. (The source course reads this case as "crashed after save point B"; but
+  after B the last message is a user tool_result, never an assistant reply.)
+- B: the notes run, killed after save point A of ``read_file(meeting-08-25.md)``: a pending
+  read-only call; resume re-runs it.
+- C: the email run, killed after ``send_email`` ran and before save point B (the postmortem's
+  crash): a pending side-effecting call that already happened; resume must not send again.
+"""
 
 
 def check_action(answers: Any, checkpoint: str) -> None:
