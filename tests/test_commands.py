@@ -77,6 +77,32 @@ def test_readme_starts_with_the_two_commands():
     assert commands == ["make lab", "make test"]
 
 
+def readme_make_targets() -> set[str]:
+    """Every ``make TARGET`` the README names in code: inline (`make x ...`) or a line of a code block."""
+    text = (ROOT / "README.md").read_text()
+    inline = re.findall(r"`make ([a-z][a-z-]*)", text)
+    blocks = text.split("```")[1::2]
+    lines = [ln.strip() for block in blocks for ln in block.splitlines()]
+    return set(inline) | {ln.split()[1] for ln in lines if ln.startswith("make ") and len(ln.split()) > 1}
+
+
+KIT_ONLY_TARGETS = {"check"}
+"""Targets of the kits' Makefile (the README says so where it names them), not this repository's."""
+
+
+def test_every_make_target_the_readme_names_exists():
+    """`make -n TARGET` (a dry run: nothing is built) succeeds for each target the README names; a kit's target is a rule of the kits' Makefile."""
+    targets = readme_make_targets()
+    assert {"lab", "test", "student-kit", "self-study-kit", "release", "grade", "check"} <= targets
+    kit_rules = set(re.findall(r"(?m)^([a-z][a-z-]*):", (ROOT / "resumable_core/course/kit/Makefile").read_text()))
+    for target in sorted(targets):
+        if target in KIT_ONLY_TARGETS:  # a built kit runs it: tests/test_self_study_kit.py and test_student_kit.py
+            assert target in kit_rules, f"make {target}: no such rule in the kits' Makefile"
+            continue
+        done = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"make {target}: {done.stderr.strip()}"
+
+
 # -- every command's --help ----------------------------------------------------------------
 
 RST_MARKUP = re.compile(r"``|:(?:func|mod|class|meth|data|attr|obj|exc|ref):`")
