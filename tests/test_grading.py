@@ -27,7 +27,7 @@ from resumable_core.course.grading.prepare import read_notebook, restore_cells, 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
 TIMEOUT = 30  # per cell (a fresh kernel imports anthropic in ~10 s on a loaded 2-core box); the loop waits this long
-MAX = 19  # 16 autograded + 3 for the manually graded explanation
+MAX = 29  # 26 autograded + 3 for the manually graded explanation
 ZIP_STUDENTS = ("correct", "rerun_everything", "monkeypatch", "os_exit")
 """One of each way a graded notebook ends: full marks, failed checks, zeroed by the isolated re-check,
 a dead kernel (graded before the next student in the same worker); ``not_a_notebook`` and ``empty``
@@ -143,7 +143,7 @@ def test_hostile_submissions_are_reported_with_a_reason(folder_run):
     """A dead kernel's later cells say why, a non-notebook and an empty notebook are reported, loops are cut."""
     _, _, rows = folder_run
     assert (
-        "test_reconcile_B 0/1 (GradingStopped: not run: the learner's process ended before its last cell"
+        "test_turn_real_kills 0/5 (GradingStopped: not run: the learner's process ended before its last cell"
         in rows["os_exit"]["reason"]
     )
     assert rows["not_a_notebook"]["status"] == "invalid" and "not a notebook" in rows["not_a_notebook"]["reason"]
@@ -167,11 +167,11 @@ def test_stderr_costs_nothing(folder_run):
 @pytest.mark.slow
 @pytest.mark.nbgrader
 def test_a_kernel_killed_midway_keeps_the_points_of_the_cells_before(folder_run):
-    """os._exit after the reconcile cell: level 1's tests (run before) keep their 3 points, none is 'needs review'."""
+    """os._exit after the last answer cell: levels 1 and 2's tests (run before) keep their 11 points, none is 'needs review'."""
     _, _, rows = folder_run
     reason = rows["os_exit"]["reason"]
-    assert float(rows["os_exit"]["score"]) == 3
-    assert "test_level1_A" not in reason and "needs review" not in reason
+    assert float(rows["os_exit"]["score"]) == 11
+    assert "test_level1_A" not in reason and "test_reconcile_B" not in reason and "needs review" not in reason
 
 
 @pytest.mark.slow
@@ -188,14 +188,17 @@ def test_edited_tests_are_restored_from_the_gradebook(folder_run):
 @pytest.mark.slow
 @pytest.mark.nbgrader
 def test_monkeypatching_the_checkers_does_not_pay(folder_run):
-    """A rerun that also patches Toolbox.execute and the graders' checks scores like the plain rerun, and says why."""
+    """A rerun that also patches Toolbox.execute and the graders' checks scores no more than the plain rerun, and says why.
+
+    (Its fake execute also breaks its own Level 3 in the kernel, where a failure stands: it scores less.)
+    """
     _, out, rows = folder_run
-    assert rows["monkeypatch"]["score"] == rows["rerun_everything"]["score"]
+    assert float(rows["monkeypatch"]["score"]) < float(rows["rerun_everything"]["score"])
     for student in ("monkeypatch", "rerun_everything"):
         for gid in ("test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"):
             assert f"{gid} 0/" in rows[student]["reason"], student
     # the hidden-only cells run in the kernel without their hidden block: the isolated re-run decides them
-    assert rows["monkeypatch"]["reason"].count("failed in an isolated re-run") == 2
+    assert rows["monkeypatch"]["reason"].count("failed in an isolated re-run") >= 2
     assert "isolated re-run" not in rows["correct"]["reason"]
     from nbgrader.api import Gradebook
 
@@ -209,7 +212,7 @@ def test_monkeypatching_the_checkers_does_not_pay(folder_run):
 def test_an_honest_top_level_set_keeps_every_point(folder_run):
     """A solution with a top-level READ_ONLY_TOOLS = frozenset(...) scores like correct: the re-check zeroes nothing."""
     _, _, rows = folder_run
-    assert float(rows["read_only_set"]["score"]) == float(rows["correct"]["score"]) == 16
+    assert float(rows["read_only_set"]["score"]) == float(rows["correct"]["score"]) == 26
     assert rows["read_only_set"]["reason"] == rows["correct"]["reason"]
     assert "isolated" not in rows["read_only_set"]["reason"]
 

@@ -65,6 +65,10 @@ WRONG: dict[str, tuple[str, str]] = {
         ),
         "test_turn_recorded_and_read_only",
     ),
+    "read_only_by_name": (  # found by the red team: every tool's name matched its effect
+        edited((READ_ONLY, '        if call.name.startswith(("read", "list", "grep", "count")):\n')),
+        "test_turn_status_unknown",
+    ),
     "runs_unknown_tools": (
         edited((READ_ONLY, "        if tools.effect(call.name) is not rc.Effect.SIDE_EFFECT:\n")),
         "test_turn_status_unknown",

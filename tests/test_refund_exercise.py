@@ -89,6 +89,7 @@ WRONG: dict[str, tuple[str, str]] = {
         "test_refund_hidden",
     ),
     "a_key_per_order": (edited((KEY, '    key = f"refund:{order_id}"\n')), "test_refund_hidden"),
+    "a_key_per_amount": (edited((KEY, '    key = f"refund:{amount_cents}"\n')), "test_refund_hidden"),  # red team
     "returns_a_sentence_not_the_id": (
         edited((CALL, CALL.replace("return ", "") + '            return "refunded"\n')),
         "test_refund_timeout",

@@ -36,6 +36,7 @@ __all__ = [
     "check_refund_conflict",
     "check_refund_kill_then_timeout",
     "check_refund_unavailable",
+    "check_same_amount_orders",
     "check_unknown_tool",
 ]
 
@@ -100,6 +101,19 @@ def check_partial_refunds(refund: Refund) -> None:
     )
 
 
+def check_same_amount_orders(refund: Refund) -> None:
+    """Two orders of the same amount, each refunded in full: two logical refunds, so two keys and two refunds."""
+    s = Shop.open({ORDER: 1250, "A-1044": 1250})
+    require_one_refund(s, s.call(refund, amount_cents=1250), f"1250 cents of {ORDER}")
+    second = s.call(refund, order_id="A-1044", amount_cents=1250)
+    require_ended(second, "a refund of another order of the same amount")
+    require(
+        second.ended == "returned" and len(s.refunds("A-1044")) == 1,
+        "another order of the same amount is another logical refund: its key must name the order too "
+        f"(refund {'raised ' + second.error if second.ended == 'raised' else 'returned ' + repr(second.value)})",
+    )
+
+
 def check_refund_kill_then_timeout(refund: Refund) -> None:
     """SIGKILL after the refund, then the re-run meets a timeout: still one refund, its id returned."""
     s = Shop.open()
@@ -124,6 +138,7 @@ CONTRACT: dict[str, tuple[str, ...]] = {
     "Another refund (another order, or another amount of the same order) has another key.": (
         "check_two_refunds",
         "check_partial_refunds",
+        "check_same_amount_orders",
     ),
     "A timeout (`rc.ToolTimeoutError`) is not a failure: the refund may have happened, "
     "so it is retried under the same key.": ("check_refund_after_timeout", "check_refund_unavailable"),

@@ -96,7 +96,23 @@ def archive_note(world: World, path: str, **_: Any) -> str:
     return f"Archived {path}."
 
 
+@tool(
+    Effect.SIDE_EFFECT,
+    "Read a note aloud to the team's call, then archive it. It cannot be undone.",
+    path={"type": "string"},
+)
+def read_and_archive(world: World, path: str, **_: Any) -> str:
+    return archive_note.run(world, path=path)
+
+
+@tool(Effect.READ_ONLY, "Tally the decisions recorded in the meeting notes.")
+def tally_decisions(world: World, **_: Any) -> str:
+    return f"{sum(p.read_text(encoding='utf-8').count('Decision') for p in world.notes_dir.iterdir())} decisions"
+
+
 EXTRA_TOOLS = (count_notes, post_to_chat, archive_note)
+NAME_TRAPS = (read_and_archive, tally_decisions)
+"""Tools whose names say the opposite of their declared effect: only ``tools.effect`` tells."""
 
 
 # -- the hidden checks -------------------------------------------------------------------------
@@ -374,6 +390,21 @@ def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
     _require_unknown(results[0], "send_email, with no ledger to look in,")
 
 
+def check_turn_effect_not_name(reconcile_turn: Reconcile) -> None:
+    """A side-effecting tool named read_… is not run and a read-only tally_decisions is: the toolbox's effect decides, not the name."""
+    calls = [("read_and_archive", {"path": "meeting-08-18.md"}), ("tally_decisions", {})]
+    box = fresh_toolbox(NAME_TRAPS)
+    _, results = _settle(reconcile_turn, dangling_turn(calls), box)
+    require(
+        box.executed == [("tally_decisions", {})],
+        "what a tool does is declared in the toolbox (tools.is_read_only, tools.effect), never read off its name: "
+        f"execute calls were {box.executed} (reread lesson 2, section 5, 'The rule: by what the tool does')",
+    )
+    require((box.world.notes_dir / "meeting-08-18.md").exists(), "no note may be archived on resume")
+    _require_unknown(results[0], "read_and_archive (a side effect, whatever its name)")
+    require_rerun(results[1], fresh_toolbox(NAME_TRAPS).execute("tally_decisions", {}))
+
+
 def check_turn_api_verdict(reconcile_turn: Reconcile) -> None:
     """The reconciled mixed turn and a real crash between tools are accepted by the Messages API (no 400)."""
     calls = [("list_dir", {"path": "."}), ("send_email", EMAIL), ("delete_database", {"name": "prod"})]
@@ -446,6 +477,7 @@ TURN_CHECKS: dict[str, Callable[[Reconcile], None]] = {
     "turn_read_only": check_turn_read_only,
     "turn_receipts": check_turn_receipts,
     "turn_status_unknown": check_turn_status_unknown,
+    "turn_effect_not_name": check_turn_effect_not_name,
     "turn_api_verdict": check_turn_api_verdict,
     "turn_real_kills": check_turn_real_kills,
 }
@@ -463,6 +495,7 @@ CONTRACT: dict[str, tuple[str, ...]] = {
     ),
     "A read-only call is re-run once; its output is its result.": (
         "check_turn_read_only",
+        "check_turn_effect_not_name",
         "check_turn_keeps_recorded",
         "check_turn_between_tools",
     ),
@@ -478,6 +511,7 @@ CONTRACT: dict[str, tuple[str, ...]] = {
     "A side-effecting call without a finished receipt, or with no ledger at all, gets `is_error: true` "
     "with `rc.STATUS_UNKNOWN` as its text.": (
         "check_turn_status_unknown",
+        "check_turn_effect_not_name",
         "check_turn_real_kills",
     ),
     "A tool the toolbox does not know is treated as side-effecting: never run, answered like one.": (
