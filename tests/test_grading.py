@@ -198,7 +198,7 @@ def test_monkeypatching_the_checkers_does_not_pay(folder_run):
         for gid in ("test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"):
             assert f"{gid} 0/" in rows[student]["reason"], student
     # the hidden-only cells run in the kernel without their hidden block: the isolated re-run decides them
-    assert rows["monkeypatch"]["reason"].count("failed in an isolated re-run") >= 2
+    assert "failed in an isolated re-run" in rows["monkeypatch"]["reason"]
     assert "isolated re-run" not in rows["correct"]["reason"]
     from nbgrader.api import Gradebook
 
