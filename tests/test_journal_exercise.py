@@ -83,6 +83,64 @@ IN_PLACE_APPEND = """def append_record(path, record):
         os.fsync(f.fileno())
 """
 
+
+def out_of_order(seek: bool) -> str:
+    """An append that writes the second half of its line first (pwrite at its offset, or lseek then write): a kill between leaves a hole."""
+    first, second = (
+        (
+            "os.lseek(fd, base + k, os.SEEK_SET); os.write(fd, payload[k:])",
+            "os.lseek(fd, base, os.SEEK_SET); os.write(fd, payload[:k])",
+        )
+        if seek
+        else ("os.pwrite(fd, payload[k:], base + k)", "os.pwrite(fd, payload[:k], base)")
+    )
+    return f"""def append_record(path, record):
+    path = Path(path)
+    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    line = data + b"\\t" + f"{{zlib.crc32(data):08x}}".encode() + b"\\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        held = os.pread(fd, os.fstat(fd).st_size, 0)
+        whole = held[: held.rfind(b"\\n") + 1]
+        if len(whole) < len(held):
+            os.ftruncate(fd, len(whole))
+        payload = line if whole else header + line
+        base, k = len(whole), len(payload) // 2
+        {first}
+        {second}
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not whole:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+"""
+
+
+PWRITE_APPEND = """def append_record(path, record):
+    body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+    line = body + b"\\t" + format(zlib.crc32(body), "08x").encode() + b"\\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        end = data.rfind(b"\\n") + 1  # 0: not even the header is whole
+        if end == 0:
+            line = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n" + line
+        os.ftruncate(fd, end)
+        os.pwrite(fd, line, end)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if end == 0:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        os.fsync(folder)
+        os.close(folder)
+"""
+"""A correct append by file offsets (os.pread, os.ftruncate, os.pwrite), not the solution's file object."""
+
+
 POP = "    lines.pop()  # after the last \\n: nothing, or a torn line a kill left (never a record)\n"
 CHECKSUM = '            raise JournalError(f"{path}: line {number} is damaged (no tab, or a wrong checksum)")\n'
 CUT = "            f.truncate(len(whole))  # cut the torn line a kill mid-append left\n"
@@ -129,6 +187,9 @@ TRACED = ("no_fsync", "rewrites_the_whole_file", "appends_with_lesson_1s_snapsho
 TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
     # rewrites every old byte as it was, then the line: only the trace shows the rewrite
     "rewrites_the_same_bytes_in_place": ({"append_record": IN_PLACE_APPEND}, "test_journal_round_trip"),
+    # the line's second half first: a kill between the writes leaves a complete damaged line
+    "pwrites_out_of_order": ({"append_record": out_of_order(seek=False)}, "test_kill_during_append"),
+    "seeks_and_writes_out_of_order": ({"append_record": out_of_order(seek=True)}, "test_kill_during_append"),
 }
 """Wrong answers only the re-check can see: the kernel's hints pass them."""
 
@@ -264,6 +325,12 @@ def recheck(tmp_path: Path, answers: dict[str, str], backend) -> dict[str, str |
 def test_the_solution_passes_the_traced_journal_checks(tmp_path, backend):
     """In the re-check the solution's appends, traced from outside, pass every journal cell."""
     assert recheck(tmp_path, {}, backend) == dict.fromkeys(JOURNAL_TESTS)
+
+
+@pytest.mark.slow
+def test_an_append_by_offsets_passes_the_traced_journal_checks(tmp_path, backend):
+    """In the re-check a correct append through os.pread, os.ftruncate and os.pwrite passes every journal cell."""
+    assert recheck(tmp_path, {"append_record": PWRITE_APPEND}, backend) == dict.fromkeys(JOURNAL_TESTS)
 
 
 @pytest.mark.slow
