@@ -141,6 +141,45 @@ PWRITE_APPEND = """def append_record(path, record):
 """A correct append by file offsets (os.pread, os.ftruncate, os.pwrite), not the solution's file object."""
 
 
+def after_return(write_too: bool) -> str:
+    """An append whose thread fsyncs (and, with ``write_too``, first writes) once append_record returned; the big return value slows the reply."""
+    head = (
+        '    held = path.read_bytes() if path.exists() else b""\n'
+        '    whole = held[: held.rfind(b"\\n") + 1]\n'
+        "    def write():\n"
+        '        with open(path, "a+b") as f:\n'
+        "            f.truncate(len(whole))\n"
+        "            f.write(line if whole else header + line)\n"
+    )
+    if not write_too:
+        head += "    write()\n    write = lambda: None\n"
+    return (
+        "def append_record(path, record):\n"
+        "    import sys, threading, time\n"
+        "    path = Path(path)\n"
+        '    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"\n'
+        '    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")\n'
+        '    line = data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n"\n'
+        + head
+        + "    me, main = sys._getframe().f_code, threading.get_ident()\n"
+        "    def returned():\n"
+        "        f = sys._current_frames().get(main)\n"
+        "        while f is not None:\n"
+        "            if f.f_code is me:\n"
+        "                return False\n"
+        "            f = f.f_back\n"
+        "        return True\n"
+        "    def later():\n"
+        "        while not returned():\n"
+        "            time.sleep(0)\n"
+        "        write()\n"
+        "        fd = os.open(path, os.O_RDONLY); os.fsync(fd); os.close(fd)\n"
+        "        fd = os.open(path.parent, os.O_RDONLY); os.fsync(fd); os.close(fd)\n"
+        "    threading.Thread(target=later, daemon=True).start()\n"
+        "    return [0] * 3_000_000  # the reply takes a while to encode: the thread's calls land meanwhile\n"
+    )
+
+
 POP = "    lines.pop()  # after the last \\n: nothing, or a torn line a kill left (never a record)\n"
 CHECKSUM = '            raise JournalError(f"{path}: line {number} is damaged (no tab, or a wrong checksum)")\n'
 CUT = "            f.truncate(len(whole))  # cut the torn line a kill mid-append left\n"
@@ -190,6 +229,9 @@ TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
     # the line's second half first: a kill between the writes leaves a complete damaged line
     "pwrites_out_of_order": ({"append_record": out_of_order(seek=False)}, "test_kill_during_append"),
     "seeks_and_writes_out_of_order": ({"append_record": out_of_order(seek=True)}, "test_kill_during_append"),
+    # a thread fsyncs (or even writes) once append_record returned, while the reply is encoded
+    "fsyncs_after_returning": ({"append_record": after_return(write_too=False)}, "test_append_durable"),
+    "writes_after_returning": ({"append_record": after_return(write_too=True)}, "test_append_durable"),
 }
 """Wrong answers only the re-check can see: the kernel's hints pass them."""
 

@@ -516,3 +516,45 @@ def test_a_real_read_then_write_under_strace(tmp_path):
     seen = syscalls.append_states(read_events(trace, str(folder)), str(target), HEAD, target.read_bytes())
     assert seen.problem is None and seen.start == len(HEAD)
     assert seen.states == tuple(HEAD + LINE[:k] for k in range(len(LINE) + 1))
+
+
+def _marked(mark: str) -> str:
+    """The line of the learner's process marking that the call ``mark`` names returned."""
+    path = "".join(f"\\x{b:02x}" for b in (syscalls.RETURNED + mark).encode())
+    return f'7  openat(AT_FDCWD</w>, "{path}", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file or directory)\n'
+
+
+def test_what_follows_the_return_is_no_part_of_the_call():
+    """The events after the call's mark are cut off; an fsync or write to the folder among them is a problem."""
+    mark = "ab" * 8
+    text = APPEND.replace("7  fsync", _marked(mark) + "8  fsync")
+    returned = syscalls.returned_mark(text, mark)
+    assert returned is not None and returned.line == 3 and syscalls.returned_mark(text, "cd" * 8) is None
+    during, late = syscalls.until_returned(_events(text), returned, J)
+    assert [e.syscall for e in during] == ["openat", "write"] and "after it returned (trace line 4)" in str(late)
+    assert not syscalls.append_states(during, J, HEAD, HEAD + LINE).synced_after_last_write
+    whole = APPEND + _marked(mark)
+    assert syscalls.until_returned(_events(APPEND), syscalls.returned_mark(whole, mark), J) == (_events(APPEND), None)
+    assert "no end of the call" in str(syscalls.until_returned(_events(APPEND), None, J)[1])
+
+
+def test_a_call_in_progress_at_the_return_never_returned():
+    """A write whose result is printed after the mark counts as one that never returned."""
+    text = f'7  write(3<{J}>, ""..., 9 <unfinished ...>\n{_marked("ab" * 8)}7  <... write resumed>) = 9\n'
+    during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
+    assert late is None and during[0].end is None and during[0].result is None
+
+
+def test_a_change_by_another_thread_is_no_part_of_the_call():
+    """An fsync of the journal by another thread than the call's, even before the return, is a problem."""
+    text = APPEND.replace("7  fsync", "8  fsync") + _marked("ab" * 8)
+    during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
+    assert "from another thread or process (trace line 3)" in str(late) and len(during) == 2
+
+
+def test_a_mark_is_hex_only():
+    """mark_returned refuses a mark that is no short lowercase hex string (it becomes a path)."""
+    for bad in ("../x", "AB" * 8, 7, "a" * 65):
+        with pytest.raises(ValueError, match="hex"):
+            syscalls.mark_returned(bad)
+    syscalls.mark_returned("ab" * 8)

@@ -13,6 +13,8 @@ Stdlib only: this module is also imported inside the sandbox.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import posixpath
@@ -1011,3 +1013,59 @@ def append_states(events: Iterable[Event], target: str, before: bytes | None, af
         if not unique or unique[-1] != state:
             unique.append(state)
     return result(tuple(unique), None, start=start)
+
+
+# -- where a call ended ----------------------------------------------------------------------
+
+RETURNED = "/.resumable-call-returned-"
+"""The path (never there) whose open marks in the trace that a call returned; its mark follows."""
+_MARK = re.compile(r"[0-9a-f]{8,64}")
+_STILL = frozenset({"lseek", "_llseek", "read", "readv", "preadv2", "fcntl", "dup", "dup2", "dup3"})
+"""Calls that change no file: harmless after the call returned."""
+
+
+def mark_returned(mark: object) -> None:
+    """Mark in the trace that the call ``mark`` names returned: a traced open of a path that is never there."""
+    if type(mark) is not str or not _MARK.fullmatch(mark):
+        raise ValueError("a call's mark is 8 to 64 lowercase hex digits")
+    with contextlib.suppress(OSError):  # ENOENT, as meant: the open itself is the mark
+        os.close(os.open(RETURNED + mark, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def returned_mark(trace: Path | str, mark: str) -> Event | None:
+    """The trace's event where the call ``mark`` names returned (:func:`mark_returned`): its line, and the
+    thread that ran the call; None when the trace never shows it.
+
+    A mark is made by the learner's process, so only its absence or its delay could help that
+    process; a missing one is refused (:func:`until_returned`), and an early one only makes the call shorter.
+    """
+    reader, path = _Reader("/"), RETURNED + mark
+    for ev in reader.lines(_text_lines(trace)):
+        if ev.syscall in _OPENS and ev.paths[:1] == (path,):
+            return ev
+    return None
+
+
+def until_returned(events: Iterable[Event], returned: Event | None, target: str) -> tuple[list[Event], str | None]:
+    """The events of a call up to ``returned`` (its mark), and why the rest rules it out (None: nothing does).
+
+    A call in progress at the return (its result printed after the mark) is kept as one that
+    never returned. A change in the folder by another thread or process than the one that ran
+    the call, or after the return (a write, a sync, an open, a rename), is a problem: the call's
+    own thread must do its work before it returns, or the file changes under the checker. No
+    mark at all is a problem too.
+    """
+    name = posixpath.basename(_norm(target))
+    if returned is None:
+        return (
+            [],
+            f"the grader saw no end of the call to the function writing {name} in the trace, so it cannot judge it",
+        )
+    during, late, line = [], None, returned.line
+    for ev in events:
+        if ev.line < line and ev.pid == returned.pid:
+            during.append(ev if ev.end is None or ev.end < line else dataclasses.replace(ev, end=None, result=None))
+        elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL):
+            when = "after it returned" if ev.line > line else "from another thread or process"
+            late = f"the function writing {name} left its work to others: the trace shows {ev.syscall or 'a call'}() on the folder of {name} {when} (trace line {ev.line}); write, flush and fsync in the call itself before returning, not in a thread"
+    return during, late
