@@ -83,6 +83,103 @@ IN_PLACE_APPEND = """def append_record(path, record):
         os.fsync(f.fileno())
 """
 
+
+def out_of_order(seek: bool) -> str:
+    """An append that writes the second half of its line first (pwrite at its offset, or lseek then write): a kill between leaves a hole."""
+    first, second = (
+        (
+            "os.lseek(fd, base + k, os.SEEK_SET); os.write(fd, payload[k:])",
+            "os.lseek(fd, base, os.SEEK_SET); os.write(fd, payload[:k])",
+        )
+        if seek
+        else ("os.pwrite(fd, payload[k:], base + k)", "os.pwrite(fd, payload[:k], base)")
+    )
+    return f"""def append_record(path, record):
+    path = Path(path)
+    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    line = data + b"\\t" + f"{{zlib.crc32(data):08x}}".encode() + b"\\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        held = os.pread(fd, os.fstat(fd).st_size, 0)
+        whole = held[: held.rfind(b"\\n") + 1]
+        if len(whole) < len(held):
+            os.ftruncate(fd, len(whole))
+        payload = line if whole else header + line
+        base, k = len(whole), len(payload) // 2
+        {first}
+        {second}
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not whole:
+        dfd = os.open(path.parent, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
+"""
+
+
+PWRITE_APPEND = """def append_record(path, record):
+    body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+    line = body + b"\\t" + format(zlib.crc32(body), "08x").encode() + b"\\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        data = os.pread(fd, os.fstat(fd).st_size, 0)
+        end = data.rfind(b"\\n") + 1  # 0: not even the header is whole
+        if end == 0:
+            line = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n" + line
+        os.ftruncate(fd, end)
+        os.pwrite(fd, line, end)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if end == 0:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        os.fsync(folder)
+        os.close(folder)
+"""
+"""A correct append by file offsets (os.pread, os.ftruncate, os.pwrite), not the solution's file object."""
+
+
+def after_return(write_too: bool) -> str:
+    """An append whose thread fsyncs (and, with ``write_too``, first writes) once append_record returned; the big return value slows the reply."""
+    head = (
+        '    held = path.read_bytes() if path.exists() else b""\n'
+        '    whole = held[: held.rfind(b"\\n") + 1]\n'
+        "    def write():\n"
+        '        with open(path, "a+b") as f:\n'
+        "            f.truncate(len(whole))\n"
+        "            f.write(line if whole else header + line)\n"
+    )
+    if not write_too:
+        head += "    write()\n    write = lambda: None\n"
+    return (
+        "def append_record(path, record):\n"
+        "    import sys, threading, time\n"
+        "    path = Path(path)\n"
+        '    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"\n'
+        '    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")\n'
+        '    line = data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n"\n'
+        + head
+        + "    me, main = sys._getframe().f_code, threading.get_ident()\n"
+        "    def returned():\n"
+        "        f = sys._current_frames().get(main)\n"
+        "        while f is not None:\n"
+        "            if f.f_code is me:\n"
+        "                return False\n"
+        "            f = f.f_back\n"
+        "        return True\n"
+        "    def later():\n"
+        "        while not returned():\n"
+        "            time.sleep(0)\n"
+        "        write()\n"
+        "        fd = os.open(path, os.O_RDONLY); os.fsync(fd); os.close(fd)\n"
+        "        fd = os.open(path.parent, os.O_RDONLY); os.fsync(fd); os.close(fd)\n"
+        "    threading.Thread(target=later, daemon=True).start()\n"
+        "    return [0] * 3_000_000  # the reply takes a while to encode: the thread's calls land meanwhile\n"
+    )
+
+
 POP = "    lines.pop()  # after the last \\n: nothing, or a torn line a kill left (never a record)\n"
 CHECKSUM = '            raise JournalError(f"{path}: line {number} is damaged (no tab, or a wrong checksum)")\n'
 CUT = "            f.truncate(len(whole))  # cut the torn line a kill mid-append left\n"
@@ -129,6 +226,12 @@ TRACED = ("no_fsync", "rewrites_the_whole_file", "appends_with_lesson_1s_snapsho
 TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
     # rewrites every old byte as it was, then the line: only the trace shows the rewrite
     "rewrites_the_same_bytes_in_place": ({"append_record": IN_PLACE_APPEND}, "test_journal_round_trip"),
+    # the line's second half first: a kill between the writes leaves a complete damaged line
+    "pwrites_out_of_order": ({"append_record": out_of_order(seek=False)}, "test_kill_during_append"),
+    "seeks_and_writes_out_of_order": ({"append_record": out_of_order(seek=True)}, "test_kill_during_append"),
+    # a thread fsyncs (or even writes) once append_record returned, while the reply is encoded
+    "fsyncs_after_returning": ({"append_record": after_return(write_too=False)}, "test_append_durable"),
+    "writes_after_returning": ({"append_record": after_return(write_too=True)}, "test_append_durable"),
 }
 """Wrong answers only the re-check can see: the kernel's hints pass them."""
 
@@ -264,6 +367,12 @@ def recheck(tmp_path: Path, answers: dict[str, str], backend) -> dict[str, str |
 def test_the_solution_passes_the_traced_journal_checks(tmp_path, backend):
     """In the re-check the solution's appends, traced from outside, pass every journal cell."""
     assert recheck(tmp_path, {}, backend) == dict.fromkeys(JOURNAL_TESTS)
+
+
+@pytest.mark.slow
+def test_an_append_by_offsets_passes_the_traced_journal_checks(tmp_path, backend):
+    """In the re-check a correct append through os.pread, os.ftruncate and os.pwrite passes every journal cell."""
+    assert recheck(tmp_path, {"append_record": PWRITE_APPEND}, backend) == dict.fromkeys(JOURNAL_TESTS)
 
 
 @pytest.mark.slow

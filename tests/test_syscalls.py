@@ -430,3 +430,131 @@ def test_a_real_append_under_strace(tmp_path):
     seen = syscalls.append_states(read_events(trace, str(folder)), str(target), HEAD, target.read_bytes())
     assert seen.problem is None and seen.synced_after_last_write
     assert seen.states == tuple(HEAD + LINE[:k] for k in range(len(LINE) + 1))
+
+
+def _offset_append(first: str, second: str) -> str:
+    """The open of APPEND without O_APPEND, then two writes (``first``, ``second``) and an fsync."""
+    opened = APPEND.splitlines()[0].replace("O_CREAT|O_APPEND", "O_CREAT")
+    return f"{opened}\n7  {first}\n7  {second}\n7  fsync(3<{J}>) = 0\n"
+
+
+def test_writes_land_where_their_offsets_and_seeks_put_them():
+    """pwrite64 at the file's end, and lseek to it then write, give the same prefixes as an O_APPEND write."""
+    n, end = len(LINE), len(HEAD)
+    k = n // 2
+    prefixes = tuple(HEAD + LINE[:i] for i in range(n + 1))
+    by_offset = _offset_append(
+        f'pwrite64(3<{J}>, ""..., {k}, {end}) = {k}', f'pwrite64(3<{J}>, ""..., {n - k}, {end + k}) = {n - k}'
+    )
+    by_seek = _offset_append(f"lseek(3<{J}>, 0, SEEK_END) = {end}", f'write(3<{J}>, ""..., {n}) = {n}')
+    for text in (by_offset, by_seek):
+        seen = syscalls.append_states(_events(text), J, HEAD, HEAD + LINE)
+        assert seen.problem is None and seen.start == end and seen.states == prefixes, seen.problem
+
+
+def test_a_write_past_the_end_is_a_problem_by_offset_or_seek():
+    """The line's second half first (pwrite64 past the end, or lseek past it then write) leaves a hole: refused."""
+    n, end = len(LINE), len(HEAD)
+    k = n // 2
+    second_first = [
+        _offset_append(
+            f'pwrite64(3<{J}>, ""..., {n - k}, {end + k}) = {n - k}', f'pwrite64(3<{J}>, ""..., {k}, {end}) = {k}'
+        ),
+        _offset_append(f"lseek(3<{J}>, {end + k}, SEEK_SET) = {end + k}", f'write(3<{J}>, ""..., {n - k}) = {n - k}'),
+    ]
+    for text in second_first:
+        seen = syscalls.append_states(_events(text), J, HEAD, HEAD + LINE)
+        assert "starts past its end" in str(seen.problem), seen.problem
+
+
+def test_a_plain_write_at_position_zero_overwrites_the_header():
+    """Without O_APPEND or a seek, a write lands at offset 0: the states show the header overwritten (start 0)."""
+    text = _offset_append(
+        f'write(3<{J}>, ""..., {len(HEAD)}) = {len(HEAD)}', f"lseek(3<{J}>, 0, SEEK_CUR) = {len(HEAD)}"
+    )
+    seen = syscalls.append_states(_events(text), J, HEAD, b"X" * len(HEAD))
+    assert seen.problem is None and seen.start == 0
+
+
+@pytest.mark.parametrize(
+    ("calls", "reason"),
+    [
+        (f'write(4<{J}>, ""..., 9) = 9', "did not see opened"),
+        (f'_llseek(3<{J}>, 0, [44], SEEK_END) = 0\n7  write(3<{J}>, ""..., 9) = 9', "could not follow"),
+        (f"dup(3<{J}>) = 5", "dup()"),
+        (f"fcntl(3<{J}>, F_SETFL, O_APPEND) = 0", "F_SETFL"),
+        (f'pwrite64(3<{J}>, ""..., 9, ?) = 9', "could not follow"),
+    ],
+)
+def test_a_write_whose_place_cannot_be_known_is_a_problem(calls, reason):
+    """A write through an fd not seen opened, after an unfollowed seek, a dup or a flag change, or at an unread offset is refused."""
+    opened = APPEND.splitlines()[0].replace("O_CREAT|O_APPEND", "O_CREAT")
+    seen = syscalls.append_states(_events(f"{opened}\n7  {calls}\n"), J, HEAD, HEAD + b"x" * 9)
+    assert seen.problem is not None and reason in seen.problem, seen.problem
+
+
+APPENDER_BY_SEEK = """import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+os.read(fd, 1 << 20)  # to the end: the next write lands there
+os.write(fd, b'{"turn":1}\\t12345678\\n')
+os.fsync(fd)
+"""
+
+
+def test_a_real_read_then_write_under_strace(tmp_path):
+    """A real process that reads to the end, then writes: strace's read moves the position, so the write lands at the end."""
+    reason = syscalls.available()
+    if reason is not None:
+        pytest.skip(reason)
+    folder = tmp_path.resolve() / "j"
+    folder.mkdir()
+    target = folder / "journal.jsonl"
+    target.write_bytes(HEAD)
+    trace = tmp_path / "trace.txt"
+    argv = [*syscalls.tracer_argv(trace), sys.executable, "-c", APPENDER_BY_SEEK, str(target)]
+    subprocess.run(argv, check=True, capture_output=True, timeout=120)
+    seen = syscalls.append_states(read_events(trace, str(folder)), str(target), HEAD, target.read_bytes())
+    assert seen.problem is None and seen.start == len(HEAD)
+    assert seen.states == tuple(HEAD + LINE[:k] for k in range(len(LINE) + 1))
+
+
+def _marked(mark: str) -> str:
+    """The line of the learner's process marking that the call ``mark`` names returned."""
+    path = "".join(f"\\x{b:02x}" for b in (syscalls.RETURNED + mark).encode())
+    return f'7  openat(AT_FDCWD</w>, "{path}", O_RDONLY|O_CLOEXEC) = -1 ENOENT (No such file or directory)\n'
+
+
+def test_what_follows_the_return_is_no_part_of_the_call():
+    """The events after the call's mark are cut off; an fsync or write to the folder among them is a problem."""
+    mark = "ab" * 8
+    text = APPEND.replace("7  fsync", _marked(mark) + "8  fsync")
+    returned = syscalls.returned_mark(text, mark)
+    assert returned is not None and returned.line == 3 and syscalls.returned_mark(text, "cd" * 8) is None
+    during, late = syscalls.until_returned(_events(text), returned, J)
+    assert [e.syscall for e in during] == ["openat", "write"] and "after it returned (trace line 4)" in str(late)
+    assert not syscalls.append_states(during, J, HEAD, HEAD + LINE).synced_after_last_write
+    whole = APPEND + _marked(mark)
+    assert syscalls.until_returned(_events(APPEND), syscalls.returned_mark(whole, mark), J) == (_events(APPEND), None)
+    assert "no end of the call" in str(syscalls.until_returned(_events(APPEND), None, J)[1])
+
+
+def test_a_call_in_progress_at_the_return_never_returned():
+    """A write whose result is printed after the mark counts as one that never returned."""
+    text = f'7  write(3<{J}>, ""..., 9 <unfinished ...>\n{_marked("ab" * 8)}7  <... write resumed>) = 9\n'
+    during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
+    assert late is None and during[0].end is None and during[0].result is None
+
+
+def test_a_change_by_another_thread_is_no_part_of_the_call():
+    """An fsync of the journal by another thread than the call's, even before the return, is a problem."""
+    text = APPEND.replace("7  fsync", "8  fsync") + _marked("ab" * 8)
+    during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
+    assert "from another thread or process (trace line 3)" in str(late) and len(during) == 2
+
+
+def test_a_mark_is_hex_only():
+    """mark_returned refuses a mark that is no short lowercase hex string (it becomes a path)."""
+    for bad in ("../x", "AB" * 8, 7, "a" * 65):
+        with pytest.raises(ValueError, match="hex"):
+            syscalls.mark_returned(bad)
+    syscalls.mark_returned("ab" * 8)

@@ -544,6 +544,13 @@ class Learner:
         nothing the function kept in memory outlives the call, and the handles issued for it
         resolve only while it runs.
         """
+        return self._call_seen((), name, *args, **kwargs)
+
+    def call_marked(self, mark: str, name: str, *args: Any) -> tuple[Any, list[str]]:
+        """:meth:`call_seen`, the learner's side marking in the trace (:func:`.syscalls.mark_returned`) when the function returned."""
+        return self._call_seen((mark,), name, *args)
+
+    def _call_seen(self, mark: tuple[str, ...], name: str, *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
         files = self.files()
         keys = list(kwargs)
         originals = [*args, *kwargs.values()]
@@ -552,7 +559,8 @@ class Learner:
             with files.handed(originals) as values:
                 positional, named = values[: len(args)], dict(zip(keys, values[len(args) :], strict=True))
                 given = [v for o, v in zip(originals, values, strict=True) if isinstance(o, HandedPath)]
-                return session.request("call", name, *positional, **named), given
+                op = ("call_marked", *mark) if mark else ("call",)
+                return session.request(*op, name, *positional, **named), given
         finally:
             session.sock.close()
 
@@ -576,26 +584,30 @@ class Observation:
     """What the tracer saw one call do to the file it was handed: the verdicts the checks ask for."""
 
     events: tuple[Any, ...]
+    """The events of the call, up to where it returned."""
     target: str
     """The handed file's path as the learner's process saw it."""
+    late: str | None = None
+    """Why what the trace shows after the call returned (or the lack of its end) rules the call out; None: nothing."""
 
     def atomic_problem(self) -> str | None:
         """Why a kill at some moment of the call would leave the file neither old nor new, or None."""
         from . import syscalls
 
-        return syscalls.atomic_problem(list(self.events), self.target)
+        return self.late or syscalls.atomic_problem(list(self.events), self.target)
 
     def durable_problem(self) -> str | None:
         """Why the call's steps do not make the new file durable, or None."""
         from . import syscalls
 
-        return syscalls.durable_problem(list(self.events), self.target)
+        return self.late or syscalls.durable_problem(list(self.events), self.target)
 
     def append(self, before: bytes | None, after: bytes | None) -> Any:
         """What a kill at any moment of the call could leave in the file (a :class:`~.syscalls.Append`), given its bytes before and after."""
         from . import syscalls
 
-        return syscalls.append_states(list(self.events), self.target, before, after)
+        seen = syscalls.append_states(list(self.events), self.target, before, after)
+        return dataclasses.replace(seen, states=(before, after), problem=self.late) if self.late else seen
 
 
 class RemoteFunction:
@@ -621,12 +633,14 @@ class RemoteFunction:
 
         if not _TRACE:
             raise RuntimeError("the re-check has no trace of the learner's process: this cell needs review")
-        _, given = self.learner.call_seen(self.name, *args)
+        mark = secrets.token_hex(16)
+        _, given = self.learner.call_marked(mark, self.name, *args)
         if len(given) != 1:  # a bug of the check: one handed path is observed at a time
             raise ValueError(f"observe() needs exactly one handed path, got {len(given)}")
         target = given[0]
         events = syscalls.read_events(_TRACE[0], str(Path(target).parent))
-        return Observation(tuple(events), target)
+        during, late = syscalls.until_returned(events, syscalls.returned_mark(_TRACE[0], mark), target)
+        return Observation(tuple(during), target, late)
 
     def __repr__(self) -> str:
         return f"<the notebook's {self.name}, in the learner's process>"

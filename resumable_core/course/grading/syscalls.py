@@ -13,6 +13,8 @@ Stdlib only: this module is also imported inside the sandbox.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import posixpath
@@ -33,6 +35,8 @@ TRACED = (
     *("?unlink", "unlinkat", "?rmdir", "?mkdir", "mkdirat", "?mknod", "mknodat"),
     *("fsync", "fdatasync", "sync_file_range", "syncfs", "sync"),
     *("mmap", "copy_file_range", "sendfile", "splice", "ioctl"),
+    # where a plain write lands: what moves an fd's position, or shares it with another fd
+    *("lseek", "?_llseek", "read", "readv", "preadv2", "dup", "?dup2", "dup3", "fcntl"),
     *("io_uring_setup", "io_uring_enter", "io_uring_register", "io_setup", "io_submit"),
     # where relative paths point: the working folder, and who inherits it
     *("chdir", "fchdir", "chroot", "pivot_root", "clone", "clone3", "?fork", "?vfork"),
@@ -56,10 +60,14 @@ class Event:
     """Its path arguments made absolute (with the dirfd's or the cwd's path); None: not resolvable."""
     fds: tuple[str | None, ...] = ()
     """The kernel's paths of its fd arguments, in order (``write(3</a/b>, ...)``); None: none shown."""
+    fd_numbers: tuple[int | None, ...] = ()
+    """The numbers of its fd arguments, in the order of :attr:`fds` (``AT_FDCWD``: None)."""
     flags: tuple[str, ...] = ()
     """Its symbolic flags: open flags, mmap's prot and flags, rename and link flags, an ioctl's request."""
     result: int | None = None
     """Its return value; None when unknown (killed in the call, or strace printed ``?``)."""
+    offset: int | None = None
+    """Its offset or length argument (pwrite64's offset, ftruncate's length); None when it has none or it cannot be read."""
     error: str | None = None
     """The errno name when it failed (``ENOENT``)."""
     returned: str | None = None
@@ -131,14 +139,13 @@ _WRITTEN_FD |= {"fallocate": 0, "copy_file_range": 1, "sendfile": 0, "splice": 1
 """Calls that change a file's bytes, and which of their fds (:attr:`Event.fds`) they write."""
 
 # Each argument's role. D: a dirfd for the next P; P: a path; S: a symlink's content; f: an fd;
-# F: flags; H: a struct holding flags=; .: skipped. Missing arguments (a cut line) stay unresolved.
+# F: flags; H: a struct holding flags=; o: an offset or length (:attr:`Event.offset`); .: skipped. Missing arguments (a cut line) stay unresolved.
 _ARGS = {
     "open": "PF",
     "creat": "P",
     "openat": "DPF",
     "openat2": "DPH",
     "open_by_handle_at": "f.F",
-    "truncate": "P",
     "rename": "PP",
     "renameat": "DPDP",
     "renameat2": "DPDPF",
@@ -171,7 +178,9 @@ _ARGS = {
     "io_uring_setup": "",
     "io_setup": "",
 }
-_ARGS |= dict.fromkeys(["write", "pwrite64", "writev", "pwritev", "pwritev2", "ftruncate"], "f")
+_ARGS |= dict.fromkeys(["write", "writev", "read", "readv", "lseek", "_llseek", "dup"], "f")
+_ARGS |= {"pwrite64": "f..o", "pwritev": "f..o", "pwritev2": "f..oF", "preadv2": "f..o", "ftruncate": "fo"}
+_ARGS |= {"dup2": "ff", "dup3": "ff", "fcntl": "fF", "truncate": "Po"}
 _ARGS |= dict.fromkeys(["fsync", "fdatasync", "syncfs", "sync_file_range"], "f")
 _ARGS |= dict.fromkeys(["io_uring_enter", "io_uring_register", "io_submit"], "f")
 
@@ -255,6 +264,15 @@ def _fd_path(arg: str) -> tuple[bool, str | None]:
         return True, None
     path = _unescape(m.group(2))
     return True, _norm(path) if path.startswith("/") else path
+
+
+_INTEGER = re.compile(r"-?\d{1,20}")
+
+
+def _fd_number(arg: str | None) -> int | None:
+    """The number of an fd argument (``3</a/b>`` is 3); None for ``AT_FDCWD`` or what is no fd."""
+    m = _FD.fullmatch(arg) if arg is not None else None
+    return int(m.group(1)) if m is not None and m.group(1) != "AT_FDCWD" else None
 
 
 def _string(arg: str | None) -> str | None:
@@ -370,17 +388,19 @@ class _Reader:
                 tail = tail[close + 1 :]
             err = _ERRNO.match(tail)
             error = err.group(1) if err and (result is None or result < 0) else None
-        paths, fds, flags = self._arguments(name, args, call.pid)
-        ev = Event(call.line, call.pid, name, paths, fds, flags, result, error, returned, end, raw="")
+        paths, fds, numbers, flags, offset = self._arguments(name, args, call.pid)
+        ev = Event(call.line, call.pid, name, paths, fds, numbers, flags, result, offset, error, returned, end, raw="")
         self._remember(ev)
         return ev
 
     def _arguments(
         self, name: str, args: list[str], pid: int | None
-    ) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[str, ...]]:
+    ) -> tuple[tuple[str | None, ...], tuple[str | None, ...], tuple[int | None, ...], tuple[str, ...], int | None]:
         paths: list[str | None] = []
         fds: list[str | None] = []
+        numbers: list[int | None] = []
         flags: list[str] = []
+        offset: int | None = None
         base: str | None = self.cwd.get(pid)
         content: str | None = None
         roles = _ARGS[name]
@@ -402,6 +422,9 @@ class _Reader:
                 content = _string(arg)
             elif role == "f":
                 fds.append(_fd_path(arg)[1] if arg is not None else None)
+                numbers.append(_fd_number(arg))
+            elif role == "o" and arg is not None and _INTEGER.fullmatch(arg):
+                offset = int(arg)
             elif role == "F":
                 flags += _flags(arg)
             elif role == "H" and arg is not None:
@@ -411,10 +434,11 @@ class _Reader:
             flags += ("O_CREAT", "O_WRONLY", "O_TRUNC")
         if name == "mmap" and "MAP_ANONYMOUS" in flags:
             fds.clear()
+            numbers.clear()
         if roles.startswith("S"):  # a symlink's content is read from the folder the link is in
             link = paths[0] if paths else None
             paths.insert(0, self.resolve(posixpath.dirname(link) if link else None, content, magic=True))
-        return tuple(paths), tuple(fds), tuple(flags)
+        return tuple(paths), tuple(fds), tuple(numbers), tuple(flags), offset
 
     def _remember(self, ev: Event) -> None:
         """Keep what later paths depend on: the symlinks made, and each process's working folder."""
@@ -725,8 +749,9 @@ class Append:
     ``states`` holds every content a SIGKILL at some moment of the call could leave in the file, in
     the order they occur (``None``: no file), the first being the file before the call and the last
     the file it left. The trace shows how many bytes each write put in, never which (``-s 0``): the
-    bytes are read from the file the call left, the writes taken as filling its end in order.
-    ``problem`` says why the calls cannot be read as an append (a rename, an unseen write, ...),
+    bytes are read from the file the call left, at where each write landed: its offset (pwrite64), or
+    its fd's position, followed from the open through every lseek, read and write (``O_APPEND``:
+    the end). ``problem`` says why the calls cannot be read as an append (a rename, an unseen write, ...),
     and is None when they can.
     """
 
@@ -764,8 +789,9 @@ def _could_touch(ev: Event, target: str) -> bool:
 class _AppendSteps:
     """The calls of one append that change the target, in order, and what else the trace showed."""
 
-    steps: list[tuple[str, Event]] = field(default_factory=list)
-    """("create" | "empty" | "trunc" | "write", event)."""
+    steps: list[tuple[str, Event, int | None]] = field(default_factory=list)
+    """("create" | "empty" | "trunc" | "write", event, where): a write's offset (None: at the file's end, as
+    ``O_APPEND`` writes), a truncation's length."""
     synced_at: list[int] = field(default_factory=list)
     folder_synced_at: list[int] = field(default_factory=list)
     created_at: int | None = None
@@ -773,6 +799,23 @@ class _AppendSteps:
 
     def fail(self, why: str) -> None:
         self.problem = self.problem or why
+
+
+@dataclass
+class _Position:
+    """Where the next plain write through one fd of the target lands."""
+
+    at: int | None
+    """Its offset; None when it cannot be known (after a write in append mode, where it does not matter)."""
+    appends: bool
+    """Opened with ``O_APPEND``: every write lands at the file's end, whatever the offset."""
+
+
+_READS = frozenset({"read", "readv", "preadv2"})
+_DUPS = frozenset({"dup", "dup2", "dup3"})
+_MOVES = frozenset({"lseek", "_llseek", "fcntl"}) | _READS
+_PLAIN_WRITES = frozenset({"write", "writev"})
+_OFFSET_WRITES = frozenset({"pwrite64", "pwritev", "pwritev2"})
 
 
 def _unseen_change(ev: Event, name: str) -> str:
@@ -786,6 +829,8 @@ def _unseen_change(ev: Event, name: str) -> str:
 
 def _append_steps(events: Iterable[Event], target: str, before: bytes | None) -> _AppendSteps:
     name, seen = posixpath.basename(target), _AppendSteps()
+    positions: dict[int, _Position] = {}
+    """Each fd number open on the target, from its open on: where its writes land."""
     for ev in events:
         if _could_touch(ev, target):
             seen.fail(_unseen_change(ev, name))
@@ -794,15 +839,21 @@ def _append_steps(events: Iterable[Event], target: str, before: bytes | None) ->
         changes, fd = _written_fd(ev)
         if ev.syscall in _OPENS:
             opened = ev.returned if ev.returned is not None else _arg(ev.paths, 0)
+            if ev.result is not None:  # the number now names this file, whatever it named before
+                positions.pop(ev.result, None)
             if opened is None and _writing(ev):
                 seen.fail(
                     f"append_record opened a file for writing by a path the grader could not resolve (it may be {name}); use absolute paths"
                 )
             elif opened == target and "O_CREAT" in ev.flags and before is None and seen.created_at is None:
                 seen.created_at = ev.end or ev.line
-                seen.steps.append(("create", ev))
+                seen.steps.append(("create", ev, None))
             if opened == target and {"O_TRUNC", "O_TMPFILE"} & set(ev.flags):
-                seen.steps.append(("empty", ev))
+                seen.steps.append(("empty", ev, None))
+            if opened == target and ev.result is not None and ev.result >= 0:
+                positions[ev.result] = _Position(0, "O_APPEND" in ev.flags)
+        elif ev.syscall in _DUPS | _MOVES:
+            _follow(ev, target, positions, seen)
         elif changes or ev.syscall == "truncate":
             where = fd if changes else _arg(ev.paths, 0)
             if where is None:
@@ -812,13 +863,11 @@ def _append_steps(events: Iterable[Event], target: str, before: bytes | None) ->
             elif where != target:
                 continue
             elif ev.syscall in ("ftruncate", "truncate"):
-                seen.steps.append(("trunc", ev))
-            elif ev.syscall in ("fallocate", "ioctl"):
-                seen.fail(f"append_record changed {name} with {ev.syscall}(): append with plain writes")
-            elif ev.end is None or ev.result is None:
-                seen.fail(f"a write to {name} never returned before the call ended")
+                if ev.offset is None or ev.offset < 0:
+                    seen.fail(f"the grader could not read the length {name} was cut to (trace line {ev.line})")
+                seen.steps.append(("trunc", ev, ev.offset))
             else:
-                seen.steps.append(("write", ev))
+                _write(ev, target, positions, seen)
         elif ev.syscall in _SYNCS and ev.result == 0 and ev.fds and ev.end is not None:
             if ev.fds[0] == target:
                 seen.synced_at.append(ev.line)
@@ -827,20 +876,83 @@ def _append_steps(events: Iterable[Event], target: str, before: bytes | None) ->
     return seen
 
 
+def _write(ev: Event, target: str, positions: dict[int, _Position], seen: _AppendSteps) -> None:
+    """Add a write to the target as a step, at where it lands; or say why it cannot be known."""
+    name, number = posixpath.basename(target), _number(ev.fd_numbers, 0)
+    unknown = f"append_record wrote to {name} through an fd whose position the grader could not follow"
+    if ev.syscall not in _PLAIN_WRITES | _OFFSET_WRITES:
+        seen.fail(f"append_record changed {name} with {ev.syscall}(): append with plain writes")
+    elif ev.end is None or ev.result is None:
+        seen.fail(f"a write to {name} never returned before the call ended")
+    elif number not in positions:
+        seen.fail(f"{unknown} (one it did not see opened): write through the fd open() gave")
+    else:
+        known, at = _landing(ev, positions[number])
+        if not known:
+            seen.fail(f"{unknown} (trace line {ev.line}); write at the end of the file, with open(path, 'ab')")
+        seen.steps.append(("write", ev, at))
+
+
+def _follow(ev: Event, target: str, positions: dict[int, _Position], seen: _AppendSteps) -> None:
+    """Follow what a dup, fcntl, lseek or read does to the positions of the target's fds."""
+    name, number, fd = posixpath.basename(target), _number(ev.fd_numbers, 0), _arg(ev.fds, 0)
+    command = ev.flags[0] if ev.syscall == "fcntl" and ev.flags else ""
+    if ev.syscall in _DUPS or ev.syscall == "fcntl":
+        duplicates = ev.syscall in _DUPS or command.startswith("F_DUPFD")
+        if (duplicates or command in ("F_SETFL", "")) and _is(fd, target):
+            seen.fail(
+                f"append_record used {ev.syscall}({command}) on the fd of {name}, so the grader cannot follow where its writes land: write through the one fd open() gave"
+            )
+        for gone in (*ev.fd_numbers[1:], ev.result) if duplicates else ():
+            if gone is not None:  # the number now names another fd's file
+                positions.pop(gone, None)
+        return
+    if ev.syscall == "preadv2" and ev.offset != -1:
+        return  # read at its own offset: the position stays
+    position = positions.get(number) if number is not None and _is(fd, target) else None
+    if position is None:
+        return
+    if ev.syscall == "lseek" and fd == target and ev.result is not None and ev.result >= 0:
+        position.at = ev.result  # lseek returns the new position
+    elif ev.syscall in _READS and fd == target and position.at is not None and ev.result is not None:
+        position.at += ev.result
+    else:
+        position.at = None
+
+
+def _number(items: tuple[int | None, ...], i: int) -> int | None:
+    return items[i] if i < len(items) else None
+
+
+def _landing(ev: Event, position: _Position) -> tuple[bool, int | None]:
+    """(is it known, where a write begins: None at the file's end), moving ``position`` past it."""
+    n = ev.result or 0
+    if position.appends or (ev.syscall == "pwritev2" and "RWF_APPEND" in ev.flags):
+        position.at = None  # an append-mode write leaves the position at the end: never needed again
+        return True, None
+    if ev.syscall in _OFFSET_WRITES and not (ev.syscall == "pwritev2" and ev.offset == -1):
+        return ev.offset is not None, ev.offset  # the fd's position stays where it was
+    at = position.at
+    position.at = None if at is None else at + n
+    return at is not None, at
+
+
 def append_states(events: Iterable[Event], target: str, before: bytes | None, after: bytes | None) -> Append:
     """What a kill at any moment of the call whose ``events`` these are could leave in ``target``.
 
     ``before`` and ``after`` are the file's bytes before and after the call (None: no file). Each
     write to the target gives the states before it, after it, and after each prefix of its bytes
     (a kill mid-write leaves any prefix); an open with ``O_TRUNC`` empties the file, and a
-    truncation cuts it where the writes that follow start. A rename onto or away from the target,
-    an unlink of it, a link, a shared map, io_uring or AIO, or a call that cannot be read or resolved
-    is a ``problem``: none of these is an append. So are writes the file left does not account for.
+    truncation cuts it to its length. A write whose place cannot be known (an fd not seen opened,
+    a dup'd one, an unread offset), one past the file's end, or one over bytes the call wrote is a
+    ``problem``, as are a rename onto or away from the target, an unlink of it, a link, a shared
+    map, io_uring or AIO, or a call that cannot be read or resolved: none of these is an append. So
+    are writes the file left does not account for.
     """
     target = _norm(target)
     name = posixpath.basename(target)
     seen = _append_steps(events, target, before)
-    writes = [ev for kind, ev in seen.steps if kind == "write"]
+    writes = [ev for kind, ev, _ in seen.steps if kind == "write"]
     last_write = max((w.end or w.line for w in writes), default=None)
     created = seen.created_at
     result = functools.partial(
@@ -853,30 +965,46 @@ def append_states(events: Iterable[Event], target: str, before: bytes | None, af
         return result((before, after), seen.problem)
     data = after or b""
     total = sum(w.result or 0 for w in writes)
-    start = len(data) - total
-    if start < 0:
-        return result(
-            (before, after), f"{name} holds fewer bytes than append_record wrote into it: it was cut after the writes"
-        )
     states: list[bytes | None] = [before]
-    current, offset = before, start
-    for kind, ev in seen.steps:
+    current = before
+    written: list[tuple[int, int]] = []
+    """The spans of the file the call's writes filled: their bytes are read from the file it left."""
+    for kind, ev, at in seen.steps:
         base = current or b""
         if kind == "create":
             current = base
         elif kind == "empty":
             current = b""
         elif kind == "trunc":
-            current = base[:start]
+            length = at or 0
+            if any(end > length for _, end in written):
+                return result(
+                    (before, after), f"append_record cut off bytes it had written to {name}: append only at the end"
+                )
+            current = base[:length] + bytes(max(0, length - len(base)))
         else:
-            n = ev.result or 0
-            if offset > len(base):
-                return result((before, after), f"a write to {name} starts past its end: append at the end of the file")
+            n, offset = ev.result or 0, len(base) if at is None else at
+            if offset > len(base):  # the hole between reads as zero bytes: a complete line no reader can skip
+                return result(
+                    (before, after),
+                    f"a write to {name} starts past its end (trace line {ev.line}): append at the end of the file, in order",
+                )
+            if offset + n > len(data):
+                return result(
+                    (before, after),
+                    f"{name} holds fewer bytes than append_record wrote into it: it was cut after the writes",
+                )
+            if any(offset < end and start < offset + n for start, end in written):
+                return result(
+                    (before, after),
+                    f"append_record wrote over bytes it had just written to {name}: write each byte of the line once",
+                )
             chunk = data[offset : offset + n]
             states.extend(base[:offset] + chunk[:k] + base[offset + k :] for k in range(n + 1))
             current = base[:offset] + chunk + base[offset + n :]
-            offset += n
+            written.append((offset, offset + n))
         states.append(current)
+    start = min((begin for begin, _ in written), default=len(data))
     if current != after:
         why = f"the file append_record left is not its old bytes with the written ones at the end ({len(data)} bytes, {total} of them written by the call)"
         return result((before, after), f"{why}: append only at the end, after cutting a torn last line")
@@ -885,3 +1013,59 @@ def append_states(events: Iterable[Event], target: str, before: bytes | None, af
         if not unique or unique[-1] != state:
             unique.append(state)
     return result(tuple(unique), None, start=start)
+
+
+# -- where a call ended ----------------------------------------------------------------------
+
+RETURNED = "/.resumable-call-returned-"
+"""The path (never there) whose open marks in the trace that a call returned; its mark follows."""
+_MARK = re.compile(r"[0-9a-f]{8,64}")
+_STILL = frozenset({"lseek", "_llseek", "read", "readv", "preadv2", "fcntl", "dup", "dup2", "dup3"})
+"""Calls that change no file: harmless after the call returned."""
+
+
+def mark_returned(mark: object) -> None:
+    """Mark in the trace that the call ``mark`` names returned: a traced open of a path that is never there."""
+    if type(mark) is not str or not _MARK.fullmatch(mark):
+        raise ValueError("a call's mark is 8 to 64 lowercase hex digits")
+    with contextlib.suppress(OSError):  # ENOENT, as meant: the open itself is the mark
+        os.close(os.open(RETURNED + mark, os.O_RDONLY | os.O_CLOEXEC))
+
+
+def returned_mark(trace: Path | str, mark: str) -> Event | None:
+    """The trace's event where the call ``mark`` names returned (:func:`mark_returned`): its line, and the
+    thread that ran the call; None when the trace never shows it.
+
+    A mark is made by the learner's process, so only its absence or its delay could help that
+    process; a missing one is refused (:func:`until_returned`), and an early one only makes the call shorter.
+    """
+    reader, path = _Reader("/"), RETURNED + mark
+    for ev in reader.lines(_text_lines(trace)):
+        if ev.syscall in _OPENS and ev.paths[:1] == (path,):
+            return ev
+    return None
+
+
+def until_returned(events: Iterable[Event], returned: Event | None, target: str) -> tuple[list[Event], str | None]:
+    """The events of a call up to ``returned`` (its mark), and why the rest rules it out (None: nothing does).
+
+    A call in progress at the return (its result printed after the mark) is kept as one that
+    never returned. A change in the folder by another thread or process than the one that ran
+    the call, or after the return (a write, a sync, an open, a rename), is a problem: the call's
+    own thread must do its work before it returns, or the file changes under the checker. No
+    mark at all is a problem too.
+    """
+    name = posixpath.basename(_norm(target))
+    if returned is None:
+        return (
+            [],
+            f"the grader saw no end of the call to the function writing {name} in the trace, so it cannot judge it",
+        )
+    during, late, line = [], None, returned.line
+    for ev in events:
+        if ev.line < line and ev.pid == returned.pid:
+            during.append(ev if ev.end is None or ev.end < line else dataclasses.replace(ev, end=None, result=None))
+        elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL):
+            when = "after it returned" if ev.line > line else "from another thread or process"
+            late = f"the function writing {name} left its work to others: the trace shows {ev.syscall or 'a call'}() on the folder of {name} {when} (trace line {ev.line}); write, flush and fsync in the call itself before returning, not in a thread"
+    return during, late

@@ -10,8 +10,8 @@ it listens on the Unix socket ``PATH`` and answers the checker with the namespac
 left. One process per student: the cells run once. It never gets the source notebook, a hidden
 test or a check beyond the visible ones the student kit holds. Each connection (one per call of
 the checker) is served by a fork of the loaded process, so a call keeps nothing in memory for the
-next and a check that kills its call ends only that copy. It answers three ops, ``loaded``,
-``lookup`` and ``call``, with data only (:mod:`..boundary`); the learner's function reaches the
+next and a check that kills its call ends only that copy. It answers four ops, ``loaded``,
+``lookup`` and ``call`` (``call_marked``: a call whose return it marks in the trace), with data only (:mod:`..boundary`); the learner's function reaches the
 checker's world only through the stand-ins of :mod:`..boundary`. It stops when ``PATH.stop``
 appears or after ``--wall`` seconds. Nothing it says is trusted.
 """
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import rpc
+from .. import rpc, syscalls
 from ..boundary import Stand, codec
 from ..notebook_cells import learner_cells
 from .leftovers import kill_leftovers
@@ -60,7 +60,7 @@ def preload() -> None:
 
 
 def ops(ns: dict[str, Any], load_errors: list[dict[str, Any]]) -> dict[str, Any]:
-    """The three ops this side serves: how loading went, what a name is, a call of a notebook function."""
+    """The ops this side serves: how loading went, what a name is, a call of a notebook function (marked or not)."""
 
     def lookup(name: Any) -> dict[str, Any]:
         if type(name) is not str or name not in ns:
@@ -73,7 +73,13 @@ def ops(ns: dict[str, Any], load_errors: list[dict[str, Any]]) -> dict[str, Any]
             raise NameError(f"{name} is not a function defined by the notebook's cells")
         return ns[name](*args, **kwargs)
 
-    return {"loaded": lambda: load_errors, "lookup": lookup, "call": call}
+    def call_marked(mark: Any, name: Any, *args: Any) -> Any:
+        try:
+            return call(name, *args)
+        finally:  # before the reply is even encoded: what the trace shows after this is not the call's
+            syscalls.mark_returned(mark)
+
+    return {"loaded": lambda: load_errors, "lookup": lookup, "call": call, "call_marked": call_marked}
 
 
 def _session(conn: socket.socket, ns: dict[str, Any], load_errors: list[dict[str, Any]]) -> None:
