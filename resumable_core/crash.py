@@ -52,6 +52,10 @@ def points_passed(calls: int) -> tuple[str, ...]:
     return tuple(p for p in CRASH_POINTS if calls > 1 or p != "between_tools")
 
 
+ONE_CALL_POINTS: tuple[str, ...] = points_passed(1)
+"""The points the kit's scenarios' tool turns pass (one call each): the crash matrix's default."""
+
+
 @dataclass(frozen=True)
 class CrashPlan:
     """Where to die: a crash point, on the turn that calls ``tool`` (or on turn ``turn``)."""

@@ -33,7 +33,7 @@ RELEASED = REPO / "exercises" / "reconcile" / "reconcile.ipynb"
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
 SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 TIMEOUT = 30  # per cell, as tests/test_grading.py grades the controls' answers
-MAX = 19
+MAX = 29
 
 pytestmark = [
     pytest.mark.slow,
@@ -247,8 +247,8 @@ def test_killing_the_worker_or_the_parent_costs_only_the_killer(run):
     killer = run.subs["kill_parent"]
     assert killer.score <= attacks.WRONG_SCORE and killer.status == "graded"
     # its parent is outside its PID namespace (getppid() is 0 there): the kill fails, or ends only the sandbox
-    assert "not run" in killer.reason or "ProcessLookup" in killer.reason
     assert "exited with code" not in run.subs["correct"].reason
+    assert run.score("correct") == attacks.CORRECT_SCORE
 
 
 def test_fake_student_ids_are_ignored(run):

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from resumable_core import __main__ as cli
-from resumable_core.crash import CRASH_POINTS
+from resumable_core.crash import ONE_CALL_POINTS
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,7 +29,7 @@ def _cli(*args: str) -> str:
 def test_matrix_json_has_the_documented_columns():
     """`matrix --format json` prints a JSON list of rows with the documented columns."""
     rows = json.loads(_cli("matrix", "--format", "json", "--tool", "send_email", "--strategy", "rerun"))
-    assert len(rows) == len(CRASH_POINTS)
+    assert len(rows) == len(ONE_CALL_POINTS)
     assert set(rows[0]) == {"crash_point", "tool", "strategy", "effects", "api_error", "completed", "turns", "tokens"}
     assert {r["crash_point"]: r["effects"] for r in rows}["after_tool"] == 2
 
@@ -38,7 +38,7 @@ def test_matrix_json_has_the_documented_columns():
 def test_matrix_table_prints_a_header_and_rows():
     """The default table has a header, a rule and one line per cell; --scenario is --tool's name."""
     lines = _cli("matrix", "--scenario", "read_file", "--strategy", "by_effect").splitlines()
-    assert lines[0].split()[:3] == ["crash_point", "tool", "strategy"] and len(lines) == 2 + len(CRASH_POINTS)
+    assert lines[0].split()[:3] == ["crash_point", "tool", "strategy"] and len(lines) == 2 + len(ONE_CALL_POINTS)
 
 
 @pytest.mark.slow

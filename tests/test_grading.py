@@ -203,7 +203,7 @@ def test_monkeypatching_the_checkers_does_not_pay(folder_run):
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{out / 'gradebook.db'}") as gb:  # nbgrader's own override, auto_score kept
-        g = gb.find_grade("test_unknown_tool", "reconcile", "reconcile", "monkeypatch")
+        g = gb.find_grade("test_side_effect_tools", "reconcile", "reconcile", "monkeypatch")
         assert (g.auto_score, g.manual_score, g.score) == (1.0, 0.0, 0.0)
 
 

@@ -12,7 +12,7 @@ import pytest
 import resumable_core as rc
 from resumable_core import lab
 from resumable_core.course.hidden import strategies as answers
-from resumable_core.crash import CRASH_POINTS
+from resumable_core.crash import ONE_CALL_POINTS
 from resumable_core.lab.matrix import RANDOM_INSTANT, format_table, kill_at_random_instant, rows_json
 from resumable_core.strategies import matrix_strategies
 
@@ -26,7 +26,7 @@ def matrix():
 @pytest.mark.slow
 def test_matrix_has_every_point_tool_and_strategy(matrix):
     """7 crash points x 2 tools x 4 strategies, one row each."""
-    assert len(matrix) == len(CRASH_POINTS) * 2 * 4
+    assert len(matrix) == len(ONE_CALL_POINTS) * 2 * 4
 
 
 @pytest.mark.slow
@@ -193,7 +193,7 @@ def test_recorded_rows_cover_every_cell_of_the_answer_strategies():
     """lab.recorded_matrix() holds one row per scenario x crash point for by_effect and by_effect_ledger."""
     rows = lab.recorded_matrix()
     cells = {(r.crash_point, r.tool, r.strategy) for r in rows}
-    expected = {(p, t, s.name) for p in CRASH_POINTS for t in rc.SCENARIOS for s in answers.ANSWERS}
+    expected = {(p, t, s.name) for p in ONE_CALL_POINTS for t in rc.SCENARIOS for s in answers.ANSWERS}
     assert cells == expected and len(rows) == len(expected)
     assert all(isinstance(r, lab.MatrixRow) for r in rows)
 
@@ -246,5 +246,5 @@ def test_the_lab_defaults_work_with_only_the_kits_strategies():
     seen = json.loads(out.stdout)
     assert seen["rows"] == [["delete", 2], ["rerun", 2]]
     assert seen["menu"] == seen["heat"] == ["none", "delete", "rerun"]
-    assert seen["recorded"] == 2 * len(CRASH_POINTS) * 2 and seen["course"] == []
+    assert seen["recorded"] == 2 * len(ONE_CALL_POINTS) * 2 and seen["course"] == []
     assert out.stderr == ""

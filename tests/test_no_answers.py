@@ -192,7 +192,7 @@ class Score:
         self.points += points
 
 
-PAIRS_LIMIT = 400
+PAIRS_LIMIT = 2000
 """Most combinations of survivors tried on a cell that takes several functions; past it the cell counts as earned."""
 
 

@@ -15,7 +15,7 @@ def test_run_agent_is_listed_whole_without_its_docstring():
     assert lines[0].split(maxsplit=1) == ["1", "def run_agent("]
     assert (rc.run_agent.__doc__ or "").splitlines()[0] not in listing
     source = inspect.getsource(rc.run_agent)
-    for needle in ("with Lease.take(", "while cp.turns < max_turns:", 'save("during_save_b", tool)'):
+    for needle in ("with Lease.take(", "while cp.turns < max_turns:", 'save("during_save_b", use["name"])'):
         assert needle in source and needle in listing, needle
 
 

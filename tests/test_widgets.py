@@ -173,13 +173,13 @@ def test_changing_a_setting_updates_help_and_marks_results_stale():
 
 @pytest.mark.slow
 def test_heatmap_compute_draws_the_matrix_quietly(capfd):
-    """Clicking compute runs all 80 cells (8 crash points, 2 scenarios, 5 strategies), fills the progress bar,
+    """Clicking compute runs all 70 cells (7 crash points of a one-call turn, 2 scenarios, 5 strategies), fills the progress bar,
     draws a PNG, reports the library's counts, no stderr."""
     heat = MatrixHeatmap()
     assert heat.image.value == b""
     heat.run_button.click()
     rows = heat.rows
-    assert len(rows) == 80 == heat.progress.value == heat.progress.max
+    assert len(rows) == 70 == heat.progress.value == heat.progress.max
     assert bytes(heat.image.value).startswith(b"\x89PNG")
     dup = sum(1 for r in rows if r.tool == "send_email" and r.effects > 1)
     err = sum(1 for r in rows if r.api_error)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
-from ..crash import CRASH_POINT_HELP, CRASH_POINTS, CrashPlan, run_in_child
+from ..crash import CRASH_POINT_HELP, ONE_CALL_POINTS, CrashPlan, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
 from ..run_folder import RunFolder, count_effects, reference_turn
@@ -189,7 +189,7 @@ def _safe_load(path: Path) -> Checkpoint | None:
 def run_matrix(
     strategies: Iterable[str | Reconcile] | None = None,
     scenarios: Iterable[str] | None = None,
-    crash_points: Iterable[str] = CRASH_POINTS,
+    crash_points: Iterable[str] = ONE_CALL_POINTS,
     progress: Callable[[MatrixRow], None] | None = None,
 ) -> list[MatrixRow]:
     """Every scenario x crash point x strategy, one row each.

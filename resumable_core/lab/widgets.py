@@ -27,7 +27,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..crash import CRASH_POINTS
+from ..crash import CRASH_POINTS, ONE_CALL_POINTS
 from ..scenarios import SCENARIOS
 from ..strategies import STRATEGIES, Reconcile
 from .matrix import Cell, MatrixRow, run_cell, run_matrix
@@ -249,7 +249,7 @@ class MatrixHeatmap:
         self,
         strategies: Iterable[str] | None = None,
         scenarios: Iterable[str] | None = None,
-        crash_points: Iterable[str] = CRASH_POINTS,
+        crash_points: Iterable[str] = ONE_CALL_POINTS,
         reconcile: Reconcile | None = None,
         recorded: Iterable[MatrixRow] = (),
     ) -> None:

@@ -402,6 +402,12 @@ def check_another_task_refused(fn: Resume) -> None:
     require(outcome.refused, f"{what}: raise rc.CheckpointTaskMismatchError, not {outcome.error} ({ANOTHER_TASK})")
     require(not trial.calls(), f"{what}: refuse it before any model call ({ANOTHER_TASK})")
     require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file ({ANOTHER_TASK})")
+    own = trial.resume(fn, _answer_send_email, task=NOTES_TASK)  # refusing everything is no task check
+    require(
+        own.ended == "returned" and own.checkpoint is not None and own.checkpoint.is_finished(),
+        f"the same checkpoint resumed for its own task (a finished notes run) must be returned, finished; resume "
+        f"{'raised ' + str(own.error) if own.ended == 'raised' else own.ended} ({ANOTHER_TASK})",
+    )
 
 
 # == the report agent: a different loop to resume ===================================================
