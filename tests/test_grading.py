@@ -366,3 +366,43 @@ def test_worker_reports_of_other_ids_are_ignored(tmp_path, caplog):
     workers._collect_reports(tmp_path, ["ann", "bob", "cy"], results, got.append)
     assert list(results) == ["ann"] and got == [report]
     assert "it names student 'ann'" in caplog.text and "cy.json" in caplog.text
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1(zip_run, tmp_path):
+    """grade --scheduler on two Dask workers, w1 SIGKILLed while it grades: grades.csv equals --jobs 1's, row by row."""
+    pytest.importorskip("distributed", reason="Dask distributed is in the class extra (make setup)")
+    import threading
+
+    from dask_cluster import kill_while_grading, running_cluster
+
+    _, _, local = zip_run
+    path = tmp_path / "class.zip"
+    samples.write_class(SOURCE, path, layout="zip", students=ZIP_STUDENTS)
+    sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
+    with running_cluster(tmp_path / "cluster") as cluster:
+        killed: list[str] = []
+        watcher = threading.Thread(target=kill_while_grading, args=(cluster, "w1", killed))
+        watcher.start()
+        args = ["grade", str(path), "--assignment", "reconcile", "--scheduler", cluster.address]
+        code = cli_main([*args, "--out", str(tmp_path / "out"), "--timeout", str(TIMEOUT), *sandbox])
+        watcher.join()
+        assert killed, "w1 was never seen grading a student"
+        assert cluster.procs["w1"].poll() is not None
+    assert code == 0
+    assert _rows(tmp_path / "out" / "grades.csv") == local
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_a_run_writes_the_item_analysis_of_its_checks(zip_run):
+    """grade writes item-analysis.csv/.png/.html: every autograded check, and the share of the class that failed it."""
+    _, out, rows = zip_run
+    table = {r["check"]: r for r in csv.DictReader((out / "item-analysis.csv").open())}
+    graded = [s for s, r in rows.items() if r["status"] in ("graded", "empty")]  # an empty notebook is graded too
+    assert "test_level1_A" in table and all(int(r["students"]) == len(graded) for r in table.values())
+    assert 0 < int(table["test_reconcile_C"]["failed"]) < len(graded)  # rerun_everything fails it, correct does not
+    assert (out / "item-analysis.png").stat().st_size > 0 and "item analysis" in (
+        out / "item-analysis.html"
+    ).read_text()

@@ -11,6 +11,19 @@ from ..assignments import ASSIGNMENTS
 from ..nbgrader_cli import NbgraderError
 from .budget import DEFAULT_TIMEOUT
 from .errors import GradingError
+from .lms import PARSERS, Names
+from .similarity import THRESHOLD as SIMILAR
+
+
+def _share(text: str) -> float:
+    """A share between 0 and 1, for argparse (its error names the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number between 0 and 1") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not between 0 and 1")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,6 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"the assignment graded: this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})",
     )
     p.add_argument("--jobs", type=int, default=1, help="students graded in parallel (default: 1)")
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="tcp://HOST:PORT",
+        help="grade each student as a task on this Dask distributed cluster instead of --jobs local workers",
+    )
     p.add_argument(
         "--out",
         default=None,
@@ -51,6 +70,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "the nbgrader course (the folder of its nbgrader_config.py) holding solutions/<assignment>, "
             "whose gradebook receives the grades (default: this repository)"
         ),
+    )
+    p.add_argument(
+        "--lms",
+        choices=sorted(PARSERS),
+        default=None,
+        help="the files are this LMS's download: read its names (and write its grade import file beside grades.csv)",
+    )
+    p.add_argument(
+        "--roster",
+        default=None,
+        metavar="CSV",
+        help="map the LMS's ids to the course's: a CSV with lms_id and student_id columns (unmapped files are refused)",
+    )
+    p.add_argument(
+        "--similar",
+        type=_share,
+        default=SIMILAR,
+        metavar="SHARE",
+        help=f"list pairs of answers at least this alike (0 to 1) in similarity.html (default: {SIMILAR})",
     )
     p.add_argument(
         "--no-sandbox",
@@ -140,7 +178,14 @@ def main(args: argparse.Namespace) -> int:
     from .pipeline import grade  # imported here: nbgrader loads only when a class is graded
     from .report import format_table
 
+    if args.scheduler and args.jobs != 1:
+        print(
+            "grade: --jobs and --scheduler do not go together; the cluster's workers set the parallelism",
+            file=sys.stderr,
+        )
+        return 2
     try:
+        names = Names.of(args.lms, args.roster)
         run = grade(
             args.path,
             args.assignment,
@@ -150,6 +195,9 @@ def main(args: argparse.Namespace) -> int:
             course=args.course,
             timeout=args.timeout,
             sandbox=not args.no_sandbox,
+            scheduler=args.scheduler,
+            names=names,
+            similar=args.similar,
             echo=_echo,
         )
     except NbgraderError as e:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from . import lms as lms_names
 from . import reasons
 from .errors import GradingError, StudentIdError
 from .model import Submission
@@ -110,9 +111,9 @@ def _submitted_root(root: Path, assignment: str) -> Path | None:
 
 
 def _flat_root(root: Path) -> Path:
-    """The folder holding flat ``<student>.*`` files (descending through lone top folders)."""
+    """The folder holding flat ``<student>.*`` files (descending through lone top folders, not a student's own)."""
     files, folders = _entries(root)
-    if not files and len(folders) == 1:
+    if not files and len(folders) == 1 and not lms_names.is_student_folder(folders[0].name):
         return _flat_root(folders[0])
     return root
 
@@ -214,13 +215,45 @@ def _resolve(claims: list[_Claim]) -> list[Submission]:
     return subs
 
 
-def collect(root: Path, assignment: str, notebooks: list[str]) -> list[Submission]:
+def _fill_lms(sub: Submission, files: list[lms_names.LmsFile], notebooks: list[str]) -> None:
+    sub.lms_id, sub.lms_name = files[0].lms_id, files[0].name
+    _fill_flat(sub, [f.path for f in files], notebooks)
+
+
+def _lms_claims(root: Path, notebooks: list[str], names: lms_names.Names) -> tuple[list[_Claim], list[Submission]]:
+    """A claim per LMS id the download's names give (its course id from the roster), and the files refused."""
+    flat = _flat_root(root)
+    files = [p for p in flat.rglob("*") if p.is_file() and not _skip(p.relative_to(flat))]
+    lms, roster = names.lms, names.roster
+    found, bad = lms_names.student_files(lms, flat, files)
+    refused = [_refused(e.label, reasons.not_graded(str(e))) for e in bad]
+    claims = []
+    for lms_id, group in sorted(found.items()):
+        sid = roster.student_id(lms_id) if roster else lms_id
+        label = ", ".join(str(f.path.relative_to(flat)) for f in group)
+        if sid is None:
+            refused.append(_refused(label, lms_names.unmapped(lms, group)))
+            continue
+        claims.append(_Claim(sid, label, partial(_fill_lms, files=group, notebooks=notebooks)))
+    return claims, refused
+
+
+def collect(
+    root: Path,
+    assignment: str,
+    notebooks: list[str],
+    names: lms_names.Names | None = None,
+) -> list[Submission]:
     """Every student found under ``root`` (already unzipped), sorted by id.
 
     Ids come from the folder and file names only (:func:`student_id`). In nbgrader's layout a
     notebook lying beside the student folders counts as a flat submission, so a folder and a file
-    of the same student are refused like any two claims on one id.
+    of the same student are refused like any two claims on one id. ``names``: the files are a
+    learning-management system's download (:mod:`.lms`), its ids mapped by its roster when given.
     """
+    if names:
+        claims, refused = _lms_claims(root, notebooks, names)
+        return sorted(_resolve(claims) + refused, key=lambda s: s.student)
     submitted = _submitted_root(root, assignment)
     if submitted:
         beside = [f for f in _entries(submitted)[0] if f.suffix == ".ipynb"]

@@ -18,7 +18,7 @@ import nbformat
 from nbformat.reader import NotJSONError
 
 from .. import notebooks
-from . import reasons
+from . import analysis, reasons
 from .collect import check_id
 from .errors import GradingError
 from .feedback import failure_message, write_feedback
@@ -96,10 +96,30 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     return out
 
 
+def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
+    """Every graded student's result on each autograded check (a code cell with points), in notebook order."""
+    found = assignment_grades(course.db_url, course.course_id, assignment)
+    out: list[analysis.Outcome] = []
+    for sub in found.students if found else []:
+        for nb in sub.notebooks:
+            cells = _graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
+            prefix = f"{nb.name}:" if found and found.notebooks > 1 else ""
+            grades = {g.name: g for g in nb.grades}
+            for gid, cell in cells.items():
+                grade = grades.get(gid)
+                if grade is None or cell.cell_type != "code" or grade.needs_manual_grade or not grade.max_score:
+                    continue
+                out.append(
+                    analysis.Outcome(sub.student, prefix + gid, grade.score, grade.max_score, failure_message(cell))
+                )
+    return out
+
+
 def write_course_grades(course: Course, assignment: str, folder: Path) -> list[Submission]:
-    """``folder/grades.csv`` and ``folder/feedback-html/<student>.html`` from the course gradebook; the rows."""
+    """``folder/grades.csv``, ``folder/feedback-html/<student>.html`` and the item analysis from the course gradebook; the rows."""
     feedback = folder / "feedback-html"
     feedback.mkdir(parents=True, exist_ok=True)
     subs = course_submissions(course, assignment, feedback)
     write_csv(folder / "grades.csv", subs)
+    analysis.write(folder, course_outcomes(course, assignment), assignment)
     return subs

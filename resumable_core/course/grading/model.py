@@ -33,6 +33,10 @@ class Submission:
     notes: list[str] = field(default_factory=list)
     score: float = 0.0
     max_score: float = 0.0
+    lms_id: str | None = None
+    """The learning-management system's id of the student, when the files came from its download (:mod:`.lms`)."""
+    lms_name: str = ""
+    """The student's name as the LMS wrote it in the file names (for its import file)."""
 
     @property
     def reason(self) -> str:

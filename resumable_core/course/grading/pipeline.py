@@ -12,6 +12,7 @@
 3. :mod:`.prepare`: refuse what is not a notebook, put back deleted cells, flag monkeypatching;
 4. :mod:`.workers`: autograde in ``--jobs`` worker copies of the course (every notebook in the
    sandbox, :mod:`.execute`), re-check in the sandbox every test cell that scored, make the feedback;
+   or, with ``--scheduler``, the same for each student as a task on a Dask cluster (:mod:`.cluster`);
 5. :mod:`.merge`: merge the workers' grades into the working gradebook, copy their outputs back;
 6. :mod:`.report`: say why each student lost points, write ``grades.csv`` and ``scores.png``
    (and nbgrader's own export and ``feedback-html/<student>.html``);
@@ -28,17 +29,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..nbgrader_cli import nbgrader
 from ..release import COURSE_ROOT
+from . import analysis
+from .cluster import check_scheduler, run_on_cluster
 from .collect import check_id, collect, unpacked
+from .course_grades import course_outcomes
 from .errors import GradingError, StudentIdError
 from .isolation import library_copy, make_backend
+from .lms import Names, write_imports
 from .merge import copy_feedback_html, merge, set_scores
 from .model import Submission
 from .prepare import prepare
 from .publish import Course, check_released, find_course, publish
 from .report import explain, plot_scores, write_csv
+from .similarity import THRESHOLD as SIMILAR
+from .similarity import class_similarity
 from .workers import Progress, run_workers
 from .workspace import DEFAULT_TIMEOUT, Execution, find_source, prepare_out, release_assignment
 
@@ -85,6 +93,28 @@ class GradeRun:
     """The course the grades went into (None: a dry run with ``out``)."""
 
 
+def _write_class_files(
+    work: Path,
+    subs: list[Submission],
+    assignment: str,
+    releases: dict[str, Any],
+    names: Names | None,
+    similar: float,
+) -> None:
+    """nbgrader's export, the feedback pages, ``grades.csv``, the plot, the LMS's import file, item analysis, similarity."""
+    n_notebooks = len(releases)
+    if any(s.to_grade for s in subs):
+        nbgrader(["export", "--to", str(work / "nbgrader-export.csv")], work, check=False)
+    copy_feedback_html(work, subs, assignment, n_notebooks)
+    write_csv(work / "grades.csv", subs)
+    plot_scores(work / "scores.png", subs, assignment)
+    write_imports(work, names, assignment, subs)
+    analysis.write(work, course_outcomes(find_course(work), assignment), assignment)
+    first = min(releases)
+    files = {s.student: work / "submitted" / s.student / assignment / f"{first}.ipynb" for s in subs if s.to_grade}
+    class_similarity(work, {s: f for s, f in files.items() if f.is_file()}, releases, assignment, similar)
+
+
 def grade(
     path: str | Path,
     assignment: str = "reconcile",
@@ -95,26 +125,39 @@ def grade(
     course: str | Path | None = None,
     timeout: int = DEFAULT_TIMEOUT,
     sandbox: bool = True,
+    scheduler: str | None = None,
+    names: Names | None = None,
+    similar: float = SIMILAR,
     echo: Callable[..., None] = print,
 ) -> GradeRun:
-    """Grade every submission under ``path`` (folder or zip); see the module docstring for the steps."""
+    """Grade every submission under ``path`` (folder or zip); see the module docstring for the steps.
+
+    ``scheduler``: a Dask scheduler's address; each student is then graded as a task on its cluster.
+    ``names``: the files are an LMS's download, its ids mapped by a roster (:mod:`.lms`); its grade
+    import file is written beside ``grades.csv``. ``similar``: the share of alike code from which a pair
+    of answers is listed in ``similarity.html``.
+    """
     started = time.monotonic()
     path = Path(path)
     if not path.exists():
         raise GradingError(f"{path} does not exist; pass the class's folder or zip")
+    check_scheduler(scheduler)  # before any work: an unreachable cluster is a one-line error
     src = find_source(assignment, source, course)
     course_roots = [COURSE_ROOT, Path(course) if course else COURSE_ROOT, src.parent.parent]
     target = None if out else find_course(course or COURSE_ROOT)
     if target:
         check_released(target, assignment)  # before any work: the fix is a release, not a re-run
     work = prepare_out(Path(out) if out else Path.cwd() / f"grading-{assignment}", course_roots)
-    echo(f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, {jobs} job(s))")
+    echo(
+        f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, "
+        + (f"on the Dask cluster at {scheduler})" if scheduler else f"{jobs} job(s))")
+    )
     execution = _execution(work, sandbox, echo)
     releases = release_assignment(work, src, assignment, timeout, execution)
     if target:
         check_released(target, assignment, work)
     with unpacked(path) as root:
-        subs = collect(root, assignment, sorted(releases))
+        subs = collect(root, assignment, sorted(releases), names)
         prepare(subs, work, assignment, releases)
 
     for sub in subs:
@@ -122,7 +165,10 @@ def grade(
             echo(f"[skip] {sub.student}: {sub.reason}", flush=True)
     to_grade = [s.student for s in subs if s.to_grade]
     progress = Progress(len(to_grade), assignment, echo)
-    reports = run_workers(work, assignment, to_grade, jobs, timeout, progress, execution)
+    if scheduler:
+        reports = run_on_cluster(work, assignment, to_grade, scheduler, timeout, progress, execution)
+    else:
+        reports = run_workers(work, assignment, to_grade, jobs, timeout, progress, execution)
     merge(work, assignment, reports)
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
@@ -130,11 +176,7 @@ def grade(
             explain(by_id[student], report, work, assignment, timeout)
     set_scores(subs, work, assignment)
 
-    if to_grade:
-        nbgrader(["export", "--to", str(work / "nbgrader-export.csv")], work, check=False)
-    copy_feedback_html(work, subs, assignment, len(releases))
-    write_csv(work / "grades.csv", subs)
-    plot_scores(work / "scores.png", subs, assignment)
+    _write_class_files(work, subs, assignment, releases, names, similar)
     shutil.rmtree(work / "workers", ignore_errors=True)
     shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
     if target:

@@ -1,0 +1,216 @@
+"""Step 4 across machines: grading one student is a Dask task, and only bytes cross to it and back.
+
+``grade --scheduler tcp://HOST:8786`` hands each student to a Dask ``distributed`` cluster instead
+of the local ``--jobs`` pool (:mod:`.workers`). A task takes the run's release (the working
+course's ``source/``, ``release/`` and its gradebook as released), that student's submitted files
+and the settings, as bytes; on whatever machine runs it, it grades the student in a throwaway
+course of its own with the same worker process a local run starts, and returns that student's
+result records as bytes: the report, the worker's gradebook and the autograded notebooks. No
+shared filesystem is assumed. Merging and publishing stay on the instructor's machine
+(:mod:`.merge`, :mod:`.publish`), which reads each returned report as it reads a local worker's.
+
+A worker lost mid-task: the scheduler runs the task again on another worker. The instructor's side
+takes one result per student, its future's, so no student's rows are merged twice. A worker must
+run the same library as the instructor: each task carries :func:`library_digest` and a worker with
+another refuses it, with that student's failure saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import resumable_core
+
+from .. import nbgrader_cli
+from .errors import GradingError
+from .isolation import library_copy, make_backend
+from .model import StudentReport
+from .workers import WORKER_MODULE, read_report
+from .workspace import Execution, write_course
+
+SCHEMES = ("tcp://", "tls://", "inproc://")
+CONNECT_TIMEOUT = "10s"
+"""How long ``grade`` waits for the scheduler before it refuses to start."""
+LOG_TAIL = 20000
+"""Bytes of a task's worker log that come back (the cause of a failure is at its end)."""
+_libraries: dict[str, Path] = {}
+"""Per worker process: the library copy made for each digest (one per process, not one per task)."""
+
+
+def scheduler_address(text: str) -> str:
+    """``text`` if it is a Dask scheduler address (``tcp://host:port``); else a one-line error naming the form."""
+    if not text.startswith(SCHEMES) or not text.split("://", 1)[1]:
+        raise GradingError(f"--scheduler {text!r} is not a Dask scheduler address; give tcp://HOST:PORT")
+    return text
+
+
+def library_digest() -> str:
+    """A SHA-256 of the installed ``resumable_core``'s sources: a worker grading with another library is refused."""
+    package = Path(resumable_core.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+# --- bytes in, bytes out -------------------------------------------------------------------------
+
+
+def pack(root: Path, names: list[str]) -> bytes:
+    """A gzipped tar of ``names`` (files or folders, relative to ``root``; missing ones skipped)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name in names:
+            if (root / name).exists():
+                tar.add(root / name, arcname=name)
+    return buffer.getvalue()
+
+
+def unpack(data: bytes, dest: Path) -> None:
+    """Unpack :func:`pack`'s bytes into ``dest``; tarfile's ``data`` filter refuses links out, absolute and ``..`` paths."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+
+
+def release_bundle(main: Path, assignment: str) -> bytes:
+    """What every task of a run shares: the working course's source, release and gradebook as released."""
+    return pack(main, [f"source/{assignment}", f"release/{assignment}", "gradebook.db"])
+
+
+def submission_bundle(main: Path, student: str) -> bytes:
+    """One student's submitted files, as the working course holds them (ids already checked)."""
+    return pack(main, [f"submitted/{student}"])
+
+
+def grade_student_task(
+    release: bytes, submission: bytes, assignment: str, student: str, timeout: int, isolation: str | None, digest: str
+) -> tuple[str, bytes]:
+    """On a worker: grade ``student`` in a throwaway course; (its folder's name there, the result records as bytes).
+
+    ``isolation``: the backend's name (``bwrap``, ``plain``), or None for nbgrader's own Execute.
+    """
+    if digest != library_digest():
+        raise GradingError(
+            f"this worker's resumable_core differs from the instructor's (digest {library_digest()[:12]} vs "
+            f"{digest[:12]}); install the same version on every worker"
+        )
+    why = make_backend(isolation).available() if isolation else None
+    if why:
+        raise GradingError(f"this worker cannot run the grading sandbox: {why}; install bubblewrap on every worker")
+    root = Path(tempfile.mkdtemp(prefix="resumable-grade-"))
+    try:
+        unpack(release, root)
+        unpack(submission, root)
+        execution = None if isolation is None else Execution(_library(digest, isolation), isolation)
+        write_course(root, timeout, execution)
+        cmd = [sys.executable, "-m", WORKER_MODULE, str(root), assignment, student]
+        with open(root / "worker.log", "wb") as log:
+            subprocess.run(cmd, cwd=root, env=nbgrader_cli.env(), stdout=log, stderr=log, check=False)
+        return str(root), pack(root, ["gradebook.db", f"autograded/{student}", f"reports/{student}.json", "worker.log"])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _library(digest: str, isolation: str) -> Path | None:
+    """The sandbox's library copy on this worker, made once per process (``plain`` needs none)."""
+    if isolation != "bwrap":
+        return None
+    if digest not in _libraries or not _libraries[digest].is_dir():
+        _libraries[digest] = library_copy(Path(tempfile.mkdtemp(prefix="resumable-lib-")) / "lib")
+    return _libraries[digest]
+
+
+def read_result(folder: Path, student: str, remote_root: str, archive: bytes) -> StudentReport | None:
+    """Unpack a task's records into ``folder``; its report if it is ``student``'s, now naming ``folder``."""
+    unpack(archive, folder)
+    log = folder / "worker.log"
+    if log.is_file() and log.stat().st_size > LOG_TAIL:
+        log.write_bytes(log.read_bytes()[-LOG_TAIL:])
+    report = read_report(folder / "reports" / f"{student}.json", student, Path(remote_root))
+    if report is not None:
+        report.worker = str(folder)
+    return report
+
+
+# --- on the instructor's machine -----------------------------------------------------------------
+
+
+def connect(address: str) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``address``, or a one-line error saying how to start one."""
+    try:
+        from distributed import Client
+    except ImportError as e:  # the class extra is not installed
+        raise GradingError(f"--scheduler needs Dask: pip install 'resumable-agents[class]' ({e})") from e
+    try:
+        return Client(scheduler_address(address), timeout=CONNECT_TIMEOUT)
+    except OSError as e:
+        raise GradingError(
+            f"cannot reach the Dask scheduler at {address} ({e}); start one (`dask scheduler`) or drop --scheduler"
+        ) from e
+
+
+def check_scheduler(address: str | None) -> None:
+    """Connect to the scheduler at ``address`` and leave (None: no cluster); a one-line error if it is not there."""
+    if address:
+        connect(address).close()
+
+
+def run_on_cluster(
+    main: Path,
+    assignment: str,
+    students: list[str],
+    address: str,
+    timeout: int,
+    progress: Callable[[StudentReport], None],
+    execution: Execution | None = None,
+) -> dict[str, StudentReport]:
+    """Grade ``students`` as tasks on the cluster at ``address``; each one's report, its records in ``main/workers/``."""
+    from distributed import as_completed
+
+    results: dict[str, StudentReport] = {}
+    if not students:
+        return results
+    isolation = None if execution is None else execution.isolation
+    digest, run = library_digest(), uuid.uuid4().hex[:8]
+    client = connect(address)
+    try:
+        release = client.scatter(release_bundle(main, assignment), broadcast=True)
+        futures = {
+            client.submit(
+                grade_student_task,
+                release,
+                submission_bundle(main, student),
+                assignment,
+                student,
+                timeout,
+                isolation,
+                digest,
+                key=f"grade-{assignment}-{student}-{run}",  # two runs of one student are two gradings
+            ): student
+            for student in students
+        }
+        for future in as_completed(futures):
+            student = futures[future]
+            try:
+                remote_root, archive = future.result()
+                report = read_result(main / "workers" / f"task-{student}", student, remote_root, archive)
+                error = None if report else "the grading task returned no valid report"
+            except Exception as e:  # noqa: BLE001 - whatever the task raised is that student's failure, not the run's
+                report, error = None, f"the grading task failed on the cluster: {type(e).__name__}: {e}"
+            results[student] = report or StudentReport(student, str(main / "workers"), success=False, error=error or "")
+            progress(results[student])
+    finally:
+        client.close()
+    return results

@@ -1,0 +1,223 @@
+"""A learning-management system's download names, a roster from its ids to the course's, and its grade import files.
+
+Each LMS names a class's downloaded submissions its own way, and none of them is a student id:
+
+- **Canvas** (flat files): ``doejohn_12345_6789012_reconcile.ipynb``: the sortable name, ``late_``
+  when late, the Canvas user id, the submission id, then the file as uploaded (``reconcile-1.ipynb``
+  when resubmitted).
+- **Moodle**: a folder ``John Doe_123456_assignsubmission_file_/reconcile.ipynb`` per student (or
+  the same prefix on flat files): the full name and the participant id.
+- **Gradescope**: ``submission_12345/reconcile.ipynb`` folders and ``submission_metadata.yml``, which
+  names each submission's submitters with their SID.
+
+:func:`student_files` groups the files by the LMS id their names give; a :class:`Roster` (a CSV with
+``lms_id`` and ``student_id`` columns) maps each to the course's id, and a file whose id is not in
+it is refused with its name. Without a roster the LMS id is the student id. After grading,
+:func:`write_imports` writes the grades in Canvas's and Moodle's gradebook import formats.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import GradingError, StudentIdError
+from .model import Submission
+
+CANVAS = re.compile(r"^(?P<name>[a-z0-9]+?)_(?:late_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
+MOODLE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assign(?:submission|feedback)_[a-z]+_(?P<file>.*)$")
+GRADESCOPE_FOLDER = re.compile(r"^submission_(?P<id>\d+)$")
+GRADESCOPE_METADATA = "submission_metadata.yml"
+ROSTER_COLUMNS = ("lms_id", "student_id")
+
+
+@dataclass(frozen=True)
+class LmsFile:
+    """One downloaded file and what its name says: the LMS's id of the student, and their name as the LMS wrote it."""
+
+    path: Path
+    lms_id: str
+    name: str
+
+
+class LmsNameError(GradingError):
+    """A file whose name is not the LMS's form: it says which file and the form expected."""
+
+    def __init__(self, label: str, lms: str, form: str) -> None:
+        super().__init__(f"{label}: not a {lms} download name ({form})")
+        self.label, self.lms, self.form = label, lms, form
+
+
+def _canvas(root: Path, path: Path) -> LmsFile:
+    m = CANVAS.match(path.name)
+    if not m:
+        raise LmsNameError(str(path.relative_to(root)), "Canvas", "name_userid_submissionid_file.ipynb")
+    return LmsFile(path, m["id"], m["name"])
+
+
+def _moodle(root: Path, path: Path) -> LmsFile:
+    rel = path.relative_to(root)
+    m = MOODLE.match(rel.parts[0] if len(rel.parts) > 1 else path.name)
+    if not m:
+        raise LmsNameError(str(rel), "Moodle", "'Full Name_123456_assignsubmission_file_/' folders")
+    return LmsFile(path, m["id"], m["name"])
+
+
+def _gradescope(root: Path, path: Path) -> LmsFile:
+    rel = path.relative_to(root)
+    m = GRADESCOPE_FOLDER.match(rel.parts[0]) if len(rel.parts) > 1 else None
+    if not m:
+        raise LmsNameError(str(rel), "Gradescope", "submission_<id>/ folders beside submission_metadata.yml")
+    sid, name = _gradescope_submitter(root, rel.parts[0])
+    return LmsFile(path, sid, name)
+
+
+def _gradescope_submitter(root: Path, folder: str) -> tuple[str, str]:
+    """The (SID, name) of the one submitter ``submission_metadata.yml`` gives for ``folder``."""
+    import yaml  # PyYAML comes with Jupyter (jupyter_events); only Gradescope needs it
+
+    try:
+        meta = yaml.safe_load((root / GRADESCOPE_METADATA).read_text(encoding="utf-8")) or {}
+        submitters = meta[folder][":submitters"]
+        (one,) = submitters
+        return str(one[":sid"]), str(one.get(":name", ""))
+    except FileNotFoundError:
+        raise GradingError(
+            f"no {GRADESCOPE_METADATA} beside the submission folders; unzip Gradescope's whole export"
+        ) from None
+    except (KeyError, TypeError, ValueError, yaml.YAMLError) as e:
+        raise LmsNameError(
+            folder, "Gradescope", f"{GRADESCOPE_METADATA} names no single submitter with a :sid ({e})"
+        ) from None
+
+
+def is_student_folder(name: str) -> bool:
+    """Whether a folder of that name is one student's in a Moodle or Gradescope download (never a wrapper to descend)."""
+    return bool(MOODLE.match(name) or GRADESCOPE_FOLDER.match(name))
+
+
+PARSERS: dict[str, Callable[[Path, Path], LmsFile]] = {"canvas": _canvas, "moodle": _moodle, "gradescope": _gradescope}
+"""Each LMS's download names, by the ``--lms`` choice."""
+
+
+def student_files(lms: str, root: Path, files: Iterable[Path]) -> tuple[dict[str, list[LmsFile]], list[LmsNameError]]:
+    """The files under ``root`` grouped by the LMS id their names give, and the ones whose names give none."""
+    parse = PARSERS[lms]
+    found: dict[str, list[LmsFile]] = {}
+    bad: list[LmsNameError] = []
+    for path in sorted(files):
+        if path.name == GRADESCOPE_METADATA and path.parent == root:
+            continue
+        try:
+            f = parse(root, path)
+        except LmsNameError as e:
+            bad.append(e)
+            continue
+        found.setdefault(f.lms_id, []).append(f)
+    return found, bad
+
+
+@dataclass(frozen=True)
+class Roster:
+    """The course's student id of each LMS id, read from a CSV whose header has ``lms_id`` and ``student_id``."""
+
+    ids: dict[str, str]
+
+    @classmethod
+    def read(cls, path: Path) -> Roster:
+        """The roster in ``path``; a one-line error naming the row for a missing column, a bad id or a duplicate."""
+        from .collect import check_id  # here: collect imports this module
+
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as f:
+                rows = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise GradingError(f"--roster {path}: cannot be read as CSV ({e})") from None
+        if not rows or not set(ROSTER_COLUMNS) <= set(rows[0]):
+            raise GradingError(f"--roster {path}: its header needs the columns {', '.join(ROSTER_COLUMNS)}")
+        ids: dict[str, str] = {}
+        seen: dict[str, str] = {}
+        for line, row in enumerate(rows, start=2):
+            lms_id, sid = ((row.get(c) or "").strip() for c in ROSTER_COLUMNS)
+            try:
+                check_id(sid)
+            except StudentIdError as e:
+                raise GradingError(f"--roster {path}, line {line}: student_id {sid!r}: {e.reason}") from None
+            if not lms_id or lms_id in ids:
+                raise GradingError(f"--roster {path}, line {line}: lms_id {lms_id!r} is empty or given twice")
+            if sid.casefold() in seen:
+                raise GradingError(
+                    f"--roster {path}, line {line}: student_id {sid!r} is also lms_id {seen[sid.casefold()]!r}'s"
+                )
+            ids[lms_id], seen[sid.casefold()] = sid, lms_id
+        return cls(ids)
+
+    def student_id(self, lms_id: str) -> str | None:
+        """The course id of ``lms_id``, or None: not in the roster."""
+        return self.ids.get(lms_id)
+
+
+@dataclass(frozen=True)
+class Names:
+    """How a class's file names give student ids: whose LMS download they are (:data:`PARSERS`), and its roster."""
+
+    lms: str
+    roster: Roster | None = None
+
+    @classmethod
+    def of(cls, lms: str | None, roster: str | Path | None) -> Names | None:
+        """The ``--lms``/``--roster`` choice (None: the names are the ids); a roster without an LMS is refused."""
+        if roster and not lms:
+            raise GradingError(
+                "--roster maps an LMS's ids: say whose download it is with --lms canvas|moodle|gradescope"
+            )
+        if not lms:
+            return None
+        if lms not in PARSERS:
+            raise GradingError(f"--lms {lms!r}: this kit reads {', '.join(PARSERS)}")
+        return cls(lms, Roster.read(Path(roster)) if roster else None)
+
+
+def unmapped(lms: str, files: list[LmsFile]) -> str:
+    """Why a student's files are refused: their LMS id is not in the roster (the names say whose they are)."""
+    names = ", ".join(sorted(str(f.path.name) for f in files))
+    return f"not graded: {lms} id {files[0].lms_id} ({files[0].name}; {names}) is not in the roster; add it to --roster"
+
+
+# --- the grades, back into the LMS -----------------------------------------------------------------
+
+CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
+MOODLE_HEADER = ("Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments")
+
+
+def write_imports(folder: Path, names: Names | None, assignment: str, subs: list[Submission]) -> list[Path]:
+    """The grades of every submission with an LMS id, as Canvas's and Moodle's gradebook import CSVs; the files written.
+
+    Canvas: the gradebook's own export columns, a ``Points Possible`` row, then a row per student
+    (matched on ``ID``, the user id). Moodle: the assignment's offline grading worksheet
+    (``Identifier`` is ``Participant <id>``). Only the LMS the names came from gets a file: its ids
+    mean nothing to the other.
+    """
+    if names is None:
+        return []
+    lms = names.lms
+    graded = sorted((s for s in subs if s.lms_id), key=lambda s: s.student)
+    path = folder / f"{lms}-import.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        if lms == "canvas":
+            w.writerow([*CANVAS_HEADER, assignment])
+            top = max((s.max_score for s in graded), default=0)
+            w.writerow(["Points Possible", "", "", "", "", f"{top:g}"])
+            w.writerows([s.lms_name, s.lms_id, s.student, "", "", f"{s.score:g}"] for s in graded)
+        elif lms == "moodle":
+            w.writerow(MOODLE_HEADER)
+            w.writerows(
+                [f"Participant {s.lms_id}", s.lms_name, f"{s.score:g}", f"{s.max_score:g}", s.reason] for s in graded
+            )
+        else:  # Gradescope imports no grades from a file: grades.csv, with SIDs as ids, is what it offers
+            return []
+    return [path]
