@@ -8,6 +8,7 @@ Debian's chromium. Every server they start is stopped; every account they make i
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -219,6 +220,7 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
             _stop(Hub(settings, process, password))
             log.close()
             shutil.copyfile(root / "hub.log", tmp_path_factory.getbasetemp() / "hub.log")
+            print(f"hub log: {tmp_path_factory.getbasetemp() / 'hub.log'}")
         accounts.remove(PREFIX)
         shutil.rmtree(root, ignore_errors=True)
 
@@ -266,7 +268,9 @@ class Session:
         from tornado.ioloop import IOLoop
         from tornado.websocket import websocket_connect
 
-        kernel = self.api.post(self.server("api/kernels"), json={"name": "python3"}).json()["id"]
+        made = self.api.post(self.server("api/kernels"), json={"name": "python3"})
+        assert made.status_code == 201, f"starting a kernel: {made.status_code} {made.text}"
+        kernel = made.json()["id"]
         url = self.hub.url.replace("http", "ws") + self.server(f"api/kernels/{kernel}/channels")
 
         async def execute() -> str:
@@ -318,7 +322,9 @@ class Session:
                     return "".join(out)
 
         try:
-            return IOLoop.current().run_sync(execute, timeout=timeout)
+            # In a thread of its own: Playwright's sync API holds this thread's event loop.
+            with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                return pool.submit(lambda: IOLoop().run_sync(execute, timeout=timeout)).result()
         finally:
             self.api.delete(self.server(f"api/kernels/{kernel}"))
 
@@ -451,7 +457,9 @@ def test_a_whole_term_through_the_hub_in_a_browser(hub: Hub, tmp_path_factory):
             )
             assert saved.status_code == 200, saved.text
             page.goto(f"{hub.url}/user/{student}/lab/tree/{notebook}", timeout=120_000)
-            expect(page.get_by_text("level1_why").first).to_be_attached(timeout=120_000)
+            expect(page.get_by_text(grading_samples.WHY[:30]).first).to_be_attached(
+                timeout=120_000
+            )  # the written answer
             _shot(page, shots, "02-student-answered")
             checked = session.run(CHECK.format(path=notebook), timeout=600)
             (shots / "03-student-check.txt").write_text(checked)

@@ -1,4 +1,8 @@
-"""``python -m resumable_core.course.hub setup|start|remove``: build, run and take down the class (as root)."""
+"""``python -m resumable_core.course.hub setup|start|remove``: build, run and take down the class (as root).
+
+``collect``, ``grade`` and ``feedback --assignment A`` are the instructor's steps of the term, run
+from root as the instructor's account (:mod:`resumable_core.course.hub.term`).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,16 @@ import os
 import sys
 from pathlib import Path
 
-from resumable_core.course.hub import accounts
+from resumable_core.course.hub import accounts, term
 from resumable_core.course.hub.build import DEFAULT_ROOT, SETTINGS_FILE, HubError, HubSettings, setup
 from resumable_core.course.hub.config import formgrader_url
+
+TERM_STEPS = {"collect": term.collect, "grade": term.grade, "feedback": term.release_feedback}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m resumable_core.course.hub", description=__doc__)
-    parser.add_argument("command", choices=("setup", "start", "remove"))
+    parser.add_argument("command", choices=("setup", "start", "remove", *TERM_STEPS))
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help=f"the class's folder (default {DEFAULT_ROOT})")
     parser.add_argument("--prefix", default="ra-", help="of every account name (default ra-)")
     parser.add_argument("--course-id", default="resumable")
@@ -37,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"built {args.root}; start it with: python -m resumable_core.course.hub start --root {args.root}")
             return 0
         settings = HubSettings.load(args.root / "hub" / SETTINGS_FILE)
+        if args.command in TERM_STEPS:
+            for assignment in args.assignment or settings.assignments:
+                print(TERM_STEPS[args.command](settings, assignment))
+            return 0
         print(f"the class: http://127.0.0.1:{settings.port}/  formgrader (its own tab): {formgrader_url(settings)}")
         hub = Path(settings.repo_venv) / "bin" / "jupyterhub"
         os.chdir(settings.paths.hub)

@@ -29,7 +29,9 @@ def collect(settings: HubSettings, assignment: str) -> str:
 
 def grade(settings: HubSettings, assignment: str, *extra: str) -> str:
     """``python -m resumable_core grade . --assignment A``: the collected class, into the course gradebook."""
-    return _as_instructor(settings, ["-m", "resumable_core", "grade", ".", "--assignment", assignment, *extra]).stdout
+    return _as_instructor(
+        settings, ["-m", "resumable_core", "grade", ".", "--assignment", assignment, "--course", ".", *extra]
+    ).stdout
 
 
 def release_feedback(settings: HubSettings, assignment: str) -> list[str]:
