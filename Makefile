@@ -5,7 +5,7 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit clean
+.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
 
 $(STAMP): pyproject.toml
 	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
@@ -76,6 +76,17 @@ student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a lea
 
 self-study-kit: setup  ## dist/self-study-kit.zip (and unpacked beside it): the student kit, every check and a worked solution per answer
 	$(BIN)/python -m resumable_core.course.student_kit --edition self-study-kit
+
+# The class on this machine, as root: accounts, exchange, course, environments, then JupyterHub
+# (docs/running-a-class.md). HUB_ARGS, e.g. --root DIR --assignment reconcile --db-url URL.
+HUB_ROOT ?= /srv/resumable-class
+
+hub: setup  ## a real class on JupyterHub on this machine, as root (docs/running-a-class.md)
+	$(BIN)/python -m resumable_core.course.hub setup --root $(HUB_ROOT) $(HUB_ARGS)
+	$(BIN)/python -m resumable_core.course.hub start --root $(HUB_ROOT)
+
+hub-remove:  ## remove the class's accounts (the ra- prefix; $(HUB_ROOT) is left to you)
+	$(BIN)/python -m resumable_core.course.hub remove --root $(HUB_ROOT)
 
 bench: setup  ## checkpoint save cost and crash-matrix benchmarks (~3 min)
 	$(BIN)/python bench/bench_checkpoint.py
