@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml
 	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[lab,course,dev]'
+	$(BIN)/python -m pip install -q -e '.[lab,course,class,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
