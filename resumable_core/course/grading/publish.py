@@ -95,7 +95,7 @@ def find_course(folder: str | Path) -> Course:
     root = folder / directory.root  # '' or relative: from the course folder; absolute: itself
     directory.root = str(root)  # before db_url is read: nbgrader's default gradebook sits at the root
     course = Course(root, directory.db_url, directory.course_id, directory)
-    if course.sqlite_file is None and not course.course_id:
+    if not course.course_id and not course.db_url.startswith("sqlite:"):
         # nbgrader files assignments under course_id; without one it writes '' and no course row,
         # which only SQLite lets through (it does not enforce foreign keys): PostgreSQL refuses the release
         raise GradingError(
