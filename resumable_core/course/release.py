@@ -97,8 +97,18 @@ def fill_in(notebook: str | Path | dict, answers: dict[str, str]) -> dict:
 
 
 def release(course_root: str | Path = COURSE_ROOT, assignments: Iterable[str] = ASSIGNMENTS) -> list[Path]:
-    """Regenerate ``exercises/<assignment>/`` from ``solutions/`` with ``nbgrader generate_assignment --force``."""
+    """Regenerate ``exercises/<assignment>/`` from ``solutions/`` with ``nbgrader generate_assignment --force``.
+
+    It also fills the course gradebook (the one ``nbgrader_config.py`` names) with each assignment,
+    its cells and points. On an empty database, SQLite or PostgreSQL, nbgrader's first open creates
+    the schema and stamps alembic's head revision, so a later ``nbgrader db upgrade`` works (on an
+    empty PostgreSQL database it fails: its first migration alters tables that are not there yet).
+    Refuses (:class:`.grading.errors.GradingError`) a gradebook on a database server without a course id.
+    """
+    from .grading.publish import find_course  # the grading wing imports this module
+
     root = Path(course_root).resolve()
+    find_course(root)
     out = []
     for assignment in assignments:
         nbgrader(["generate_assignment", assignment, "--force"], root)
@@ -193,6 +203,9 @@ def check(course_root: str | Path = COURSE_ROOT) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="resumable-course-check-") as tmp:
         fresh_course = Path(tmp)
         shutil.copy2(root / "nbgrader_config.py", fresh_course / "nbgrader_config.py")
+        own_gradebook = f"sqlite:///{fresh_course / 'gradebook.db'}"  # not the course's, which may be on a server
+        with open(fresh_course / "nbgrader_config.py", "a") as config:
+            config.write(f"\nc.CourseDirectory.db_url = {own_gradebook!r}\n")
         shutil.copytree(
             root / SOURCE_DIR,
             fresh_course / SOURCE_DIR,
@@ -269,9 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``release``, ``check`` or ``points``: 0 when done (``check``: 1 if exercises/ differs)."""
+    from .grading.errors import GradingError
+
     args = build_parser().parse_args(argv)
     if args.command == "release":
-        for path in release(args.root):
+        try:
+            released = release(args.root)
+        except GradingError as e:
+            print(f"release: {e}", file=sys.stderr)
+            return 2
+        for path in released:
             print(f"released {path.relative_to(Path(args.root).resolve())}")
         return 0
     if args.command == "check":

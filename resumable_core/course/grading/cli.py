@@ -214,5 +214,5 @@ def main(args: argparse.Namespace) -> int:
     print(f"grades:   {run.csv_path}")
     print(f"feedback: {run.out / 'feedback-html'}/<student>.html")
     print(f"plot:     {run.plot_path}")
-    print(f"course:   {run.published.db_url if run.published else 'left alone (--out: a dry run)'}")
+    print(f"course:   {run.published.shown_url if run.published else 'left alone (--out: a dry run)'}")
     return 0

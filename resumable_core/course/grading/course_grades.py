@@ -24,7 +24,7 @@ from .errors import GradingError
 from .feedback import failure_message, write_feedback
 from .gradebook import GradeValues, StudentGrades, assignment_grades
 from .model import Submission
-from .publish import Course
+from .publish import Course, reached
 from .report import write_csv
 
 
@@ -79,10 +79,11 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     """
     if course.sqlite_file is not None and not course.sqlite_file.is_file():
         raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
-    found = assignment_grades(course.db_url, course.course_id, assignment)
+    with reached(course):
+        found = assignment_grades(course.db_url, course.course_id, assignment)
     if found is None:
         raise GradingError(
-            f"assignment {assignment!r} is not in the course gradebook {course.db_url}; "
+            f"assignment {assignment!r} is not in the course gradebook {course.shown_url}; "
             f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
         )
     out = []

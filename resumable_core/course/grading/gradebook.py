@@ -19,17 +19,28 @@ from pathlib import Path
 from typing import Any
 
 from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from .model import CellGrade
 
 WRITE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, InvalidEntry)
 """What a gradebook refusing a write raises (the database's errors and nbgrader's own)."""
+OPEN_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, ImportError)
+"""What opening a gradebook that cannot be reached raises: no server, a wrong password or database, no driver."""
 
 
 def gradebook_url(root: Path) -> str:
     """The SQLAlchemy URL of the gradebook of the working course at ``root``."""
     return f"sqlite:///{root / 'gradebook.db'}"
+
+
+def shown_url(db_url: str) -> str:
+    """``db_url`` as a message may show it: a password in it (a PostgreSQL course's) becomes ``***``."""
+    try:
+        return make_url(db_url).render_as_string(hide_password=True)
+    except ArgumentError:  # not a URL SQLAlchemy can read: nbgrader will say so when it opens it
+        return db_url
 
 
 def _open(db_url: str, course_id: str | None = None) -> Gradebook:

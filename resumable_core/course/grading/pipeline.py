@@ -182,6 +182,6 @@ def grade(
     if target:
         students = _student_ids(subs)
         publish(target, work, assignment, students)
-        echo(f"Published {len(students)} student(s) into the course gradebook {target.db_url}", flush=True)
+        echo(f"Published {len(students)} student(s) into the course gradebook {target.shown_url}", flush=True)
     seconds = time.monotonic() - started
     return GradeRun(work, subs, work / "grades.csv", work / "scores.png", seconds, target)

@@ -28,7 +28,15 @@ from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
 from .errors import GradingError
-from .gradebook import WRITE_ERRORS, gradebook_url, publish_submissions, read_submissions, released_cells
+from .gradebook import (
+    OPEN_ERRORS,
+    WRITE_ERRORS,
+    gradebook_url,
+    publish_submissions,
+    read_submissions,
+    released_cells,
+    shown_url,
+)
 
 CONFIG_FILE = "nbgrader_config.py"
 LOCK_NAME = ".resumable-grading.lock"
@@ -53,6 +61,11 @@ class Course:
     def feedback(self, student: str, assignment: str) -> Path:
         """``feedback/<student>/<assignment>/`` as the course's config lays it out."""
         return Path(self.directory.format_path(self.directory.feedback_directory, student, assignment))
+
+    @property
+    def shown_url(self) -> str:
+        """The gradebook's URL as messages show it (a password in it hidden)."""
+        return shown_url(self.db_url)
 
     @property
     def sqlite_file(self) -> Path | None:
@@ -81,7 +94,28 @@ def find_course(folder: str | Path) -> Course:
     directory = CourseDirectory(config=config)
     root = folder / directory.root  # '' or relative: from the course folder; absolute: itself
     directory.root = str(root)  # before db_url is read: nbgrader's default gradebook sits at the root
-    return Course(root, directory.db_url, directory.course_id, directory)
+    course = Course(root, directory.db_url, directory.course_id, directory)
+    if not course.course_id and not course.db_url.startswith("sqlite:"):
+        # nbgrader files assignments under course_id; without one it writes '' and no course row,
+        # which only SQLite lets through (it does not enforce foreign keys): PostgreSQL refuses the release
+        raise GradingError(
+            f"{folder / CONFIG_FILE} puts the gradebook in {course.shown_url} but sets no course id; nbgrader needs "
+            'one on a database server: add c.CourseDirectory.course_id = "<your course>"'
+        )
+    return course
+
+
+@contextmanager
+def reached(course: Course) -> Iterator[None]:
+    """Turn a course gradebook that cannot be opened (no server, wrong password, no driver) into one line naming it."""
+    try:
+        yield
+    except OPEN_ERRORS as e:
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        fix = "is its server running, and the URL in nbgrader_config.py right?"
+        if isinstance(e, ImportError):  # the URL names a driver this venv lacks (psycopg2 for postgresql+psycopg2)
+            fix = "install the course's database driver: pip install -e '.[class]'"
+        raise GradingError(f"could not open the course gradebook {course.shown_url} ({why}); {fix}") from e
 
 
 def check_released(course: Course, assignment: str, work: Path | None = None) -> None:
@@ -90,14 +124,15 @@ def check_released(course: Course, assignment: str, work: Path | None = None) ->
     db = course.sqlite_file
     if db is not None and not db.is_file():
         raise GradingError(f"the course gradebook {db} does not exist; {fix}")
-    held = released_cells(course.db_url, assignment, course.course_id)
+    with reached(course):
+        held = released_cells(course.db_url, assignment, course.course_id)
     if held is None:
-        raise GradingError(f"assignment {assignment!r} is not in the course gradebook {course.db_url}; {fix}")
+        raise GradingError(f"assignment {assignment!r} is not in the course gradebook {course.shown_url}; {fix}")
     if work is None:
         return
     if released_cells(gradebook_url(work), assignment) != held:
         raise GradingError(
-            f"assignment {assignment!r} in the course gradebook {course.db_url} has other notebooks or cells than "
+            f"assignment {assignment!r} in the course gradebook {course.shown_url} has other notebooks or cells than "
             f"the source graded (released before the source changed?); {fix}"
         )
 
@@ -164,6 +199,6 @@ def publish(course: Course, work: Path, assignment: str, students: list[str]) ->
         except REFUSED as e:
             why = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise GradingError(
-                f"could not publish into the course gradebook {course.db_url} ({why}); nothing was written there, "
+                f"could not publish into the course gradebook {course.shown_url} ({why}); nothing was written there, "
                 f"the graded run is in {work}: fix that and grade again"
             ) from e
