@@ -86,6 +86,11 @@ def _exchange(tmp: Path) -> list[str]:
     return ["--course=term-test", f"--Exchange.root={tmp / 'exchange'}"]
 
 
+def _cache(home: Path) -> str:
+    """A student's own submission cache, as each has on a real machine (``fetch_feedback`` reads every one cached)."""
+    return f"--Exchange.cache={home / '.nbgrader-cache'}"
+
+
 def _student(tmp: Path, name: str, fetched: Path | None) -> Path:
     """A student's folder with the assignment fetched from the exchange (``fetched``: a classmate's fetch, copied)."""
     home = tmp / name
@@ -136,7 +141,7 @@ def _release_and_collect(tmp: Path) -> Path:
     answered = alice / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     answered.write_text(json.dumps(release.fill_in(answered, _answers()), indent=1))
     for home in (alice, bob):
-        nbgrader_cli.nbgrader(["submit", ASSIGNMENT, *_exchange(tmp), f"--student={home.name}"], home)
+        nbgrader_cli.nbgrader(["submit", ASSIGNMENT, *_exchange(tmp), _cache(home), f"--student={home.name}"], home)
     nbgrader_cli.nbgrader(["collect", ASSIGNMENT], course)
     return course
 
@@ -154,7 +159,8 @@ def term(tmp_path_factory) -> Term:
         _set_manual_score(course, "alice", 2)  # 4: formgrader
         nbgrader_cli.nbgrader(["generate_feedback", ASSIGNMENT], course)  # 5
         nbgrader_cli.nbgrader(["release_feedback", ASSIGNMENT], course)
-        nbgrader_cli.nbgrader(["fetch_feedback", ASSIGNMENT, *_exchange(tmp), "--student=alice"], tmp / "alice")
+        alice = tmp / "alice"
+        nbgrader_cli.nbgrader(["fetch_feedback", ASSIGNMENT, *_exchange(tmp), _cache(alice), "--student=alice"], alice)
         term.fetched_feedback = sorted(p.name for p in (tmp / "alice" / ASSIGNMENT / "feedback").rglob("*.html"))
         term.exported = _exported(course)  # 6
         term.kit = _kit_grades(course, desk / "grades")
