@@ -5,7 +5,7 @@ BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup lab test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
+.PHONY: setup lab formgrader test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
 
 $(STAMP): pyproject.toml
 	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
@@ -32,6 +32,15 @@ $(LAB_OVERRIDES): resumable_core/course/kit/lab-settings/overrides.json | $(STAM
 
 lab: setup $(LAB_OVERRIDES)  ## open JupyterLab on the lessons
 	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
+
+# nbgrader 0.9 has no `nbgrader formgrader` command: formgrader is a Jupyter server extension
+# (`jupyter server extension list` shows nbgrader.server_extensions.formgrader enabled), served at
+# /formgrader by any Jupyter server started in the course folder, which reads its nbgrader_config.py.
+FORMGRADER_FLAGS := --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/formgrader \
+	$(if $(filter 0,$(shell id -u)),--allow-root,)
+
+formgrader: setup  ## formgrader on this course's gradebook: open the printed link (it ends in /formgrader)
+	$(BIN)/jupyter server $(FORMGRADER_FLAGS) $(FORMGRADER_ARGS)
 
 test: setup lint  ## lint, types, then every test; then the core suite on 3.12 and 3.13
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
@@ -65,8 +74,8 @@ lint: setup  ## ruff (lint and format) and mypy, as CI runs them
 matrix: setup
 	$(BIN)/python -m resumable_core matrix
 
-grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconcile JOBS=2
-	$(BIN)/python -m resumable_core grade $(SUBMISSIONS) --assignment $(or $(ASSIGNMENT),reconcile) --jobs $(or $(JOBS),2)
+grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconcile JOBS=2 GRADE_ARGS=--resume
+	$(BIN)/python -m resumable_core grade $(SUBMISSIONS) --assignment $(or $(ASSIGNMENT),reconcile) --jobs $(or $(JOBS),2) $(GRADE_ARGS)
 
 release: setup  ## regenerate exercises/ from solutions/ with nbgrader
 	$(BIN)/python -m resumable_core.course.release release

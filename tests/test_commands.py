@@ -220,3 +220,120 @@ def test_release_check_leaves_a_learners_files_alone(tmp_path: Path) -> None:
     assert release.tree_differences(committed, fresh) == [
         "exercises/retired/retired.ipynb: not produced by generate_assignment"
     ]
+
+
+# -- the README's instructor commands: each one has a test that runs it -------------------------
+
+TERM_SECTION = ("### A term, one command a step", "What grading withstands:")
+"""Where the README's term walkthrough begins and ends."""
+README_COMMAND = re.compile(r"(?:make [a-z-]+|nbgrader [a-z_]+|(?:\.venv/bin/)?python -m resumable_core [a-z]+)")
+GRADE_OPTION = re.compile(r"`(--[a-z-]+)")
+README_COMMAND_TESTS = {
+    "make setup": "tests/test_commands.py::test_ci_runs_make_test",  # `make test` depends on it, in every CI run
+    "make release": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "nbgrader generate_assignment": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "nbgrader release_assignment": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "nbgrader fetch_assignment": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "nbgrader submit": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "nbgrader collect": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "make grade": "tests/test_commands.py::test_make_grade_runs_the_grade_command",
+    "python -m resumable_core grade": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "grade --no-sandbox": "tests/test_grading.py::test_no_sandbox_warns_what_it_exposes",
+    "grade --course": "tests/test_term.py::test_grade_fills_the_course_gradebook_for_formgrader",
+    "grade --class-dir": "tests/test_regrade.py::test_regrading_one_student_keeps_the_whole_class",
+    "grade --resume": "tests/test_regrade.py::test_a_run_killed_mid_class_resumes_to_the_same_grades",
+    "grade --out": "tests/test_term.py::test_a_dry_run_leaves_the_course_gradebook_alone",
+    "make formgrader": "tests/test_commands.py::test_make_formgrader_serves_the_formgrader_page",
+    "nbgrader formgrader": "tests/test_commands.py::test_nbgrader_0_9_has_no_formgrader_command",
+    "make lab": "tests/test_commands.py::test_make_lab_serves_lesson_one",
+    "python -m resumable_core grades": "tests/test_term.py::test_manual_grades_reach_export_and_the_kits_grades_alike",
+    "nbgrader generate_feedback": "tests/test_term.py::test_the_kits_feedback_carries_the_manual_grade_and_no_test_code",
+    "nbgrader release_feedback": "tests/test_term.py::test_released_feedback_reaches_the_student",
+    "nbgrader export": "tests/test_term.py::test_manual_grades_reach_export_and_the_kits_grades_alike",
+}
+"""Each command of the README's term walkthrough (and each ``grade`` option it names) -> the test that runs it."""
+
+
+def readme_term_commands() -> set[str]:
+    """The commands the README's term walkthrough names, as keys of :data:`README_COMMAND_TESTS`."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(TERM_SECTION[0]) : text.index(TERM_SECTION[1])]
+    blocks = section.split("```")[1::2]
+    code = re.findall(r"`([^`\n]+)`", "".join(section.split("```")[0::2]))
+    code += [ln.lstrip("# =").strip() for block in blocks for ln in block.splitlines()]
+    found = {re.sub(r"^\.venv/bin/", "", m.group()) for span in code if (m := README_COMMAND.match(span))}
+    return found | {f"grade {option}" for option in GRADE_OPTION.findall(section)}
+
+
+def test_every_instructor_command_in_the_readme_has_a_test() -> None:
+    """Each command (and grade option) the README's term names maps to a test that exists; no entry is stale."""
+    named = readme_term_commands()
+    assert named - set(README_COMMAND_TESTS) == set(), "a README command with no test: add one to README_COMMAND_TESTS"
+    assert set(README_COMMAND_TESTS) - named == set(), "README_COMMAND_TESTS names a command the README dropped"
+    for command, test in README_COMMAND_TESTS.items():
+        path, name = test.split("::")
+        assert re.search(rf"(?m)^def {name}\(", (ROOT / path).read_text()), f"{command}: no {test}"
+
+
+def test_make_grade_runs_the_grade_command() -> None:
+    """`make grade` runs `python -m resumable_core grade` with the README's variables (that command's tests run it)."""
+    done = subprocess.run(
+        ["make", "-n", "grade", "SUBMISSIONS=class.zip", "ASSIGNMENT=postmortem", "JOBS=3", "GRADE_ARGS=--resume"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip().splitlines()[-1].split()
+    assert line[1:] == [
+        "-m",
+        "resumable_core",
+        "grade",
+        "class.zip",
+        "--assignment",
+        "postmortem",
+        "--jobs",
+        "3",
+        "--resume",
+    ]
+    assert line[0].endswith("/.venv/bin/python")
+
+
+@pytest.mark.slow
+def test_nbgrader_0_9_has_no_formgrader_command() -> None:
+    """`nbgrader formgrader` is no command of nbgrader 0.9 (it prints the help, exits 0): the README says `make formgrader`."""
+    done = subprocess.run(
+        [str(ROOT / ".venv/bin/nbgrader"), "formgrader"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and "Subcommands" in done.stdout + done.stderr
+    assert "formgrader" not in re.findall(r"(?m)^(\w+)$", done.stdout + done.stderr)
+
+
+@pytest.mark.slow
+def test_make_formgrader_serves_the_formgrader_page() -> None:
+    """`make formgrader` starts a Jupyter server whose /formgrader answers 200 with formgrader's page (then it stops)."""
+    port = _free_port()
+    args = f"--no-browser --port={port} --ServerApp.token=kit-test --ServerApp.ip=127.0.0.1"
+    proc = subprocess.Popen(
+        ["make", "-s", "formgrader", f"FORMGRADER_ARGS={args}"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/formgrader?token=kit-test"
+        for _ in range(LAB_START_POLLS):
+            try:
+                with urllib.request.urlopen(url, timeout=5) as r:  # follows the redirect to manage_assignments
+                    assert r.status == 200 and r.url.endswith("/formgrader/manage_assignments")
+                    assert "Manage Assignments" in r.read().decode()
+                    return
+            except OSError:
+                assert proc.poll() is None, "make formgrader exited early"
+                time.sleep(0.5)
+        raise AssertionError(f"formgrader did not answer after {LAB_START_POLLS} polls")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -199,7 +199,7 @@ def test_write_feedback_shows_the_recheck_message_and_manual_comment(tmp_path):
 
 def test_recheck_outcomes_become_feedback_messages():
     """Zeroed cells say they failed in isolation; cells left for review say so, with the reason."""
-    got = report._recheck_messages({"test_a": "patched"}, {"why": "the re-run died", "cells": "test_b, test_c"})
+    got = report.recheck_messages({"test_a": "patched"}, {"why": "the re-run died", "cells": "test_b, test_c"})
     assert got == {
         "test_a": "passed in your notebook but failed when re-checked in isolation: patched",
         "test_b": "needs review: could not be re-checked in isolation (the re-run died)",

@@ -62,6 +62,8 @@ class Term:
     regraded: dict[str, object] = field(default_factory=dict)
     work: Path = Path()
     """The working course of bob's re-grade (``grade``'s default folder)."""
+    fetched_feedback: list[str] = field(default_factory=list)
+    """The feedback pages alice's ``nbgrader fetch_feedback`` brought home after ``release_feedback``."""
     dry_run_code: int = -1
     gradebook_before_dry_run: bytes = b""
 
@@ -82,6 +84,11 @@ def _grade(path: Path, course: Path, *extra: str) -> int:
 def _exchange(tmp: Path) -> list[str]:
     """What a student's nbgrader needs to find the course in the exchange (they have no course config)."""
     return ["--course=term-test", f"--Exchange.root={tmp / 'exchange'}"]
+
+
+def _cache(home: Path) -> str:
+    """A student's own submission cache, as each has on a real machine (``fetch_feedback`` reads every one cached)."""
+    return f"--Exchange.cache={home / '.nbgrader-cache'}"
 
 
 def _student(tmp: Path, name: str, fetched: Path | None) -> Path:
@@ -134,7 +141,7 @@ def _release_and_collect(tmp: Path) -> Path:
     answered = alice / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     answered.write_text(json.dumps(release.fill_in(answered, _answers()), indent=1))
     for home in (alice, bob):
-        nbgrader_cli.nbgrader(["submit", ASSIGNMENT, *_exchange(tmp), f"--student={home.name}"], home)
+        nbgrader_cli.nbgrader(["submit", ASSIGNMENT, *_exchange(tmp), _cache(home), f"--student={home.name}"], home)
     nbgrader_cli.nbgrader(["collect", ASSIGNMENT], course)
     return course
 
@@ -151,6 +158,10 @@ def term(tmp_path_factory) -> Term:
         assert _grade(course, course) == 0  # 3: the collected submitted/ folder, into the course
         _set_manual_score(course, "alice", 2)  # 4: formgrader
         nbgrader_cli.nbgrader(["generate_feedback", ASSIGNMENT], course)  # 5
+        nbgrader_cli.nbgrader(["release_feedback", ASSIGNMENT], course)
+        alice = tmp / "alice"
+        nbgrader_cli.nbgrader(["fetch_feedback", ASSIGNMENT, *_exchange(tmp), _cache(alice), "--student=alice"], alice)
+        term.fetched_feedback = sorted(p.name for p in (tmp / "alice" / ASSIGNMENT / "feedback").rglob("*.html"))
         term.exported = _exported(course)  # 6
         term.kit = _kit_grades(course, desk / "grades")
         lms = tmp / "lms.zip"  # bob hands in again, answered this time, through an LMS
@@ -214,6 +225,11 @@ def test_the_kits_feedback_carries_the_manual_grade_and_no_test_code(term: Term)
     assert f"<b>{WHY}</b> 2/3" in kit_page
     hidden_call = "check_every_crash_point"  # a line of the hidden test cell's code
     assert hidden_call not in kit_page and hidden_call in nbgrader_page
+
+
+def test_released_feedback_reaches_the_student(term: Term) -> None:
+    """`nbgrader release_feedback` puts alice's page in the exchange, and her `fetch_feedback` brings it home."""
+    assert term.fetched_feedback == [f"{ASSIGNMENT}.html"]
 
 
 def test_regrading_a_student_replaces_their_grades(term: Term) -> None:

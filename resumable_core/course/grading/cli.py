@@ -91,6 +91,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"list pairs of answers at least this alike (0 to 1) in similarity.html (default: {SIMILAR})",
     )
     p.add_argument(
+        "--resume",
+        action="store_true",
+        help=(
+            "go on with an interrupted run: keep its working folder and skip the students it finished "
+            "(their grades recorded whole, from the same submission); the others are graded"
+        ),
+    )
+    p.add_argument(
+        "--class-dir",
+        default=None,
+        metavar="DIR",
+        help=(
+            "where the whole class's grades.csv, scores.png and feedback pages are rebuilt from the course "
+            "gradebook after publishing (default: ./grades-<assignment>/, as the grades command writes)"
+        ),
+    )
+    p.add_argument(
         "--no-sandbox",
         action="store_true",
         help="run submissions without the bubblewrap sandbox (unsafe: they get your files, network and secrets)",
@@ -104,10 +121,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="autograde a class's submissions with nbgrader, into the course's gradebook",
         description=(
             "Autograde a class's submissions of one assignment with real nbgrader, each in a sandbox,\n"
-            "re-check every test that scored in a fresh process, write grades.csv, feedback HTML and\n"
-            "a score plot, then put the grades and autograded notebooks into the course's gradebook\n"
-            "(the one its nbgrader_config.py names) for formgrader, generate_feedback and export.\n"
-            "With --out it is a dry run: the course is left alone."
+            "re-check every test that scored in a fresh process, then put the grades and autograded\n"
+            "notebooks into the course's gradebook (the one its nbgrader_config.py names) for\n"
+            "formgrader, generate_feedback and export, and rebuild the whole class's grades.csv,\n"
+            "feedback HTML and score plot from it: re-grading a few students keeps everyone else.\n"
+            "With --out it is a dry run: the course is left alone, the files cover this run only."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -175,8 +193,7 @@ def _echo(*args: Any, flush: bool = False, **kwargs: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run ``grade``: 0 once the class is graded (broken submissions are reported, not fatal), 2 on a setup error."""
-    from .pipeline import grade  # imported here: nbgrader loads only when a class is graded
-    from .report import format_table
+    from .progress import RunProgress
 
     if args.scheduler and args.jobs != 1:
         print(
@@ -185,34 +202,47 @@ def main(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        names = Names.of(args.lms, args.roster)
-        run = grade(
-            args.path,
-            args.assignment,
-            jobs=args.jobs,
-            out=args.out,
-            source=args.source,
-            course=args.course,
-            timeout=args.timeout,
-            sandbox=not args.no_sandbox,
-            scheduler=args.scheduler,
-            names=names,
-            similar=args.similar,
-            echo=_echo,
-        )
+        names = Names.of(args.lms, args.roster)  # a bad roster is one line before any work
+        with RunProgress(_echo) as progress:  # the bar is up before nbgrader's seconds of imports
+            progress.step("loading nbgrader")
+            from .pipeline import grade  # imported here: nbgrader loads only when a class is graded
+
+            run = grade(
+                args.path,
+                args.assignment,
+                jobs=args.jobs,
+                out=args.out,
+                source=args.source,
+                course=args.course,
+                timeout=args.timeout,
+                sandbox=not args.no_sandbox,
+                scheduler=args.scheduler,
+                names=names,
+                similar=args.similar,
+                echo=_echo,
+                resume=args.resume,
+                class_dir=args.class_dir,
+                progress=progress,
+            )
     except NbgraderError as e:
         print(f"grade: {e}\n{e.stderr}", file=sys.stderr)
         return 2
     except GradingError as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
+    from .report import format_table
+
+    shown = run.class_submissions if run.class_submissions is not None else run.submissions
     print()
-    print(format_table(run.submissions))
+    print(format_table(shown))
     print()
     n_bad = sum(1 for s in run.submissions if s.status != "graded")
-    print(f"{len(run.submissions)} submissions, {n_bad} not graded normally, in {run.seconds:.0f} s")
+    resumed = f" ({len(run.resumed)} finished by the interrupted run)" if run.resumed else ""
+    print(f"{len(run.submissions)} submissions{resumed}, {n_bad} not graded normally, in {run.seconds:.0f} s")
+    if run.class_submissions is not None:
+        print(f"class:    {len(run.class_submissions)} students of the course gradebook")
     print(f"grades:   {run.csv_path}")
-    print(f"feedback: {run.out / 'feedback-html'}/<student>.html")
+    print(f"feedback: {run.csv_path.parent / 'feedback-html'}/<student>.html")
     print(f"plot:     {run.plot_path}")
     print(f"course:   {run.published.shown_url if run.published else 'left alone (--out: a dry run)'}")
     return 0

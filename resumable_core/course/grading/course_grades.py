@@ -5,12 +5,21 @@ After manual grading in formgrader the course gradebook holds the final scores; 
 each student's feedback page again (:mod:`.feedback`: no test code, the manual score and comment
 in). Every student of the course gradebook gets a row (no submission: ``missing``, 0). The reason
 names each cell that lost points or still needs a human, from the gradebook and the course's
-``autograded/`` notebooks; the grading run's own notes (re-check details, review flags) stay in
-that run's ``grades.csv``. The gradebook is only read.
+``autograded/`` notebooks. The gradebook is only read.
+
+``grade`` writes here too, after every run that publishes: first each of its students' result
+(``results/<student>.json``: score, status, the run's whole reason, the re-check's messages per
+cell; :func:`record_results`), then the whole class from the gradebook. A student's recorded
+result gives their row's reason and page messages as long as the gradebook still holds the score
+it recorded; once a human changed it, the reason is the gradebook's (the run's notes kept).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +32,49 @@ from .collect import check_id
 from .errors import GradingError
 from .feedback import failure_message, write_feedback
 from .gradebook import GradeValues, StudentGrades, assignment_grades
-from .model import Submission
+from .model import Status, StudentReport, Submission
 from .publish import Course, reached
-from .report import write_csv
+from .report import recheck_messages, write_csv
+
+RESULTS = "results"
+"""The class folder's per-student results, one ``<student>.json`` each (the latest ``grade`` of that student)."""
+
+
+@dataclass
+class StudentResult:
+    """One student's latest ``grade`` result, kept in the class folder between runs."""
+
+    score: float
+    status: Status
+    problems: list[str]
+    notes: list[str]
+    messages: dict[str, dict[str, str]] = field(default_factory=dict)
+    """{notebook: {grade_id: what the page says}} of the cells the re-check zeroed or left for review."""
+
+
+def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, StudentReport]) -> None:
+    """``folder/results/<student>.json`` for each of ``subs`` (one run's students), written whole, replacing the old."""
+    results = folder / RESULTS
+    results.mkdir(parents=True, exist_ok=True)
+    for sub in subs:
+        report = reports.get(sub.student)
+        messages = {}
+        if report is not None:
+            names = set(report.isolated) | set(report.isolated_kept)
+            messages = {n: recheck_messages(report.isolated.get(n) or {}, report.isolated_kept.get(n)) for n in names}
+        result = StudentResult(sub.score, sub.status, sub.problems, sub.notes, messages)
+        name = check_id(sub.student)
+        tmp = results / f".{name}.json.tmp"
+        tmp.write_text(json.dumps(result.__dict__))
+        os.replace(tmp, results / f"{name}.json")
+
+
+def read_result(folder: Path, student: str) -> StudentResult | None:
+    """The recorded result of ``student`` in ``folder/results/``, or None (none, or not readable)."""
+    try:
+        return StudentResult(**json.loads((folder / RESULTS / f"{check_id(student)}.json").read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def _graded_cells(path: Path) -> dict[str, Any]:
@@ -51,8 +100,18 @@ def _phrase(grade: GradeValues, cell: Any) -> str | None:
     return reasons.cell_lost(grade.name, grade.score, grade.max_score, error[:120] if error else None)
 
 
-def _student(course: Course, sub: StudentGrades, assignment: str, feedback: Path, several: bool) -> list[str]:
-    """One submission's reason phrases, cell by cell in notebook order; writes its feedback page(s)."""
+def _student(
+    course: Course,
+    sub: StudentGrades,
+    assignment: str,
+    feedback: Path,
+    several: bool,
+    messages: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[str]:
+    """One submission's reason phrases, cell by cell in notebook order; writes its feedback page(s).
+
+    ``messages``: {notebook: {grade_id: why}} of a recorded result, shown on the page.
+    """
     phrases = []
     for nb in sub.notebooks:
         autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
@@ -66,7 +125,7 @@ def _student(course: Course, sub: StudentGrades, assignment: str, feedback: Path
             try:
                 page = feedback / f"{check_id(sub.student)}{f'-{nb.name}' if several else ''}.html"
                 title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
-                write_feedback(autograded, nb.cells, page, title=title)
+                write_feedback(autograded, nb.cells, page, title=title, messages=(messages or {}).get(nb.name))
             except (OSError, ValueError) as e:  # ValueError: an id that is no safe file name, or a broken notebook
                 phrases.append(reasons.feedback_not_written(e))
     return phrases
@@ -89,11 +148,23 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     out = []
     max_score, several = found.max_score, found.notebooks > 1
     for sub in found.students:
+        result = read_result(feedback.parent, sub.student)  # the class folder holds feedback-html/ and results/
         if sub.score is None:
-            out.append(Submission(sub.student, status="missing", problems=[reasons.NO_SUBMISSION], max_score=max_score))
+            if result is not None and result.status in ("invalid", "failed", "missing"):  # refused or failed: why
+                out.append(Submission(sub.student, status=result.status, problems=result.problems, notes=result.notes))
+            else:
+                out.append(Submission(sub.student, status="missing", problems=[reasons.NO_SUBMISSION]))
+            out[-1].max_score = max_score
             continue
-        problems = _student(course, sub, assignment, feedback, several)
-        out.append(Submission(sub.student, problems=problems, score=sub.score, max_score=max_score))
+        if result is not None and abs(result.score - sub.score) < 1e-9:  # the score the run gave stands: its reason
+            _student(course, sub, assignment, feedback, several, result.messages)
+            row = Submission(sub.student, problems=result.problems, notes=result.notes, score=sub.score)
+            row.status = "empty" if result.status == "empty" else "graded"
+        else:
+            problems = _student(course, sub, assignment, feedback, several)
+            row = Submission(sub.student, problems=problems, notes=result.notes if result else [], score=sub.score)
+        row.max_score = max_score
+        out.append(row)
     return out
 
 

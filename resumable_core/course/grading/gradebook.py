@@ -113,6 +113,14 @@ def assignment_scores(db_url: str, assignment: str, students: list[str]) -> tupl
         return max_score, scores
 
 
+def export_csv(db_url: str, path: Path) -> None:
+    """``nbgrader export``'s CSV of the gradebook at ``db_url``, written in this process (no nbgrader start-up)."""
+    from nbgrader.plugins.export import CsvExportPlugin
+
+    with _open(db_url) as gb:
+        CsvExportPlugin(to=str(path)).export(gb)
+
+
 # --- copying submissions between gradebooks (merge, publish) ---------------------------------------
 
 GradeRow = tuple[str, Any, Any, Any, bool]

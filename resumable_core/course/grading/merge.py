@@ -1,15 +1,29 @@
-"""Step 5 of grading: bring every worker's grades, graded notebooks and feedback into the working course."""
+"""Step 5 of grading: bring every worker's grades, graded notebooks and feedback into the working course.
+
+Each student is merged as their report arrives (:func:`merge_student`), and then marked done:
+``done/<student>.json`` holds the report and the digest of the submission graded, written whole
+after the student's gradebook rows and ``autograded/`` are in. That record is what "already graded"
+means to ``--resume`` (:func:`finished`): a student without it, or graded from other bytes, is
+graded again.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 from . import reasons
 from .collect import check_id
-from .gradebook import assignment_scores, gradebook_url, merge_gradebook
+from .gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
 from .model import StudentReport, Submission
+
+DONE = "done"
+"""The working course's folder of finished students' records."""
 
 log = logging.getLogger(__name__)
 
@@ -33,23 +47,69 @@ def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
     return dropped
 
 
-def merge(out: Path, assignment: str, reports: dict[str, StudentReport]) -> None:
-    """Every graded student's gradebook rows and ``autograded/`` from their worker into ``out``.
+def prepared_students(out: Path) -> set[str]:
+    """The students this run prepared (``out/submitted/<student>/``, named from the instructor's files)."""
+    return {d.name for d in (out / "submitted").iterdir()} if (out / "submitted").is_dir() else set()
 
-    Reports :func:`trusted_reports` cannot vouch for are dropped from ``reports`` first (and
-    logged). A failed report's gradebook rows are never merged: whatever nbgrader saved before it
-    failed (a forged output can make it fail after saving) was never re-checked, so that student
-    scores 0 with the failure as the reason. nbgrader's own feedback is not copied: it shows the
-    hidden tests; :mod:`.feedback` renders each student's page instead.
+
+def submission_digest(out: Path, student: str) -> str:
+    """The content hash of ``out/submitted/<student>/`` as prepared: the bytes a grade was made from."""
+    digest = hashlib.sha256()
+    folder = out / "submitted" / student
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"\0{path.relative_to(folder)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def merge_student(out: Path, assignment: str, report: StudentReport, prepared: set[str]) -> bool:
+    """Merge one student's gradebook rows and ``autograded/`` from their worker into ``out``, then mark them done.
+
+    A report for no student this run prepared is ignored and logged (False). A failed report's
+    gradebook rows are never merged: whatever nbgrader saved before it failed (a forged output can
+    make it fail after saving) was never re-checked, so that student scores 0 with the failure as
+    the reason. nbgrader's own feedback is not copied: it shows the hidden tests; :mod:`.feedback`
+    renders each student's page instead.
     """
-    trusted_reports(out, reports)
-    for student, report in sorted(reports.items()):
-        worker = Path(report.worker)
-        if report.success:
-            merge_gradebook(gradebook_url(out), gradebook_url(worker), assignment, [student])
-        src_dir = worker / "autograded" / student
-        if src_dir.is_dir():
-            shutil.copytree(src_dir, out / "autograded" / student, dirs_exist_ok=True)
+    if report.student not in prepared:
+        log.warning("%s", reasons.unknown_report(report.student, report.worker))
+        return False
+    student, worker = report.student, Path(report.worker)
+    if report.success:
+        merge_gradebook(gradebook_url(out), gradebook_url(worker), assignment, [student])
+    src_dir = worker / "autograded" / student
+    if src_dir.is_dir():
+        shutil.rmtree(out / "autograded" / student, ignore_errors=True)
+        shutil.copytree(src_dir, out / "autograded" / student)
+    folder = out / DONE
+    folder.mkdir(exist_ok=True)
+    tmp = folder / f".{student}.json.tmp"
+    tmp.write_text(json.dumps({"digest": submission_digest(out, student), "report": asdict(report)}))
+    os.replace(tmp, folder / f"{student}.json")
+    return True
+
+
+def finished(out: Path, assignment: str, students: list[str]) -> dict[str, StudentReport]:
+    """The reports of ``students`` an earlier, interrupted run in ``out`` finished: what ``--resume`` skips.
+
+    Finished means: ``done/<student>.json`` is whole (it is written last, in one rename) and names
+    this student, its digest is that of the submission prepared now (a changed hand-in is graded
+    again), and a successful report's submission is in the working gradebook.
+    """
+    found = {}
+    for student in students:
+        path = out / DONE / f"{student}.json"
+        try:
+            record = json.loads(path.read_text())
+            report = StudentReport(**record["report"])
+            same = record["digest"] == submission_digest(out, student)
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if report.student != student or not same:
+            continue
+        if report.success and submission_score(gradebook_url(out), assignment, student) is None:
+            continue
+        found[student] = report
+    return found
 
 
 def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:

@@ -4,7 +4,8 @@
 (``./grading-<assignment>/`` or ``--out``), then publish into the course:
 
 1. :mod:`.workspace`: make the working course, release the assignment there (which fills its
-   gradebook with the test cells, hidden tests included); :mod:`.isolation`: check that bubblewrap
+   gradebook with the test cells, hidden tests included; copied from the release cache when the
+   source is unchanged, and kept by ``--resume``); :mod:`.isolation`: check that bubblewrap
    runs (``grade`` refuses to go on without it unless ``--no-sandbox``) and make the pristine copy
    of the library every sandbox sees, before the first student;
 2. :mod:`.collect`: find the submissions (a folder or a zip; nbgrader's ``submitted/`` layout or
@@ -13,42 +14,48 @@
 4. :mod:`.workers`: autograde in ``--jobs`` worker copies of the course (every notebook in the
    sandbox, :mod:`.execute`), re-check in the sandbox every test cell that scored, make the feedback;
    or, with ``--scheduler``, the same for each student as a task on a Dask cluster (:mod:`.cluster`);
-5. :mod:`.merge`: merge the workers' grades into the working gradebook, copy their outputs back;
+5. :mod:`.merge`: merge each student's grades into the working gradebook as their report arrives,
+   copy their outputs back, mark them done (``--resume`` skips the students marked done);
 6. :mod:`.report`: say why each student lost points, write ``grades.csv`` and ``scores.png``
    (and nbgrader's own export and ``feedback-html/<student>.html``);
 7. :mod:`.publish`: unless ``--out`` was given (a dry run: the course is left alone), write the
    students, their grades and ``autograded/`` into the course's own gradebook (the one its
    ``nbgrader_config.py`` names), for formgrader, ``generate_feedback`` and ``export``. Whether the
-   assignment is released there is checked before the first student runs.
+   assignment is released there is checked before the first student runs. Then the class files
+   (``grades-<assignment>/``: ``grades.csv``, ``scores.png``, feedback pages) are rebuilt from the
+   course gradebook for every student it holds (:mod:`.course_grades`), so re-grading a few
+   students never shrinks them to those few.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..nbgrader_cli import nbgrader
 from ..release import COURSE_ROOT
 from . import analysis
 from .cluster import check_scheduler, run_on_cluster
 from .collect import check_id, collect, unpacked
-from .course_grades import course_outcomes
+from .course_grades import course_outcomes, record_results, write_course_grades
 from .errors import GradingError, StudentIdError
+from .gradebook import export_csv, gradebook_url, submission_score
 from .isolation import library_copy, make_backend
 from .lms import Names, write_imports
-from .merge import copy_feedback_html, merge, set_scores
-from .model import Submission
+from .merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
+from .model import StudentReport, Submission
 from .prepare import prepare
+from .progress import RunProgress
 from .publish import Course, check_released, find_course, publish
 from .report import explain, plot_scores, write_csv
 from .similarity import THRESHOLD as SIMILAR
 from .similarity import class_similarity
-from .workers import Progress, run_workers
-from .workspace import DEFAULT_TIMEOUT, Execution, find_source, prepare_out, release_assignment
+from .workers import WORKER_EXITED, run_workers
+from .workspace import DEFAULT_TIMEOUT, Execution, cached_release, find_source, prepare_out
 
 NO_SANDBOX_WARNING = (
     "WARNING: --no-sandbox: every submission runs with your powers: it can read and change your files "
@@ -80,6 +87,85 @@ def _student_ids(subs: list[Submission]) -> list[str]:
     return ids
 
 
+class StudentsDone:
+    """Called with each report as a worker finishes a student: merge them, mark them done, print their line."""
+
+    def __init__(self, work: Path, assignment: str, total: int, done: int, progress: RunProgress) -> None:
+        self.work, self.assignment, self.total, self.done, self.progress = work, assignment, total, done, progress
+        self.prepared = prepared_students(work)
+        self._lock = threading.Lock()  # worker threads call in; the working gradebook takes one writer
+
+    def __call__(self, report: StudentReport) -> None:
+        with self._lock:
+            died = report.error.startswith(WORKER_EXITED)  # no result: --resume grades them again
+            merged = not died and merge_student(self.work, self.assignment, report, self.prepared)
+            scored = submission_score(gradebook_url(self.work), self.assignment, report.student) if merged else None
+            self.done += 1
+            if not report.success:
+                outcome = "FAILED"
+            else:
+                outcome = f"{'-' if scored is None else f'{scored[0]:g}/{scored[1]:g}'} in {report.seconds:.1f} s"
+            width = len(str(self.total))
+            self.progress.line(f"[{self.done:>{width}}/{self.total}] {report.student}: {outcome}", advance=True)
+
+
+def _write_run(
+    work: Path,
+    subs: list[Submission],
+    reports: dict[str, StudentReport],
+    assignment: str,
+    timeout: int,
+    releases: dict[str, Any],
+    graded: bool,
+    progress: RunProgress,
+    names: Names | None = None,
+    similar: float = SIMILAR,
+) -> GradeRun:
+    """Step 6 over this run's students: reasons, scores, export, feedback pages, grades.csv and the plot in ``work``.
+
+    Also the LMS's grade import file (``names``), the item analysis and the answers' similarity.
+    """
+    progress.step("writing grades")
+    by_id = {s.student: s for s in subs}
+    for student, report in sorted(reports.items()):
+        if student in by_id:  # reports are read by the ids given out; anything else is never graded
+            explain(by_id[student], report, work, assignment, timeout)
+    set_scores(subs, work, assignment)
+    if graded:
+        export_csv(gradebook_url(work), work / "nbgrader-export.csv")
+    copy_feedback_html(work, subs, assignment, len(releases))
+    write_csv(work / "grades.csv", subs)
+    plot_scores(work / "scores.png", subs, assignment)
+    write_imports(work, names, assignment, subs)
+    analysis.write(work, course_outcomes(find_course(work), assignment), assignment)
+    first = min(releases)
+    answers = {s.student: work / "submitted" / s.student / assignment / f"{first}.ipynb" for s in subs if s.to_grade}
+    class_similarity(work, {s: f for s, f in answers.items() if f.is_file()}, releases, assignment, similar)
+    shutil.rmtree(work / "workers", ignore_errors=True)
+    shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
+    return GradeRun(work, subs, work / "grades.csv", work / "scores.png", 0.0)
+
+
+def _publish(
+    run: GradeRun,
+    target: Course,
+    assignment: str,
+    reports: dict[str, StudentReport],
+    class_dir: Path | None,
+    progress: RunProgress,
+) -> None:
+    """Step 7: into the course, then the whole class's files rebuilt from its gradebook (``run`` points at them)."""
+    progress.step("publishing into the course")
+    students = _student_ids(run.submissions)
+    publish(target, run.out, assignment, students)
+    progress.line(f"Published {len(students)} student(s) into the course gradebook {target.shown_url}")
+    folder = class_dir or Path.cwd() / f"grades-{assignment}"
+    record_results(folder, [s for s in run.submissions if s.student in students], reports)
+    run.class_submissions = write_course_grades(target, assignment, folder)
+    plot_scores(folder / "scores.png", run.class_submissions, assignment)
+    run.published, run.csv_path, run.plot_path = target, folder / "grades.csv", folder / "scores.png"
+
+
 @dataclass
 class GradeRun:
     """What ``grade`` produced."""
@@ -91,28 +177,10 @@ class GradeRun:
     seconds: float
     published: Course | None = None
     """The course the grades went into (None: a dry run with ``out``)."""
-
-
-def _write_class_files(
-    work: Path,
-    subs: list[Submission],
-    assignment: str,
-    releases: dict[str, Any],
-    names: Names | None,
-    similar: float,
-) -> None:
-    """nbgrader's export, the feedback pages, ``grades.csv``, the plot, the LMS's import file, item analysis, similarity."""
-    n_notebooks = len(releases)
-    if any(s.to_grade for s in subs):
-        nbgrader(["export", "--to", str(work / "nbgrader-export.csv")], work, check=False)
-    copy_feedback_html(work, subs, assignment, n_notebooks)
-    write_csv(work / "grades.csv", subs)
-    plot_scores(work / "scores.png", subs, assignment)
-    write_imports(work, names, assignment, subs)
-    analysis.write(work, course_outcomes(find_course(work), assignment), assignment)
-    first = min(releases)
-    files = {s.student: work / "submitted" / s.student / assignment / f"{first}.ipynb" for s in subs if s.to_grade}
-    class_similarity(work, {s: f for s, f in files.items() if f.is_file()}, releases, assignment, similar)
+    class_submissions: list[Submission] | None = None
+    """Every student of the course gradebook after publishing, as ``grades.csv`` lists them (None: a dry run)."""
+    resumed: list[str] | None = None
+    """The students an interrupted run had finished, skipped by ``--resume``."""
 
 
 def grade(
@@ -125,19 +193,27 @@ def grade(
     course: str | Path | None = None,
     timeout: int = DEFAULT_TIMEOUT,
     sandbox: bool = True,
+    echo: Callable[..., None] = print,
+    resume: bool = False,
+    class_dir: str | Path | None = None,
+    progress: RunProgress | None = None,
     scheduler: str | None = None,
     names: Names | None = None,
     similar: float = SIMILAR,
-    echo: Callable[..., None] = print,
 ) -> GradeRun:
     """Grade every submission under ``path`` (folder or zip); see the module docstring for the steps.
 
     ``scheduler``: a Dask scheduler's address; each student is then graded as a task on its cluster.
     ``names``: the files are an LMS's download, its ids mapped by a roster (:mod:`.lms`); its grade
-    import file is written beside ``grades.csv``. ``similar``: the share of alike code from which a pair
-    of answers is listed in ``similarity.html``.
+    import file is written beside ``grades.csv``. ``similar``: the share of alike code from which a
+    pair of answers is listed in ``similarity.html``.
+
+    ``resume``: keep the working folder of an interrupted run and skip the students it finished.
+    ``class_dir``: where the class files go after publishing (default ``./grades-<assignment>/``).
+    ``progress``: the display (default: plain lines through ``echo``).
     """
     started = time.monotonic()
+    progress = progress or RunProgress(echo)
     path = Path(path)
     if not path.exists():
         raise GradingError(f"{path} does not exist; pass the class's folder or zip")
@@ -147,41 +223,38 @@ def grade(
     target = None if out else find_course(course or COURSE_ROOT)
     if target:
         check_released(target, assignment)  # before any work: the fix is a release, not a re-run
-    work = prepare_out(Path(out) if out else Path.cwd() / f"grading-{assignment}", course_roots)
-    echo(
-        f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, "
-        + (f"on the Dask cluster at {scheduler})" if scheduler else f"{jobs} job(s))")
-    )
+    work = prepare_out(Path(out) if out else Path.cwd() / f"grading-{assignment}", course_roots, resume)
+    where = f"on the Dask cluster at {scheduler}" if scheduler else f"{jobs} job(s)"
+    progress.line(f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, {where})")
+    progress.step("checking the sandbox")
     execution = _execution(work, sandbox, echo)
-    releases = release_assignment(work, src, assignment, timeout, execution)
+    progress.step(f"releasing {assignment}")
+    releases = cached_release(work, src, assignment, timeout, execution)
     if target:
         check_released(target, assignment, work)
+    progress.step("collecting the submissions")
     with unpacked(path) as root:
         subs = collect(root, assignment, sorted(releases), names)
         prepare(subs, work, assignment, releases)
 
     for sub in subs:
         if not sub.to_grade:
-            echo(f"[skip] {sub.student}: {sub.reason}", flush=True)
+            progress.line(f"[skip] {sub.student}: {sub.reason}")
     to_grade = [s.student for s in subs if s.to_grade]
-    progress = Progress(len(to_grade), assignment, echo)
+    reports = finished(work, assignment, to_grade) if resume else {}
+    if reports:
+        progress.line(f"--resume: {len(reports)} student(s) already graded in {work}, skipped")
+    remaining = [s for s in to_grade if s not in reports]
+    progress.students(len(to_grade), len(reports))
+    done = StudentsDone(work, assignment, len(to_grade), len(reports), progress)
     if scheduler:
-        reports = run_on_cluster(work, assignment, to_grade, scheduler, timeout, progress, execution)
+        reports.update(run_on_cluster(work, assignment, remaining, scheduler, timeout, done, execution))
     else:
-        reports = run_workers(work, assignment, to_grade, jobs, timeout, progress, execution)
-    merge(work, assignment, reports)
-    by_id = {s.student: s for s in subs}
-    for student, report in sorted(reports.items()):
-        if student in by_id:  # reports are read by the ids given out; anything else is never graded
-            explain(by_id[student], report, work, assignment, timeout)
-    set_scores(subs, work, assignment)
-
-    _write_class_files(work, subs, assignment, releases, names, similar)
-    shutil.rmtree(work / "workers", ignore_errors=True)
-    shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
+        reports.update(run_workers(work, assignment, remaining, jobs, timeout, done, execution))
+    trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
+    run = _write_run(work, subs, reports, assignment, timeout, releases, bool(to_grade), progress, names, similar)
+    run.resumed = sorted(set(reports) - set(remaining))
     if target:
-        students = _student_ids(subs)
-        publish(target, work, assignment, students)
-        echo(f"Published {len(students)} student(s) into the course gradebook {target.shown_url}", flush=True)
-    seconds = time.monotonic() - started
-    return GradeRun(work, subs, work / "grades.csv", work / "scores.png", seconds, target)
+        _publish(run, target, assignment, reports, Path(class_dir) if class_dir else None, progress)
+    run.seconds = time.monotonic() - started
+    return run

@@ -30,6 +30,8 @@ MAX_CONTENT_BYTES = 2 * 2**20
 """A notebook's code and text (its outputs stripped) larger than this is refused."""
 NOTED_OUTPUT_BYTES = 2**20
 """Stripped outputs larger than this are noted (nbgrader clears every output before it runs the cells anyway)."""
+SUBMISSION_SECRET, MAX_SECRET_BYTES = "submission_secret.txt", 1024
+"""nbgrader's exchange's secret of a submission (``nbgrader release_feedback`` names the feedback by it), and its cap."""
 _GRADING_KEYS = ("grade", "solution", "locked", "task", "points")
 """The nbgrader metadata that decides how a cell is graded (a change in the others is not worth a note)."""
 
@@ -236,3 +238,6 @@ def prepare(subs: list[Submission], out: Path, assignment: str, releases: dict[s
             shutil.rmtree(out / "submitted" / sub.student, ignore_errors=True)
         elif sub.timestamp is not None:
             shutil.copy2(sub.timestamp, dest / "timestamp.txt")
+            secret = sub.timestamp.with_name(SUBMISSION_SECRET)
+            if secret.is_file() and secret.stat().st_size <= MAX_SECRET_BYTES:
+                shutil.copy2(secret, dest / SUBMISSION_SECRET)

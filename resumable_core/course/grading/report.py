@@ -13,6 +13,7 @@ from . import reasons
 from .feedback import feedback_path, write_feedback
 from .gradebook import gradebook_url, notebook_grades
 from .model import StudentReport, Submission
+from .progress import cut
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
 
@@ -67,7 +68,7 @@ def write_student_feedback(sub: Submission, out: Path, assignment: str, name: st
         sub.notes.append(reasons.feedback_not_written(e))
 
 
-def _recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
+def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
     """What the feedback page says of the cells the isolated re-check zeroed or could not confirm."""
     out = {gid: reasons.page_failed_in_isolation(why) for gid, why in isolated.items()}
     for gid in (kept or {}).get("cells", "").split(", "):
@@ -89,7 +90,7 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
         kept = report.isolated_kept.get(name)
         if kept:
             sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
-        write_student_feedback(sub, out, assignment, name, _recheck_messages(isolated, kept))
+        write_student_feedback(sub, out, assignment, name, recheck_messages(isolated, kept))
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
@@ -102,9 +103,9 @@ def write_csv(path: Path, subs: list[Submission]) -> None:
 
 
 def format_table(subs: list[Submission]) -> str:
-    """The summary table printed at the end."""
+    """The summary table printed at the end, each reason cut to :data:`.progress.REASON_WIDTH` (grades.csv has it whole)."""
     rows = [("student", "score", "max", "status", "reason")]
-    rows += [(s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason) for s in subs]
+    rows += [(s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, cut(s.reason)) for s in subs]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = []
     for j, r in enumerate(rows):

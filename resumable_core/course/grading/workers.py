@@ -17,13 +17,13 @@ copy of the same gradebook, alone in its own kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -34,7 +34,7 @@ from typing import Any
 from .. import nbgrader_cli
 from . import execute, recheck
 from .execute import SandboxedExecute
-from .gradebook import gradebook_url, submission_score
+from .gradebook import gradebook_url
 from .gradebook import passed_cells as _passed_cells
 from .gradebook import zero_cells as _zero
 from .isolation import Backend
@@ -47,6 +47,8 @@ LOG_TAIL, ERROR_TAIL = 20000, 5000
 """How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
 REPORT_CAP = 200_000
 """Bytes: a larger report file is not read (a report is a few kB)."""
+WORKER_EXITED = "grading worker exited with code"
+"""How the report of a student whose worker died before writing it begins (no grade: ``--resume`` grades them again)."""
 log = logging.getLogger(__name__)
 
 
@@ -149,7 +151,9 @@ def autograde_student(
             report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, backend)
     except Exception as e:  # one student's re-check failing never takes the worker's others
         log.exception("the re-check of %s failed", student)
-        report.success = False  # unconfirmed: none of this student's kernel scores is merged (:func:`.merge.merge`)
+        report.success = (
+            False  # unconfirmed: none of this student's kernel scores is merged (:func:`.merge.merge_student`)
+        )
         report.error = f"{RECHECK_CRASHED}: {type(e).__name__}: {e}"[:ERROR_TAIL]
     finally:
         execute.stop_learners(student)  # the notebooks nothing re-checked
@@ -208,23 +212,16 @@ def worker_main(argv: list[str]) -> int:
 # --- in the grading process --------------------------------------------------------------------
 
 
-class Progress:
-    """Prints ``[ i/n] student: score in s`` as each student's grading ends (called from worker threads)."""
+def _die_with_grade() -> None:
+    """In the worker's child before exec: the kernel sends it SIGKILL when ``grade`` dies (Linux ``PR_SET_PDEATHSIG``).
 
-    def __init__(self, total: int, assignment: str, echo: Callable[..., None]) -> None:
-        self.total, self.assignment, self.echo = total, assignment, echo
-        self.done = 0
-        self._lock = threading.Lock()
+    So a killed ``grade`` leaves no worker grading on in the folder ``--resume`` then reuses.
+    """
+    import ctypes
+    import signal
 
-    def _score(self, report: StudentReport) -> str:
-        scored = submission_score(gradebook_url(Path(report.worker)), self.assignment, report.student)
-        return "-" if scored is None else f"{scored[0]:g}/{scored[1]:g}"
-
-    def __call__(self, report: StudentReport) -> None:
-        outcome = f"{self._score(report)} in {report.seconds:.1f} s" if report.success else "FAILED"
-        with self._lock:
-            self.done += 1
-            self.echo(f"[{self.done:>{len(str(self.total))}}/{self.total}] {report.student}: {outcome}", flush=True)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
 
 
 def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], execution: Execution | None) -> None:
@@ -278,14 +275,21 @@ def _run_worker(
     results: dict[str, StudentReport] = {}
     cmd = [sys.executable, "-m", WORKER_MODULE, str(worker), assignment, *share]
     with open(worker / "worker.log", "wb") as worker_log:
-        proc = subprocess.Popen(cmd, cwd=worker, env=nbgrader_cli.env(), stdout=worker_log, stderr=worker_log)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=worker,
+            env=nbgrader_cli.env(),
+            stdout=worker_log,
+            stderr=worker_log,
+            preexec_fn=_die_with_grade,  # only prctl runs there between fork and exec: no lock is taken
+        )
         while proc.poll() is None:
             _collect_reports(worker, share, results, progress)
             time.sleep(0.2)
     _collect_reports(worker, share, results, progress)
     for s in share:
         if s not in results:
-            error = f"grading worker exited with code {proc.returncode} (its log: {worker / 'worker.log'})"
+            error = f"{WORKER_EXITED} {proc.returncode} (its log: {worker / 'worker.log'})"
             results[s] = StudentReport(s, str(worker), success=False, error=error)
             progress(results[s])
     return results

@@ -2,12 +2,19 @@
 
 The work happens in ``./grading-<assignment>/`` (or ``--out``), which this step refuses unless it is
 empty or was made by an earlier run (its marker); only the last step, :mod:`.publish`, writes into
-the course's own gradebook, and not at all with ``--out`` (a dry run).
+the course's own gradebook, and not at all with ``--out`` (a dry run). ``--resume`` keeps the folder
+of an interrupted run (:func:`prepare_out`). The release is made once per content
+(:func:`cached_release`): the released notebooks and the fresh gradebook ``generate_assignment``
+writes depend only on the source notebooks, nbgrader's version and the course config, so a run
+whose source is unchanged copies them from the cache instead of running nbgrader again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +26,10 @@ from .budget import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT  # the one per-cell timeo
 from .errors import GradingError
 from .gradebook import gradebook_url
 
+RELEASE_KEY = ".release-key"
+"""The working course's release's content key (:func:`release_key`): a resumed run must grade the same release."""
+CACHE_ENV = "RESUMABLE_GRADING_CACHE"
+"""A folder for the release cache (default ``$XDG_CACHE_HOME/resumable-agents/releases``)."""
 MARKER = ".resumable-grading"
 """A file that marks a folder as made by this command (and safe to wipe on the next run)."""
 
@@ -83,8 +94,13 @@ def find_source(assignment: str, source: str | Path | None, course: str | Path |
     return path
 
 
-def prepare_out(out: Path, course_roots: list[Path]) -> Path:
-    """A fresh, empty working folder (resolved); refuses a course folder and a folder this command did not make."""
+def prepare_out(out: Path, course_roots: list[Path], resume: bool = False) -> Path:
+    """The working folder (resolved): fresh and empty, or with ``resume`` an earlier run's, kept.
+
+    Refuses a course folder and a folder this command did not make. A resumed folder keeps its
+    gradebook, ``autograded/`` and ``done/`` (the students it finished); only ``workers/`` (the
+    interrupted workers' half-done copies) goes.
+    """
     out = out.resolve()
     for root in course_roots:
         if out == root.resolve():
@@ -92,9 +108,32 @@ def prepare_out(out: Path, course_roots: list[Path]) -> Path:
     if out.exists() and any(out.iterdir()):
         if not (out / MARKER).exists():
             raise GradingError(f"{out} exists and was not made by this command; pick another --out")
+        if resume:
+            shutil.rmtree(out / "workers", ignore_errors=True)
+            return out
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def cache_root() -> Path:
+    """Where released assignments are cached (:data:`CACHE_ENV`, else the user's cache folder)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "resumable-agents" / "releases"
+
+
+def release_key(source: Path, assignment: str) -> str:
+    """The content hash of what ``generate_assignment`` reads: the source files, nbgrader's version, the config."""
+    import nbgrader
+
+    digest = hashlib.sha256(f"{assignment}\0{nbgrader.__version__}\0{CONFIG}".encode())
+    for path in sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        digest.update(f"\0{path.relative_to(source)}\0".encode() + path.read_bytes())
+    return digest.hexdigest()[:32]
 
 
 def release_assignment(
@@ -106,9 +145,65 @@ def release_assignment(
     tests included: that is what autograde later restores edited tests from.
     """
     write_course(out, timeout, execution)
+    shutil.rmtree(out / "source" / assignment, ignore_errors=True)
     shutil.copytree(
         source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
     )
     nbgrader(["generate_assignment", assignment, "--force"], out)
+    return released_notebooks(out, assignment)
+
+
+def released_notebooks(out: Path, assignment: str) -> dict[str, nbformat.NotebookNode]:
+    """{notebook name: released notebook} of the working course ``out``."""
     released = sorted((out / "release" / assignment).glob("*.ipynb"))
     return {path.stem: nbformat.read(str(path), as_version=4) for path in released}
+
+
+def cached_release(
+    out: Path, source: Path, assignment: str, timeout: int, execution: Execution | None = None
+) -> dict[str, nbformat.NotebookNode]:
+    """:func:`release_assignment`, its ``release/`` and fresh gradebook copied from the cache when the content is unchanged.
+
+    A miss releases as usual, then stores both under the key (made whole in a temporary folder,
+    then renamed into place, so a cache entry is never half-written). A folder resumed with
+    ``--resume`` keeps its own gradebook (it holds the finished students): it must have the same key.
+    """
+    key = release_key(source, assignment)
+    held = out / RELEASE_KEY
+    if (out / "gradebook.db").is_file() and held.is_file():  # a resumed run: its gradebook holds its students
+        if held.read_text().strip() != key:
+            raise GradingError(
+                f"the source of {assignment!r} changed since the interrupted run in {out}; grade again without --resume"
+            )
+        write_course(out, timeout, execution)  # this run's sandbox library and timeout
+        return released_notebooks(out, assignment)
+    for stale in ("source", "release", "gradebook.db"):  # a run interrupted while it released: start it again
+        target = out / stale
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    entry = cache_root() / key
+    if (entry / "gradebook.db").is_file() and (entry / "release" / assignment).is_dir():
+        write_course(out, timeout, execution)
+        shutil.copytree(
+            source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+        )
+        shutil.copytree(entry / "release", out / "release")
+        shutil.copy2(entry / "gradebook.db", out / "gradebook.db")
+        held.write_text(key + "\n")
+        return released_notebooks(out, assignment)
+    releases = release_assignment(out, source, assignment, timeout, execution)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=entry.parent))
+        shutil.copytree(out / "release", staging / "release")
+        shutil.copy2(out / "gradebook.db", staging / "gradebook.db")
+        try:
+            os.rename(staging, entry)
+        except OSError:  # another run stored it first: theirs is the same content
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError:  # an unwritable cache costs the next run a release, never this one
+        pass
+    held.write_text(key + "\n")
+    return releases
