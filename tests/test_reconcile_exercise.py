@@ -52,6 +52,11 @@ CAUGHT = (
     "            except rc.ToolError as e:  # an ordinary failure of the re-run: tell the model, as the loop does\n"
 )
 
+FRESH = "    cp = rc.Checkpoint(task=cp.task, messages=cp.messages)  # a new checkpoint of the conversation only\n"
+FRESH_TURN = edited(("    cp.pending_tool_uses, cp.recorded_results = [], []\n", FRESH))
+"""The solution, but it returns a new Checkpoint: run_id, turns and tokens_used start over."""
+UNKNOWN_ANSWER = "            content, is_error = rc.STATUS_UNKNOWN, True\n"
+
 WRONG: dict[str, tuple[str, str]] = {
     # (the learner's reconcile_turn, the test cell it must fail)
     "drops_the_recorded_results": (edited((KEEP, "    results = []\n")), "test_turn_real_kills"),
@@ -118,6 +123,13 @@ WRONG: dict[str, tuple[str, str]] = {
         "test_turn_receipts",
     ),
     "does_nothing": ("def reconcile_turn(cp, tools):\n    return cp\n", "test_turn_real_kills"),
+    "a_fresh_checkpoint": (FRESH_TURN, "test_turn_recorded_and_read_only"),  # found by the red team
+    "unknown_tool_ignores_its_receipt": (  # found by the red team: no check gave an unknown tool a receipt
+        edited(
+            (READ_ONLY, f"        if call.name not in tools.names:\n{UNKNOWN_ANSWER}        el{READ_ONLY.lstrip()}"),
+        ),
+        "test_turn_status_unknown",
+    ),
 }
 
 
@@ -217,3 +229,41 @@ def test_visible_checks_name_the_lesson_for_the_lessons_warnings():
     for fn, (check, where) in cases.items():
         with pytest.raises(CheckFailed, match=re.escape(where)):
             check(fn)
+
+
+LEVEL_2_ANSWERING: tuple[str, ...] = ("test_reconcile_B", "test_reconcile_C", "test_read_only_tools", "test_side_effect_tools")
+LEVEL_2_ANSWERING += ("test_unknown_tool", "test_api_accepts", "test_round_trip")
+"""Level 2's cells whose checks answer a dangling call (and so compare the run's fields)."""
+FRESH_RECONCILE = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", _text(_cell("reconcile"))).replace(
+    "    cp.pending_tool_use = None\n", FRESH
+)
+"""The Level 2 solution, but it returns a new Checkpoint as well."""
+
+
+def test_a_fresh_checkpoint_loses_every_cell_that_settles_calls_and_says_what_it_lost():
+    """A reconcile(_turn) that returns rc.Checkpoint(task=..., messages=...) fails each answering cell of Levels 2 and 3, naming run_id and lesson 1, section 8."""
+    assert FRESH_RECONCILE.count("rc.Checkpoint(") == 1
+    ns = learner(f"{FRESH_RECONCILE}\n{FRESH_TURN}")
+    graded = graded_cells()
+    cells = (*LEVEL_2_ANSWERING, *(gid for gid in LEVEL_3 if gid != "test_turn_real_kills"))
+    reasons = {gid: failure(graded[gid][1], ns) for gid in cells}
+    assert all(reasons.values()), {gid: why for gid, why in reasons.items() if not why}
+    for why in reasons.values():
+        assert "run_id 'run_" in str(why) and "lesson 1, section 8, '`turns` and `tokens_used` carry over'" in str(why)
+
+
+def test_the_carry_over_lesson_is_the_lessons_own_title():
+    """The section a fresh checkpoint's message names is a real heading of lesson 1."""
+    from resumable_core.course.checks.support import CARRY_OVER_LESSON
+
+    lesson = json.loads((course.COURSE_ROOT / "lessons" / "01_skeleton_resume.ipynb").read_text(encoding="utf-8"))
+    title = CARRY_OVER_LESSON.split("'", 1)[1].rsplit("'", 1)[0]
+    headings = ["".join(c["source"]) for c in lesson["cells"] if c["cell_type"] == "markdown"]
+    assert any(f"## 8. {title}" in h for h in headings), title
+
+
+def test_an_unknown_tool_with_a_finished_receipt_gets_the_receipts_result_in_the_solution():
+    """The solution passes the hidden unknown-tool-with-a-receipt check that the receipt-blind answer fails."""
+    hidden.check_turn_status_unknown(learner(SOLUTION)["reconcile_turn"])
+    with pytest.raises(CheckFailed, match="a deploy removed it"):
+        hidden.check_turn_status_unknown(learner(WRONG["unknown_tool_ignores_its_receipt"][0])["reconcile_turn"])

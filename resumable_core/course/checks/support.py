@@ -196,6 +196,30 @@ UNKNOWN_TOOLS_LESSON = "lesson 2, section 5, 'The rule: by what the tool does'"
 """Where the lessons say an unknown tool is never assumed safe."""
 PARALLEL_LESSON = "reread lesson 2, 'Sidebar: several calls in one turn'"
 """Where the lessons work a turn of several calls by hand: the checks of such turns point there."""
+CARRY_OVER_LESSON = "lesson 1, section 8, '`turns` and `tokens_used` carry over'"
+"""Where the lessons show that a run's counters (and its id) outlive every crash."""
+RECONCILED_FIELDS = frozenset({"messages", "pending_tool_uses", "recorded_results"})
+"""The checkpoint's fields that reconciling changes; every other one is the run's and carries over."""
+
+
+def require_run_kept(before: Checkpoint, out: Checkpoint) -> None:
+    """Require that ``out`` keeps every field of ``before`` but :data:`RECONCILED_FIELDS`.
+
+    A fresh ``Checkpoint(task=..., messages=...)`` settles the calls but starts the run over: a
+    new ``run_id`` (new idempotency keys, so a ledger no longer recognises the run's calls), and
+    ``turns`` and ``tokens_used`` at zero (the turn cap and the budget start over after each crash)."""
+    lost = [
+        f"{name} {getattr(before, name)!r} became {getattr(out, name)!r}"
+        for name in Checkpoint.model_fields
+        if name not in RECONCILED_FIELDS and getattr(out, name) != getattr(before, name)
+    ]
+    require(
+        not lost,
+        f"reconciling settles the dangling calls and nothing else, yet the run's own fields changed: "
+        f"{'; '.join(lost)}. Keep the checkpoint you were given (its run_id makes the idempotency keys; "
+        f"turns and tokens_used hold the cap and the budget) and change only its messages, pending_tool_uses "
+        f"and recorded_results (reread {CARRY_OVER_LESSON})",
+    )
 
 
 def dangling_turn(
@@ -268,6 +292,7 @@ def answered_turn(before: Checkpoint, out: Checkpoint) -> dict[str, dict[str, An
         not out.pending_tool_uses and not out.recorded_results,
         "once the turn is answered nothing stays pending or recorded: pending_tool_uses and recorded_results are empty",
     )
+    require_run_kept(before, out)
     problem = consistency_problem(out)
     require(problem is None, f"the reconciled checkpoint contradicts itself: {problem}")
     return {str(b["tool_use_id"]): b for b in blocks}
@@ -341,6 +366,7 @@ def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
         f"the tool_result must answer the pending id {p.id}, not {block.get('tool_use_id')}",
     )
     require(out.pending_tool_use is None, "pending_tool_use must be cleared (None) once its tool_result is recorded")
+    require_run_kept(before, out)
     problem = consistency_problem(out)
     require(problem is None, f"the reconciled checkpoint contradicts itself: {problem}")
     return block

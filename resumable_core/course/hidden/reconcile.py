@@ -364,7 +364,9 @@ def _require_unknown(block: dict[str, Any], name: str) -> None:
 
 
 def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
-    """Side effects without a finished receipt, an unknown tool, and a toolbox with no ledger: none runs, each is status unknown."""
+    """Side effects without a finished receipt, an unknown tool, and a toolbox with no ledger: none runs, each is status unknown.
+
+    An unknown tool is answered like a side effect: with a finished receipt, the receipt's result."""
     calls = [("post_to_chat", CHAT), ("archive_note", {"path": "meeting-08-18.md"})]
     calls += [("delete_database", {"name": "prod"}), ("send_email", EMAIL), ("list_dir", {"path": "."})]
     cp = dangling_turn(calls, task=EMAIL_TASK)
@@ -388,6 +390,29 @@ def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
     )
     require(bare.executed == [("read_file", {"path": RETRO_NOTE})], f"execute calls were {bare.executed}")
     _require_unknown(results[0], "send_email, with no ledger to look in,")
+    _check_unknown_tool_receipt(reconcile_turn)
+
+
+def _check_unknown_tool_receipt(reconcile_turn: Reconcile) -> None:
+    """post_to_chat ran and finished, then a deploy took it out of the toolbox: its receipt answers it, it never runs."""
+    cp = dangling_turn([("post_to_chat", CHAT), ("list_dir", {"path": "."})])
+    box = fresh_toolbox(ledger=True)  # the default tools: post_to_chat is no longer among them
+    if box.ledger is None:  # a bug in the check itself
+        raise ValueError("the unknown-tool receipt check needs a ledger")
+    posted = f"Posted to #{CHAT['channel']}."
+    box.ledger.begin(_key(cp, 0), "post_to_chat", CHAT)
+    box.ledger.record(_key(cp, 0), posted)
+    _, results = _settle(reconcile_turn, cp, box)
+    require(
+        box.executed == [("list_dir", {"path": "."})],
+        f"a tool the toolbox does not know is never run, only the read-only list_dir; execute calls were {box.executed}",
+    )
+    require(
+        not results[0].get("is_error") and results[0].get("content") == posted,
+        "post_to_chat is not in this toolbox (a deploy removed it after it ran), so it is answered like a side "
+        f"effect: its finished receipt says it succeeded, so its result is the receipt's result {posted!r}, not "
+        f"{results[0]!r} (reread lesson 3, section 5, 'Beyond the fix: the ledger')",
+    )
 
 
 def check_turn_effect_not_name(reconcile_turn: Reconcile) -> None:
