@@ -250,6 +250,13 @@ README_COMMAND_TESTS = {
     "nbgrader generate_feedback": "tests/test_term.py::test_the_kits_feedback_carries_the_manual_grade_and_no_test_code",
     "nbgrader release_feedback": "tests/test_term.py::test_released_feedback_reaches_the_student",
     "nbgrader export": "tests/test_term.py::test_manual_grades_reach_export_and_the_kits_grades_alike",
+    "grade --lms": "tests/test_lms.py::test_a_canvas_roster_maps_ids_and_refuses_an_unmapped_file_by_name",
+    "grade --roster": "tests/test_lms.py::test_a_canvas_roster_maps_ids_and_refuses_an_unmapped_file_by_name",
+    "grade --similar": "tests/test_similarity.py::test_a_threshold_outside_0_to_1_is_refused_by_name",
+    "grade --scheduler": "tests/test_grading.py::test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1",
+    "make hub": "tests/test_commands.py::test_make_hub_runs_the_hub_commands_the_hub_test_runs",
+    "make hub-remove": "tests/test_commands.py::test_make_hub_runs_the_hub_commands_the_hub_test_runs",
+    "grade --jobs": "tests/test_grading.py::test_jobs_2_gives_the_same_grades_as_jobs_1",
 }
 """Each command of the README's term walkthrough (and each ``grade`` option it names) -> the test that runs it."""
 
@@ -298,6 +305,26 @@ def test_make_grade_runs_the_grade_command() -> None:
         "--resume",
     ]
     assert line[0].endswith("/.venv/bin/python")
+
+
+def test_make_hub_runs_the_hub_commands_the_hub_test_runs() -> None:
+    """`make hub` runs the hub module's setup then start, `make hub-remove` its remove: what tests/test_hub.py calls."""
+
+    def commands(target: str) -> list[list[str]]:
+        done = subprocess.run(
+            ["make", "-n", target, "HUB_ROOT=/srv/class"], cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        return [ln.split()[1:] for ln in done.stdout.splitlines() if "resumable_core.course.hub" in ln]
+
+    hub = "resumable_core.course.hub"
+    assert commands("hub") == [
+        ["-m", hub, "setup", "--root", "/srv/class"],
+        ["-m", hub, "start", "--root", "/srv/class"],
+    ]
+    assert commands("hub-remove") == [["-m", hub, "remove", "--root", "/srv/class"]]
+    test_hub = (ROOT / "tests" / "test_hub.py").read_text()
+    assert "build.setup(" in test_hub and "accounts.remove(" in test_hub
 
 
 @pytest.mark.slow
