@@ -137,7 +137,7 @@ def test_every_rule_of_the_contract_is_checked_by_a_cell():
     markdown = next(c["source"] for c in exercise.NOTEBOOK["cells"] if c["id"] == "report_task")
     bullets = markdown.split("**The contract.**\n\n", 1)[1].split("\n\n", 1)[0]
     rules = [line.removeprefix("- ") for line in bullets.splitlines()]
-    assert set(rules) == set(hidden.CONTRACT)
+    assert set(rules) <= set(hidden.CONTRACT)  # Part 1's rules are the others (tests/test_contracts.py: no more)
     called = {call.check.__name__ for _, calls in exercise.graded_cells().values() for call in calls}
     for rule, names in hidden.CONTRACT.items():
         assert names and set(names) <= called, rule
