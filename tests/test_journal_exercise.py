@@ -9,13 +9,13 @@ blocks included), with the notebook's points.
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 from pathlib import Path
 
+import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+from exercise_cells import Exercise, failure
 
 from resumable_core.course import release as course
 from resumable_core.course.checks import resume_skeleton as checks
@@ -23,18 +23,13 @@ from resumable_core.course.checks.support import CheckFailed
 from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading import syscalls
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
-from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
 from resumable_core.course.hidden import resume_skeleton as hidden
 
 SOURCE = course.notebook_path("resume_skeleton")
-NOTEBOOK = json.loads(SOURCE.read_text(encoding="utf-8"))
-SETUP = [src for _, src in setup_cells(NOTEBOOK)]
+EXERCISE = Exercise.of("resume_skeleton")
+NOTEBOOK = EXERCISE.notebook
 JOURNAL_CELLS = ("append_record", "read_journal", "replay")
-SOLUTIONS = {
-    c["metadata"]["nbgrader"]["grade_id"]: re.sub(r"\n *### (BEGIN|END) SOLUTION", "", "".join(c["source"]))
-    for c in NOTEBOOK["cells"]
-    if c["metadata"]["nbgrader"].get("solution")
-}
+SOLUTIONS = EXERCISE.solutions()
 JOURNAL_TESTS = (
     "test_journal_round_trip",
     "test_journal_version",
@@ -47,12 +42,8 @@ JOURNAL_TESTS = (
 
 
 def edited(cell: str, *changes: tuple[str, str]) -> dict[str, str]:
-    """The solution cell ``cell`` with each (old, new) applied once; a change that no longer applies fails loudly."""
-    source = SOLUTIONS[cell]
-    for old, new in changes:
-        assert source.count(old) == 1, f"the {cell} solution no longer contains {old!r}"
-        source = source.replace(old, new)
-    return {cell: source}
+    """The solution cell ``cell`` with each (old, new) applied once, as the learner's answer for that cell."""
+    return {cell: exercise_cells.edited(SOLUTIONS[cell], *changes, what=f"the {cell} solution")}
 
 
 SNAPSHOT_APPEND = """def append_record(path, record):
@@ -238,30 +229,10 @@ TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
 
 def learner(answers: dict[str, str]) -> dict:
     """The learner's names: the notebook's setup cells, then every solution cell with ``answers`` in place."""
-    ns: dict = {}
-    for setup in SETUP:
-        exec(setup, ns)
-    for source in {**SOLUTIONS, **answers}.values():
-        exec(source, ns)
-    return ns
+    return EXERCISE.learner(*{**SOLUTIONS, **answers}.values())
 
 
-def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
-    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
-    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
-    return {
-        gid: (points[gid], check_calls("resume_skeleton", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()
-    }
-
-
-def failure(calls: list[CheckCall], ns: dict) -> str | None:
-    """Why the cell's checks fail on the learner's names, or None when they all pass."""
-    try:
-        for call in calls:
-            call.run(ns)
-    except CheckFailed as e:
-        return e.reason
-    return None
+graded_cells = EXERCISE.graded_cells
 
 
 def test_the_journal_carries_most_of_the_points():

@@ -6,11 +6,13 @@ tested by a check a cell calls, and the kit ships no function that runs or resum
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import re
 import shutil
 
+import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
 import test_resume_exercise as exercise  # tests/ is on sys.path under pytest (rootdir-relative import)
@@ -27,13 +29,7 @@ from resumable_core.tools import Effect
 SOLUTION = exercise.REPORT_SOLUTION
 
 
-def edited(*changes: tuple[str, str]) -> str:
-    """The solution with each (old, new) applied once; a change that no longer applies fails loudly."""
-    source = SOLUTION
-    for old, new in changes:
-        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
-        source = source.replace(old, new)
-    return source
+edited = functools.partial(exercise_cells.edited, SOLUTION)
 
 
 LOOKUP = (
