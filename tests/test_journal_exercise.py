@@ -16,6 +16,7 @@ import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative im
 import nbformat
 import pytest
 from exercise_cells import Exercise, failure
+from test_checks import GOOD_APPEND  # the sample class's correct append (tests/ is on sys.path under pytest)
 
 from resumable_core.course import release as course
 from resumable_core.course.checks import resume_skeleton as checks
@@ -110,25 +111,7 @@ def out_of_order(seek: bool) -> str:
 """
 
 
-PWRITE_APPEND = """def append_record(path, record):
-    body = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
-    line = body + b"\\t" + format(zlib.crc32(body), "08x").encode() + b"\\n"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        data = os.pread(fd, os.fstat(fd).st_size, 0)
-        end = data.rfind(b"\\n") + 1  # 0: not even the header is whole
-        if end == 0:
-            line = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n" + line
-        os.ftruncate(fd, end)
-        os.pwrite(fd, line, end)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if end == 0:
-        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-        os.fsync(folder)
-        os.close(folder)
-"""
+PWRITE_APPEND = GOOD_APPEND
 """A correct append by file offsets (os.pread, os.ftruncate, os.pwrite), not the solution's file object."""
 
 
