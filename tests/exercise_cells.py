@@ -45,6 +45,14 @@ def failure(calls: list[CheckCall], ns: dict[str, Any]) -> str | None:
     return None
 
 
+def require_fails(name: str, cell: str, graded: dict[str, tuple[int, list[CheckCall]]], ns: dict[str, Any]) -> None:
+    """The wrong answer ``name`` (the learner's names ``ns``) fails the test cell ``cell`` of ``graded``; why, printed."""
+    points, calls = graded[cell]
+    why = failure(calls, ns)
+    assert why is not None, f"{name} passed {cell} ({points} points)"
+    print(f"{name}: {cell} fails: {why}")
+
+
 @dataclass(frozen=True)
 class Exercise:
     """One assignment's source notebook and the setup cells its learner's names are defined after."""

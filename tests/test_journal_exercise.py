@@ -15,8 +15,9 @@ from pathlib import Path
 import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
-from exercise_cells import Exercise, failure
+from exercise_cells import Exercise, failure, require_fails
 from test_checks import GOOD_APPEND  # the sample class's correct append (tests/ is on sys.path under pytest)
+from test_checks import JOURNAL_CELLS as JOURNAL_TESTS  # the journal's test cells
 
 from resumable_core.course import release as course
 from resumable_core.course.checks import resume_skeleton as checks
@@ -31,15 +32,6 @@ EXERCISE = Exercise.of("resume_skeleton")
 NOTEBOOK = EXERCISE.notebook
 JOURNAL_CELLS = ("append_record", "read_journal", "replay")
 SOLUTIONS = EXERCISE.solutions()
-JOURNAL_TESTS = (
-    "test_journal_round_trip",
-    "test_journal_version",
-    "test_torn_tail",
-    "test_corrupt_record",
-    "test_kill_during_append",
-    "test_append_durable",
-    "test_replay",
-)
 
 
 def edited(cell: str, *changes: tuple[str, str]) -> dict[str, str]:
@@ -270,11 +262,8 @@ def test_a_wrong_journal_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, and every snapshot cell still passes."""
     answers, cell = WRONG[name]
     cells = graded_cells()
-    points, calls = cells[cell]
     ns = learner(answers)
-    why = failure(calls, ns)
-    assert why is not None, f"{name} passed {cell} ({points} points)"
-    print(f"{name}: {cell} fails: {why}")
+    require_fails(name, cell, cells, ns)
     assert all(failure(calls, ns) is None for gid, (_, calls) in cells.items() if gid not in JOURNAL_TESTS)
 
 

@@ -162,10 +162,7 @@ def test_the_solution_passes_every_report_cell():
 def test_a_wrong_resume_report_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
     source, cell = WRONG[name]
-    points, calls = exercise.graded_cells()[cell]
-    why = exercise.failure(calls, learner(source))
-    assert why is not None, f"{name} passed {cell} ({points} points)"
-    print(f"{name}: {cell} fails: {why}")
+    exercise_cells.require_fails(name, cell, exercise.graded_cells(), learner(source))
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import functools
 
 import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import pytest
-from exercise_cells import Exercise, failure
+from exercise_cells import Exercise, failure, require_fails
 
 from resumable_core.course import release as course
 from resumable_core.course.checks import resume as checks
@@ -115,7 +115,4 @@ def test_the_solution_scores_full_under_real_kills():
 def test_a_wrong_resume_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
     source, cell = WRONG[name]
-    points, calls = graded_cells()[cell]
-    why = failure(calls, learner(source))
-    assert why is not None, f"{name} passed {cell} ({points} points)"
-    print(f"{name}: {cell} fails: {why}")
+    require_fails(name, cell, graded_cells(), learner(source))
