@@ -6,43 +6,28 @@ cells call (read from the source notebook, hidden blocks included), with the not
 
 from __future__ import annotations
 
-import json
+import functools
 import re
 
+import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import pytest
+from exercise_cells import Exercise, failure, require_fails, text_of
 
 import resumable_core as rc
 from resumable_core.course import release as course
 from resumable_core.course.checks import reconcile as checks
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
 from resumable_core.course.hidden import reconcile as hidden
 from resumable_core.course.hidden import strategies as answers
 
-NOTEBOOK = json.loads(course.notebook_path("reconcile").read_text(encoding="utf-8"))
-SETUP = [src for _, src in setup_cells(NOTEBOOK)]
+EXERCISE = Exercise.of("reconcile")
+NOTEBOOK = EXERCISE.notebook
 LEVEL_3: tuple[str, ...] = ("test_turn_real_kills", "test_turn_recorded_and_read_only", "test_turn_receipts")
 LEVEL_3 += ("test_turn_status_unknown", "test_turn_api")
 
 
-def _cell(grade_id: str) -> dict:
-    return next(c for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == grade_id)
-
-
-def _text(cell: dict) -> str:
-    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-
-
-SOLUTION = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", _text(_cell("reconcile_turn")))
-
-
-def edited(*changes: tuple[str, str]) -> str:
-    """The solution with each (old, new) applied once; a change that no longer applies fails loudly."""
-    source = SOLUTION
-    for old, new in changes:
-        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
-        source = source.replace(old, new)
-    return source
+SOLUTION = EXERCISE.solution("reconcile_turn")
+edited = functools.partial(exercise_cells.edited, SOLUTION)
 
 
 KEEP = "    results = list(cp.recorded_results)  # these calls ran: their results are known\n"
@@ -133,29 +118,8 @@ WRONG: dict[str, tuple[str, str]] = {
 }
 
 
-def learner(source: str) -> dict:
-    """The learner's names, defined after the notebook's setup cells, as in the kernel."""
-    ns: dict = {}
-    for setup in SETUP:
-        exec(setup, ns)
-    exec(source, ns)
-    return ns
-
-
-def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
-    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
-    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
-    return {gid: (points[gid], check_calls("reconcile", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()}
-
-
-def failure(calls: list[CheckCall], ns: dict) -> str | None:
-    """Why the cell's checks fail on the learner's names, or None when they all pass."""
-    try:
-        for call in calls:
-            call.run(ns)
-    except CheckFailed as e:
-        return e.reason
-    return None
+learner = EXERCISE.learner
+graded_cells = EXERCISE.graded_cells
 
 
 def score(ns: dict, cells: tuple[str, ...] = LEVEL_3) -> int:
@@ -180,10 +144,12 @@ def test_every_level_3_cell_calls_checks_on_reconcile_turn():
 
 
 def test_the_contract_is_the_notebooks_and_every_rule_has_a_called_check():
-    """The notebook's contract bullets are CONTRACT's keys; each rule's checks exist and a test cell calls them."""
-    intro = _text(_cell("level3_intro"))
-    bullets = intro.split("**The contract.**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    assert [b.removeprefix("- ") for b in bullets] == list(hidden.CONTRACT)
+    """Level 3's contract bullets are CONTRACT's rules for it, in order; each rule's checks exist and a test cell calls them."""
+    intro = text_of(EXERCISE.cell("level3_intro"))
+    bullets = [
+        b.removeprefix("- ") for b in intro.split("**The contract.**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    ]
+    assert bullets == [rule for rule in hidden.CONTRACT if rule in bullets]  # Level 2's rules are the others
     called = {call.check.__name__ for _, calls in graded_cells().values() for call in calls}
     for rule, names in hidden.CONTRACT.items():
         assert names and set(names) <= called, rule
@@ -202,10 +168,7 @@ def test_the_solution_scores_full_under_real_kills():
 def test_a_wrong_reconcile_turn_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
     source, cell = WRONG[name]
-    points, calls = graded_cells()[cell]
-    why = failure(calls, learner(source))
-    assert why is not None, f"{name} passed {cell} ({points} points)"
-    print(f"{name}: {cell} fails: {why}")
+    require_fails(name, cell, graded_cells(), learner(source))
 
 
 @pytest.mark.slow

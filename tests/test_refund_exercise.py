@@ -7,24 +7,22 @@ with the notebook's points; the payment provider's own rules are tested first.
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 
+import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+from exercise_cells import Exercise, failure, require_fails, text_of
 
 import resumable_core as rc
 from resumable_core.course import release as course
-from resumable_core.course.checks.support import CheckFailed
 from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
-from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
 from resumable_core.course.hidden import postmortem as hidden
 from resumable_core.lab import payments
 
-NOTEBOOK = json.loads(course.notebook_path("postmortem").read_text(encoding="utf-8"))
-SETUP = [src for gid, src in setup_cells(NOTEBOOK) if gid == "setup"]
+EXERCISE = Exercise.of("postmortem", setup=lambda grade_id: grade_id == "setup")
+NOTEBOOK = EXERCISE.notebook
 PART_2 = (
     "refund_root_cause",
     "test_refund_timeout",
@@ -36,15 +34,7 @@ PART_2 = (
 """Part 2's graded cells: its written root cause and its tests."""
 
 
-def _cell(grade_id: str) -> dict:
-    return next(c for c in NOTEBOOK["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == grade_id)
-
-
-def _source(cell: dict) -> str:
-    return cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-
-
-SOLUTION = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", _source(_cell("refund"))) + "\n"
+SOLUTION = EXERCISE.solution("refund") + "\n"
 KEY = '    key = f"refund:{order_id}:{amount_cents}"  # names the logical refund: the same in every process\n'
 CALL = '            return tools.execute("refund_payment", request, idempotency_key=key)\n'
 TRANSIENT = "        except (rc.ToolTimeoutError, rc.ToolUnavailableError):\n"
@@ -53,15 +43,11 @@ BOUND = "            if attempt == 5:\n                raise\n"
 
 
 def edited(*changes: tuple[str, str], before: str = "") -> str:
-    """The solution with each (old, new) applied once (and ``before`` above it); a change that no longer applies fails."""
-    source = SOLUTION
-    for old, new in changes:
-        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
-        source = source.replace(old, new)
-    return before + source
+    """The solution with each (old, new) applied once, and ``before`` above it."""
+    return before + exercise_cells.edited(SOLUTION, *changes)
 
 
-PRODUCTION = _source(_cell("refund_setup")).replace("production_refund", "refund")
+PRODUCTION = text_of(EXERCISE.cell("refund_setup")).replace("production_refund", "refund")
 
 WRONG: dict[str, tuple[str, str]] = {
     # (the learner's refund, the test cell it must fail)
@@ -97,29 +83,8 @@ WRONG: dict[str, tuple[str, str]] = {
 }
 
 
-def learner(source: str) -> dict:
-    """The learner's ``refund``, defined after the notebook's setup cell, as in the kernel."""
-    ns: dict = {}
-    for setup in SETUP:
-        exec(setup, ns)
-    exec(source, ns)
-    return ns
-
-
-def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
-    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
-    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
-    return {gid: (points[gid], check_calls("postmortem", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()}
-
-
-def failure(calls: list[CheckCall], ns: dict) -> str | None:
-    """Why the cell's checks fail on the learner's names, or None when they all pass."""
-    try:
-        for call in calls:
-            call.run(ns)
-    except CheckFailed as e:
-        return e.reason
-    return None
+learner = EXERCISE.learner
+graded_cells = EXERCISE.graded_cells
 
 
 # -- the provider ------------------------------------------------------------------------------------
@@ -187,7 +152,7 @@ def test_the_loop_sends_no_key_without_a_ledger(tmp_path):
 
 def test_the_contract_is_the_notebooks_and_every_rule_has_a_called_check():
     """The hidden CONTRACT's keys are the exercise's contract bullets, and each check it names is called by a test cell."""
-    text = _source(_cell("refund_prompt"))
+    text = text_of(EXERCISE.cell("refund_prompt"))
     contract = text.split("**The contract.**\n", 1)[1]
     bullets = [line[2:] for line in contract.strip().splitlines() if line.startswith("- ")]
     assert bullets == list(hidden.CONTRACT)
@@ -218,10 +183,7 @@ def test_the_solution_scores_full_under_kills_and_timeouts():
 def test_a_wrong_refund_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
     source, cell = WRONG[name]
-    points, calls = graded_cells()[cell]
-    why = failure(calls, learner(source))
-    assert why is not None, f"{name} passed {cell} ({points} points)"
-    print(f"{name}: {cell} fails: {why}")
+    require_fails(name, cell, graded_cells(), learner(source))
 
 
 @pytest.mark.slow

@@ -7,39 +7,25 @@ the exercise is part of the sample class in ``tests/test_checks.py``.
 
 from __future__ import annotations
 
-import json
-import re
+import functools
 
+import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import pytest
+from exercise_cells import Exercise, failure, require_fails
 
 from resumable_core.course import release as course
 from resumable_core.course.checks import resume as checks
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.course.grading.recheck import CheckCall, check_calls, graded_sources, setup_cells
 
-NOTEBOOK = json.loads(course.notebook_path("resume").read_text(encoding="utf-8"))
-SETUP = [src for _, src in setup_cells(NOTEBOOK)]
-
-
-def solution_of(grade_id: str) -> str:
-    """The source notebook's answer cell ``grade_id`` with its solution markers taken out."""
-    cell = next(c["source"] for c in NOTEBOOK["cells"] if c["metadata"]["nbgrader"]["grade_id"] == grade_id)
-    return re.sub(r"\n *### (BEGIN|END) SOLUTION", "", cell)
-
-
-SOLUTION = solution_of("resume")
-REPORT_SOLUTION = solution_of("resume_report")
+EXERCISE = Exercise.of("resume")
+NOTEBOOK = EXERCISE.notebook
+SOLUTION = EXERCISE.solution("resume")
+REPORT_SOLUTION = EXERCISE.solution("resume_report")
 ANSWERS = {"resume", "resume_report"}
 """The names the learner's answer cells define, each the one argument of the checks its cells call."""
 
 
-def edited(*changes: tuple[str, str]) -> str:
-    """The solution with each (old, new) applied once; a change that no longer applies fails loudly."""
-    source = SOLUTION
-    for old, new in changes:
-        assert source.count(old) == 1, f"the solution no longer contains {old!r}"
-        source = source.replace(old, new)
-    return source
+edited = functools.partial(exercise_cells.edited, SOLUTION)
 
 
 PERSIST_RECONCILED = "        cp = reconcile(cp, tools)\n        rc.save_checkpoint(cp, path)  # the reconciled state, before the next model call\n"
@@ -82,29 +68,8 @@ WRONG: dict[str, tuple[str, str]] = {
 }
 
 
-def learner(source: str):
-    """The learner's ``resume``, defined after the notebook's setup cells, as in the kernel."""
-    ns: dict = {}
-    for setup in SETUP:
-        exec(setup, ns)
-    exec(source, ns)
-    return ns
-
-
-def graded_cells() -> dict[str, tuple[int, list[CheckCall]]]:
-    """Each test cell of the source notebook: its points and the checks it calls (hidden ones too)."""
-    points = {c["grade_id"]: c["points"] for c in course.grade_cells(NOTEBOOK) if c["kind"] == "auto"}
-    return {gid: (points[gid], check_calls("resume", src, SETUP)) for gid, src in graded_sources(NOTEBOOK).items()}
-
-
-def failure(calls: list[CheckCall], ns: dict) -> str | None:
-    """Why the cell's checks fail on the learner's names, or None when they all pass."""
-    try:
-        for call in calls:
-            call.run(ns)
-    except CheckFailed as e:
-        return e.reason
-    return None
+learner = EXERCISE.learner
+graded_cells = EXERCISE.graded_cells
 
 
 def test_every_check_call_takes_the_learners_answer():
@@ -150,7 +115,4 @@ def test_the_solution_scores_full_under_real_kills():
 def test_a_wrong_resume_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
     source, cell = WRONG[name]
-    points, calls = graded_cells()[cell]
-    why = failure(calls, learner(source))
-    assert why is not None, f"{name} passed {cell} ({points} points)"
-    print(f"{name}: {cell} fails: {why}")
+    require_fails(name, cell, graded_cells(), learner(source))

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_student_kit import KIT_MAKE_TIMEOUT, SOLUTION_MARKERS, SOLUTIONS, blocks, meaningful_lines
+from test_student_kit import SOLUTION_MARKERS, SOLUTIONS, blocks, kit_make_test, meaningful_lines
 
 from resumable_core.course import self_check, student_kit
 
@@ -149,16 +149,7 @@ def test_the_kits_make_check_takes_all(built: tuple[Path, Path]) -> None:
 @pytest.mark.slow
 def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
     """The unpacked self-study kit's own `make test` passes (lessons, visible checks, every check, worked solutions)."""
-    _, kit = built
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_", "PYTEST_"))}
-    venv = Path(sys.executable).parent.parent
-    started = time.perf_counter()
-    done = subprocess.run(
-        ["make", "test", f"VENV={venv}"], cwd=kit, env=env, capture_output=True, text=True, timeout=KIT_MAKE_TIMEOUT
-    )
-    print(f"self-study kit make test: {time.perf_counter() - started:.1f} s")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+    kit_make_test(built[1], "self-study kit")
 
 
 CHROMIUM = Path(os.environ.get("RESUMABLE_TEST_CHROMIUM", "/usr/bin/chromium"))

@@ -300,30 +300,30 @@ def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
     minutes-long install; the kit's Makefile puts the kit first on PYTHONPATH, and its tests
     assert that both pytest and the lessons' kernels import the kit's copy.
     """
-    _, kit = built
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_", "PYTEST_"))}
-    venv = Path(sys.executable).parent.parent
-    started = time.perf_counter()
-    done = subprocess.run(
-        ["make", "test", f"VENV={venv}"], cwd=kit, env=env, capture_output=True, text=True, timeout=KIT_MAKE_TIMEOUT
-    )
-    print(f"kit make test: {time.perf_counter() - started:.1f} s")
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
+    kit_make_test(built[1], "kit")
 
 
-def _kit_make(kit: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``make ARGS`` in an unpacked kit, with this repository's environment (``VENV=``), offline."""
+def kit_make(kit: Path, *args: str, silent: bool = True) -> subprocess.CompletedProcess[str]:
+    """``make ARGS`` in an unpacked kit, with this repository's environment (``VENV=``), offline (``-s`` when ``silent``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_", "PYTEST_"))}
     venv = Path(sys.executable).parent.parent
     return subprocess.run(
-        ["make", "-s", *args, f"VENV={venv}"],
+        ["make", *(["-s"] if silent else []), *args, f"VENV={venv}"],
         cwd=kit,
         env=env,
         capture_output=True,
         text=True,
         timeout=KIT_MAKE_TIMEOUT,
     )
+
+
+def kit_make_test(kit: Path, edition: str) -> None:
+    """Run the unpacked kit's own `make test`, say how long it took, and require that its tests passed."""
+    started = time.perf_counter()
+    done = kit_make(kit, "test", silent=False)
+    print(f"{edition} make test: {time.perf_counter() - started:.1f} s")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
 
 
 @pytest.mark.slow
@@ -339,9 +339,9 @@ def test_a_learner_fills_an_exercise_in_place_and_the_kit_passes(built: tuple[Pa
         if cell.metadata["nbgrader"]["solution"]
     }
     exercise.write_text(json.dumps(release.fill_in(exercise, answers), indent=1, ensure_ascii=False) + "\n")
-    checked = _kit_make(kit, "check", "NB=exercises/reconcile/reconcile.ipynb")
+    checked = kit_make(kit, "check", "NB=exercises/reconcile/reconcile.ipynb")
     assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-4000:]
     assert re.search(r"\b(\d+) of \1 visible tests pass", checked.stdout) and "FAILED" not in checked.stdout
-    tested = _kit_make(kit, "test", "PYTEST_ARGS=-rs tests/test_kit_exercises.py")
+    tested = kit_make(kit, "test", "PYTEST_ARGS=-rs tests/test_kit_exercises.py")
     assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-4000:]
     assert "exercises/reconcile/reconcile.ipynb holds your answers" in tested.stdout

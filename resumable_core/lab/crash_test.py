@@ -262,53 +262,64 @@ class JournalTable:
         return f"<table class='rs-crash-test-journal'>{head}{rows}</table>"
 
 
-def _die_half_way_through_the_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
-    """In the forked child: the first write to a file (``open`` for writing, or ``os.write``) stops half done.
+class _DyingFile:
+    """A file opened for writing whose first write puts half its data on disk, then dies of SIGKILL."""
 
-    ``namespace``: the reader's function's globals, where IPython puts its own ``open``. Returns
-    what puts the real functions back (for an append that ends without writing, or raises).
+    def __init__(self, f: Any) -> None:
+        self._f = f
+
+    def write(self, data: Any) -> int:
+        self._f.write(data[: max(1, len(data) // 2)])
+        self._f.flush()
+        kill_self()
+        return len(data)  # pragma: no cover - never reached
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._f, name)
+
+    def __enter__(self) -> _DyingFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._f.__exit__(*exc)
+
+    def __iter__(self) -> Any:
+        return iter(self._f)
+
+
+def _die_in_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
+    """In a forked child: the first write of the call that follows (any file opened for writing, os.write or os.pwrite) stops half done, and the child dies of SIGKILL.
+
+    ``namespace`` is the called function's globals: IPython puts its own ``open`` there. Returns
+    what puts the real functions back (for a call that ends without writing, or raises).
     """
-    real_open, real_write = io.open, os.write
-
-    class Dying:
-        def __init__(self, f: Any) -> None:
-            self._f = f
-
-        def write(self, data: Any) -> int:
-            self._f.write(data[: max(1, len(data) // 2)])
-            self._f.flush()
-            kill_self()
-            return len(data)  # pragma: no cover - never reached
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._f, name)
-
-        def __enter__(self) -> Any:
-            return self
-
-        def __exit__(self, *exc: Any) -> Any:
-            return self._f.__exit__(*exc)
+    real_open, real_write, real_pwrite = io.open, os.write, os.pwrite
 
     def dying_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         f = real_open(file, mode, *args, **kwargs)
-        return Dying(f) if any(ch in mode for ch in "wax+") else f
+        return _DyingFile(f) if any(ch in mode for ch in "wax+") else f
 
     def dying_write(fd: int, data: bytes) -> int:
         real_write(fd, data[: max(1, len(data) // 2)])
         kill_self()
         return len(data)  # pragma: no cover - never reached
 
+    def dying_pwrite(fd: int, data: bytes, offset: int) -> int:
+        real_pwrite(fd, data[: max(1, len(data) // 2)], offset)
+        kill_self()
+        return len(data)  # pragma: no cover - never reached
+
     builtins.open = io.open = dying_open  # only in the forked child, which never returns
-    namespace_open = namespace.get("open")
-    if namespace_open is not None:
+    ns_open = namespace.get("open")
+    if ns_open is not None:
         namespace["open"] = dying_open
-    os.write = dying_write  # type: ignore[assignment]  # likewise: the child dies in it
+    os.write, os.pwrite = dying_write, dying_pwrite  # type: ignore[assignment]  # likewise
 
     def undo() -> None:
         builtins.open = io.open = real_open
-        if namespace_open is not None:
-            namespace["open"] = namespace_open
-        os.write = real_write
+        if ns_open is not None:
+            namespace["open"] = ns_open
+        os.write, os.pwrite = real_write, real_pwrite
 
     return undo
 
@@ -351,7 +362,7 @@ def crash_test_journal(
         good = path.read_bytes() if path.exists() else b""
 
         def doomed() -> None:
-            undo = _die_half_way_through_the_first_write(getattr(append_record, "__globals__", {}))
+            undo = _die_in_first_write(getattr(append_record, "__globals__", {}))
             try:
                 append_record(str(path), dict(KILLED_RECORD))
             finally:  # the child reports a raise through os.write: it must be the real one again

@@ -17,8 +17,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ...crash import CrashError, kill_self, run_in_child
+from ...crash import CrashError, run_in_child
 from ...errors import CheckpointError
+from ...lab.crash_test import (
+    _die_in_first_write,
+)  # private: no public kit callable may patch open (test_no_answers tries them)
 from ...scenarios import NOTES_TASK
 from .support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
 
@@ -111,68 +114,6 @@ def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> N
     )
 
 
-class _DyingFile:
-    """A file opened for writing whose first write puts half its data on disk, then dies of SIGKILL."""
-
-    def __init__(self, f: Any) -> None:
-        self._f = f
-
-    def write(self, data: Any) -> int:
-        self._f.write(data[: max(1, len(data) // 2)])
-        self._f.flush()
-        kill_self()
-        return len(data)  # pragma: no cover - never reached
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._f, name)
-
-    def __enter__(self) -> _DyingFile:
-        return self
-
-    def __exit__(self, *exc: Any) -> Any:
-        return self._f.__exit__(*exc)
-
-    def __iter__(self) -> Any:
-        return iter(self._f)
-
-
-def _die_on_first_write(namespace: dict[str, Any]) -> Callable[[], None]:
-    """In the child: the first write of the learner's call (any file opened for writing, os.write or os.pwrite) dies half done.
-
-    ``namespace`` is the save function's globals: IPython puts its own ``open`` there. Returns
-    what puts the real functions back (for a save that ends without writing).
-    """
-    real_open, real_write, real_pwrite = io.open, os.write, os.pwrite
-
-    def dying_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        f = real_open(file, mode, *args, **kwargs)
-        return _DyingFile(f) if any(ch in mode for ch in "wax+") else f
-
-    def dying_write(fd: int, data: bytes) -> int:
-        real_write(fd, data[: max(1, len(data) // 2)])
-        kill_self()
-        return len(data)  # pragma: no cover - never reached
-
-    def dying_pwrite(fd: int, data: bytes, offset: int) -> int:
-        real_pwrite(fd, data[: max(1, len(data) // 2)], offset)
-        kill_self()
-        return len(data)  # pragma: no cover - never reached
-
-    builtins.open = io.open = dying_open  # only in the forked child, which never returns
-    ns_open = namespace.get("open")
-    if ns_open is not None:
-        namespace["open"] = dying_open
-    os.write, os.pwrite = dying_write, dying_pwrite  # type: ignore[assignment]  # likewise
-
-    def undo() -> None:
-        builtins.open = io.open = real_open
-        if ns_open is not None:
-            namespace["open"] = ns_open
-        os.write, os.pwrite = real_write, real_pwrite
-
-    return undo
-
-
 def kill_during_save(save: Save, path: str | Path, state: dict[str, Any], *, timeout: float = 30.0) -> str:
     """Run ``save(state, path)`` in a forked child that dies of SIGKILL once its first write is half done.
 
@@ -189,7 +130,7 @@ def kill_in_first_write(run: Callable[[], Any], fn: Any, *, timeout: float = 30.
     """
 
     def doomed() -> None:
-        undo = _die_on_first_write(getattr(fn, "__globals__", {}))
+        undo = _die_in_first_write(getattr(fn, "__globals__", {}))
         try:
             run()
         finally:  # the child reports a raise through os.write: it must be the real one again

@@ -509,6 +509,29 @@ TURN_CHECKS: dict[str, Callable[[Reconcile], None]] = {
 """Level 3's whole conformance suite of a ``reconcile_turn(cp, tools)``, visible and hidden, by name."""
 
 CONTRACT: dict[str, tuple[str, ...]] = {
+    # Level 2: reconcile, one pending call
+    "`reconcile` returns a checkpoint with no pending call as it was, and runs no tool.": (
+        "check_checkpoint_a",
+        "check_nothing_pending",
+    ),
+    "A pending call of a read-only tool is run again, exactly once, with its recorded input; its output is the "
+    "call's result.": ("check_checkpoint_b", "check_other_read_only_tools"),
+    "A pending call of a side-effecting tool is never run on resume: its result has `is_error: true` and says the "
+    "execution status is unknown (`rc.STATUS_UNKNOWN` is such a text).": (
+        "check_checkpoint_c",
+        "check_other_side_effect_tools",
+    ),
+    "A tool the toolbox does not know is never assumed safe: it is not run, and it is answered as a "
+    "side-effecting call is.": ("check_unknown_tool_not_run", "check_unknown_tool"),
+    "The dangling call is answered, not deleted: the messages stay as they were, one user message holding its "
+    "one `tool_result` is appended, and `pending_tool_use` ends `None`.": (
+        "check_checkpoint_b",
+        "check_checkpoint_c",
+        "check_api_accepts",
+    ),
+    "The Messages API accepts the reconciled conversation, and the reconciled checkpoint saves and loads back "
+    "unchanged.": ("check_api_accepts", "check_round_trip"),
+    # Level 3: reconcile_turn, a turn of several calls
     "A checkpoint with nothing pending is returned as it is, and no tool runs.": (
         "check_checkpoint_a",
         "check_nothing_pending",
@@ -554,7 +577,7 @@ CONTRACT: dict[str, tuple[str, ...]] = {
         "check_turn_real_kills",
     ),
 }
-"""Level 3's contract: each rule of the notebook's ``**The contract.**`` list, and the checks that test it."""
+"""Levels 2 and 3's contracts: each rule of the notebook's ``**The contract.**`` lists, and the checks that test it."""
 
 
 def conformance(fn: Reconcile, checks: dict[str, Callable[[Reconcile], None]] | None = None) -> dict[str, str | None]:

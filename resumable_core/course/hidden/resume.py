@@ -6,8 +6,8 @@ answer reconcile (:mod:`resumable_core.course.hidden.strategies`), so only the l
 
 For Part 2 this module holds the instructor's reference report agent (:func:`reference_report`,
 never shipped), killed for real after each of its tool calls and after each of its saves to make
-every state ``resume_report`` must continue from, and :data:`CONTRACT`, which maps each rule of the
-report task's contract to the checks that test it.
+every state ``resume_report`` must continue from, and :data:`CONTRACT`, which maps each rule of
+both parts' contracts to the checks that test it.
 """
 
 from __future__ import annotations
@@ -145,6 +145,40 @@ def check_second_crash(fn: Resume) -> None:
 # == the report agent ================================================================================
 
 CONTRACT: dict[str, tuple[str, ...]] = {
+    # Part 1: resume, the lessons' loop
+    "With no checkpoint on disk (a crash before the first save), `resume` starts the task fresh.": (
+        "check_every_crash_point",
+    ),
+    "A checkpoint of another version is refused with `rc.CheckpointVersionError`, before any model call and "
+    "without changing the file.": ("check_refusals",),
+    "A checkpoint of another task is refused with `rc.CheckpointTaskMismatchError`, before any model call and "
+    "without changing the file; a checkpoint of this task is resumed.": (
+        "check_another_task_refused",
+        "check_refusals",
+    ),
+    "A finished run is returned as it was loaded: no model call, no tool run.": ("check_finished_run",),
+    "A dangling call is settled with the `reconcile` you are given, and the reconciled state is on disk before "
+    "anything else happens, even when no turn is left.": ("check_reconciled_state_saved", "check_turn_cap"),
+    "`resume` calls the model until a reply asks for no tool, and makes no call once `turns` has reached "
+    "`max_turns`.": ("check_crash_after_tool", "check_reconciled_state_saved", "check_turn_cap"),
+    "What `resume` returns is what is on disk, and a kill at any point of the run, inside your own loop too, "
+    "followed by another `resume`, still ends with the run finished, one email sent and nothing refused by the "
+    "API.": (
+        "check_crash_after_tool",
+        "check_crash_after_response",
+        "check_every_crash_point",
+        "check_second_crash",
+    ),
+    "`turns` and `tokens_used` carry on from the checkpoint: `turns` counts every model call of the task across "
+    "every crash (one whose reply was lost included), and `tokens_used` the tokens of the replies the "
+    "conversation holds.": ("check_crash_after_response", "check_every_crash_point", "check_turn_cap"),
+    "`resume` runs its own loop with the `client`, `tools` and `reconcile` it is given: one that calls "
+    "`rc.run_agent` (or a `RunFolder`'s `run`) is refused by every test.": (
+        "check_crash_after_tool",
+        "check_another_task_refused",
+        "check_finished_run",
+    ),
+    # Part 2: resume_report, the report agent
     "The checkpoint loads and its version is checked: a file of any version but 2 (version 1 included) is "
     "refused with `rc.CheckpointVersionError`, before any tool call.": ("check_report_refusals",),
     "The task matches: a checkpoint whose `task_id` or `docs` differ from the task's is refused with "
@@ -169,7 +203,7 @@ CONTRACT: dict[str, tuple[str, ...]] = {
     "`confirmed: false`) before `notify_reviewer` is called, so a kill at any step boundary costs at most that "
     "one step.": ("check_report_fresh_start", "check_report_every_kill", "check_report_kills_in_your_run"),
 }
-"""Each rule of the report task's contract (its bullet's exact text) -> the checks that test it."""
+"""Each rule of Part 1's and the report task's contracts (its bullet's exact text) -> the checks that test it."""
 
 
 def _loaded(path: str, task: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The notebook's hidden test blocks call these as ``hidden.check_*(save_state, load_state)`` and
 ``hidden.check_*(append_record, read_journal)`` / ``hidden.check_*(replay)``; :data:`CONTRACT`
-maps each rule of the journal task's contract to the checks that test it.
+maps each rule of the snapshot's and the journal's contracts to the checks that test it.
 """
 
 from __future__ import annotations
@@ -246,6 +246,27 @@ def check_replay_rules(replay: Replay) -> None:
 
 
 CONTRACT: dict[str, tuple[str, ...]] = {
+    # Part 1: the snapshot
+    '`save_state(state, path)` writes any JSON object with a `"version"`, not only a checkpoint, and '
+    "`load_state(path)` reads it back equal; a second save replaces the first.": ("check_state_round_trip",),
+    "A finished save leaves nothing in the folder but the state file.": ("check_state_round_trip",),
+    "A kill at any moment of a save leaves the file holding the old state or the new one, whole, never part of "
+    "one; a save after the kill works.": ("check_kill_during_save",),
+    "`save_state` returns only once the new state would survive a power cut: its bytes are fsynced before they "
+    "take the file's name, by a rename within the same folder, and the folder is fsynced after that rename.": (
+        "check_durable_steps",
+    ),
+    "`load_state` returns `None` when there is no file (a fresh start), and creates none.": ("check_state_missing",),
+    "`load_state` returns the state in a file of version `STATE_VERSION`, whoever wrote it; a file of any other "
+    "version (another number, or the number as a string) is refused with `StateVersionError`, a `ValueError`.": (
+        "check_state_version_refused",
+        "check_other_versions_refused",
+    ),
+    "`load_state` only reads: it never changes the file, not even one it refuses.": (
+        "check_load_never_modifies",
+        "check_state_version_refused",
+    ),
+    # Part 2: the journal
     'The journal\'s first line is the header, `{"format":"resumable-journal","version":1}` in compact JSON; each record follows on a line of its own: its compact JSON, a tab, the CRC-32 of that JSON\'s UTF-8 bytes as 8 lowercase hex digits (`f"{zlib.crc32(data):08x}"`), and `\\n`.': (
         "check_journal_round_trip",
     ),
@@ -290,4 +311,4 @@ CONTRACT: dict[str, tuple[str, ...]] = {
         "check_replay_rules",
     ),
 }
-"""Each rule of the journal task's contract (the notebook's bullets, exactly) and the checks that test it."""
+"""Each rule of Part 1's and the journal task's contracts (the notebook's bullets, exactly) and the checks that test it."""
