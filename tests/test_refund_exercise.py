@@ -261,6 +261,15 @@ def _submission(tmp_path, name: str, answer: str):
     return path
 
 
+def test_a_cell_failed_only_after_a_fresh_start_is_named_by_its_check_not_called_a_patch():
+    """The re-check's why for a restarted call's failure names the check; grades.csv and the page do not cry patching."""
+    why = reasons.failed_after_restart("check_refund_after_kill", "the customer was refunded 2 times")
+    for worded in (reasons.failed_in_isolation(why), reasons.page_failed_in_isolation(why)):
+        assert "check_refund_after_kill: the customer was refunded 2 times" in worded
+        assert "freshly started process" in worded and "patches" not in worded
+    assert "patches the graders" in reasons.failed_in_isolation("the customer was refunded 2 times")
+
+
 @pytest.mark.slow
 def test_a_per_process_salt_passes_only_where_the_restart_is_a_fork():
     """In the kernel (a forked retry) the per-process salt passes every Part 2 cell: only a fresh process can tell."""
