@@ -353,3 +353,32 @@ def test_the_learners_process_gets_no_source_notebook(tmp_path):
         report.load_errors[0]["error"]
         == "RuntimeError: ['notebook.ipynb']['control', 'in', 'lib', 'rpc', 'scratch', 'shared']"
     )
+
+
+def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path):
+    """A restarted call runs in a new interpreter that ran the cells again but the tests: per-process state is new."""
+    from resumable_core.course.grading.boundary import Learner, RemoteFunction
+    from resumable_core.course.grading.isolation import PlainBackend
+    from resumable_core.course.grading.recheck.learner import SOCKET
+
+    nb = nbformat.v4.new_notebook()
+    answer = (
+        "import os, uuid\nRUN = uuid.uuid4().hex  # once per process\ndef who():\n    return [RUN, os.getpid()]\n"
+        "def tested():\n    return globals().get('TESTED', False)"
+    )
+    test = "TESTED = True"
+    nb.cells = [nbformat.v4.new_code_cell(answer), nbformat.v4.new_code_cell(test)]
+    nb.cells[1].metadata["nbgrader"] = {"grade": True, "solution": False, "grade_id": "t", "points": 1}
+    backend = BOX[0] if BOX else PlainBackend()
+    process = isolated.LearnerProcess.start(nb, None, "postmortem", timeout=30, wall=120, backend=backend)
+    try:
+        assert process.executed(1 << 20)[1] is None
+        learner = Learner(str(process.layout.host("rpc") / SOCKET), process.layout.host("shared"))
+        who, tested = RemoteFunction(learner, "who"), RemoteFunction(learner, "tested")
+        loaded = who()
+        assert who()[0] == loaded[0] and tested() is True  # a fork of the loaded process: its uuid, its test cell
+        first, second = who.restarted()(), who.restarted()()
+        assert len({loaded[0], first[0], second[0]}) == 3 and loaded[1] not in (first[1], second[1])
+        assert tested.restarted()() is False  # the new interpreter ran the cells but the tests
+    finally:
+        process.stop()

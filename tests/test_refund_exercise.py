@@ -16,6 +16,7 @@ from exercise_cells import Exercise, failure, require_fails, text_of
 
 import resumable_core as rc
 from resumable_core.course import release as course
+from resumable_core.course.grading import reasons
 from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
 from resumable_core.course.hidden import postmortem as hidden
@@ -81,6 +82,14 @@ WRONG: dict[str, tuple[str, str]] = {
         "test_refund_timeout",
     ),
 }
+
+SALTED = edited(
+    (KEY, '    key = f"{_RUN}-{order_id}-{amount_cents}"  # stable within a process only\n'),
+    before="import uuid\n_RUN = uuid.uuid4().hex  # module level: one per process\n",
+)
+"""A key salted with a value drawn once per process: a forked retry keeps it, a restarted harness draws another."""
+RESTART_CELLS = {"test_refund_kill", "test_refund_hidden"}
+"""The cells whose checks call ``refund`` again as a restarted harness would (``checks.support.restarted``)."""
 
 
 learner = EXERCISE.learner
@@ -202,3 +211,50 @@ def test_the_isolated_recheck_fails_a_key_per_call_and_a_retried_refusal(tmp_pat
         report = isolated.run(path, "postmortem", backend=backend, source=source, timeout=60)
         failed = {gid for gid, why in report.items() if why}
         assert cell in failed and not failed & {"test_incident", "test_read_file_rerun"}, (name, dict(report))
+
+
+def _submission(tmp_path, name: str, answer: str):
+    """The source notebook with ``answer`` as the learner's refund cell, written as a submission."""
+    nb = nbformat.read(str(course.notebook_path("postmortem")), as_version=4)
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "refund")
+    cell.source = answer
+    path = tmp_path / f"{name}.ipynb"
+    nbformat.write(nb, str(path))
+    return path
+
+
+def test_a_cell_failed_only_after_a_fresh_start_is_named_by_its_check_not_called_a_patch():
+    """The re-check's why for a restarted call's failure names the check; grades.csv and the page do not cry patching."""
+    why = reasons.failed_after_restart("check_refund_after_kill", "the customer was refunded 2 times")
+    for worded in (reasons.failed_in_isolation(why), reasons.page_failed_in_isolation(why)):
+        assert "check_refund_after_kill: the customer was refunded 2 times" in worded
+        assert "freshly started process" in worded and "patches" not in worded
+    assert "patches the graders" in reasons.failed_in_isolation("the customer was refunded 2 times")
+
+
+@pytest.mark.slow
+def test_a_per_process_salt_passes_only_where_the_restart_is_a_fork():
+    """In the kernel (a forked retry) the per-process salt passes every Part 2 cell: only a fresh process can tell."""
+    ns = learner(SALTED)
+    cells = {gid: calls for gid, (_, calls) in graded_cells().items() if gid in PART_2}
+    assert {gid: why for gid, calls in cells.items() if (why := failure(calls, ns))} == {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+def test_the_isolated_recheck_restarts_the_learners_process_for_the_retry(tmp_path):
+    """In the sandboxed re-check the retry after the kill runs in a freshly started process: the salt pays twice."""
+    source = course.notebook_path("postmortem")
+    backend = BwrapBackend(library_copy(tmp_path / "lib"))
+    report = isolated.run(
+        _submission(tmp_path, "salted", SALTED), "postmortem", backend=backend, source=source, timeout=60
+    )
+    failed = {gid: why for gid, why in report.items() if why}
+    assert set(failed) == RESTART_CELLS, dict(report)
+    for gid in RESTART_CELLS:
+        assert failed[gid].startswith(reasons.AFTER_RESTART), failed[gid]
+        assert "refunded 2 times" in failed[gid] and "once per process" in failed[gid], failed[gid]
+    assert "check_refund_after_kill" in failed["test_refund_kill"]
+    assert "check_refund_kill_then_timeout" in failed["test_refund_hidden"]
+    worded = reasons.failed_in_isolation(failed["test_refund_kill"])
+    assert "check_refund_after_kill" in worded and "patches" not in worded

@@ -25,7 +25,17 @@ from ...run_folder import finished_turns
 from ...strategies import Reconcile
 from ...tools import Tool, Toolbox
 from ...world import NOTES, World
-from .support import CheckFailed, call_learner, die, replay, require, require_status_unknown, scratch
+from .support import (
+    CheckFailed,
+    FailedAfterRestart,
+    call_learner,
+    die,
+    replay,
+    require,
+    require_status_unknown,
+    restarted,
+    scratch,
+)
 
 
 def check_incident(fn: Reconcile) -> None:
@@ -220,9 +230,19 @@ def require_ended(call: Call, where: str) -> None:
 
 PER_ATTEMPT = "every attempt at one refund must carry the same idempotency key, never a fresh one per attempt"
 PER_CALL = (
-    "the restarted harness's call must send the key the killed one sent: derive it from the refund itself "
-    "(what names it), never a fresh uuid per call"
+    "a restarted harness must send the killed call's key: derive it from what names the refund, "
+    "never from a uuid drawn per call or once per process"
 )
+
+
+def require_one_refund_after_restart(shop_: Shop, call: Call, where: str) -> str:
+    """:func:`require_one_refund` for a call of the :func:`.support.restarted` ``refund``: its failure says so."""
+    try:
+        return require_one_refund(shop_, call, where, same_key=PER_CALL)
+    except FailedAfterRestart:
+        raise
+    except CheckFailed as e:
+        raise FailedAfterRestart(e.reason) from None
 
 
 def require_one_refund(
@@ -293,7 +313,12 @@ def check_refund_refused(refund: Refund) -> None:
 
 
 def check_refund_after_kill(refund: Refund) -> None:
-    """SIGKILL right after the provider refunded; the restarted harness calls refund again: one refund."""
+    """SIGKILL right after the provider refunded; the restarted harness calls refund again: one refund.
+
+    The second call is :func:`.support.restarted`: in the isolated re-check it runs in a freshly
+    started learner's process (a key salted with a per-process value changes there and pays twice),
+    in the learner's kernel only in a forked copy of it. The re-check's verdict is the grade.
+    """
     s = Shop.open()
     first = s.call(refund, die_after_refund=True)
     require(
@@ -301,8 +326,8 @@ def check_refund_after_kill(refund: Refund) -> None:
         f"refund never reached the provider (it {first.ended}{': ' + first.error if first.error else ''}); "
         "it must call tools.execute('refund_payment', ...)",
     )
-    again = s.call(refund)
-    require_one_refund(s, again, "the re-run after a SIGKILL that fell after the refund", same_key=PER_CALL)
+    again = s.call(restarted(refund))
+    require_one_refund_after_restart(s, again, "the re-run after a SIGKILL that fell after the refund")
 
 
 def check_two_refunds(refund: Refund) -> None:

@@ -81,6 +81,28 @@ def is_remote(fn: Any) -> bool:
     return getattr(type(fn), "remote", False) is True
 
 
+def restarted(fn: Any) -> Any:
+    """``fn`` as a harness restarted after a crash calls it: in a freshly started process, where one can be had.
+
+    In the isolated re-check (``fn`` is remote) every call of the result is served by a new
+    interpreter that ran the notebook's setup and the learner's cells again, so state the learner's
+    module drew at import (a per-process uuid) is new, as after a real restart: that is the verdict
+    a grade rests on. In the learner's own kernel no new interpreter can load the learner's code
+    (it lives in the kernel's ``__main__``), so ``fn`` itself comes back, and a check's forked
+    child is the most of a restart there is: a cell that passes so but fails the re-check scores 0.
+    Raise :class:`FailedAfterRestart` for what the restarted call got wrong.
+    """
+    return fn.restarted() if is_remote(fn) else fn
+
+
+class FailedAfterRestart(CheckFailed):
+    """A check failed on what a :func:`restarted` call did: the re-check names it as such.
+
+    In the learner's kernel that call ran in a forked copy of the kernel, in the re-check in a
+    freshly started process, so a cell may pass the one and fail the other without any patching.
+    """
+
+
 class HandedPath(str):
     """A path a check hands the learner's function to read and write: a plain ``str`` wherever it is used.
 

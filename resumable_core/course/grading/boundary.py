@@ -43,6 +43,9 @@ from ..checks import support
 from ..checks.support import HandedFolder, HandedPath
 from . import rpc
 
+FRESH = ".fresh"
+"""The suffix of the learner's socket whose connections a freshly started process serves (:mod:`.inside.learner_server`)."""
+
 # -- the table of what crosses ------------------------------------------------------------------
 
 
@@ -491,11 +494,15 @@ class Learner:
         self._files: dict[int, HandedFiles] = {}
         support.BEFORE_DEATH.append(self._read_back)  # a check that kills its call reads the copies back first
 
-    def connect(self) -> rpc.Session:
-        """A new connection: a fresh fork of the loaded notebook, with a handle table of its own."""
+    def connect(self, *, fresh: bool = False) -> rpc.Session:
+        """A new connection: a fresh fork of the loaded notebook, with a handle table of its own.
+
+        ``fresh``: served by a freshly started learner's process instead (a new interpreter that
+        loaded the notebook's cells again, as a harness restarted after a crash would).
+        """
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.connect(self.address)
+            sock.connect(f"{self.address}{FRESH}" if fresh else self.address)
         except OSError:
             sock.close()
             raise
@@ -537,6 +544,10 @@ class Learner:
         """``name(*args, **kwargs)`` in the learner's process, handed paths copied in and read back."""
         return self.call_seen(name, *args, **kwargs)[0]
 
+    def call_fresh(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`call`, in a freshly started learner's process: none of the loaded process's memory is there."""
+        return self._call_seen((), name, *args, _fresh=True, **kwargs)[0]
+
     def call_seen(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
         """:meth:`call`, and the paths the learner's process was given for the handed ones, in order.
 
@@ -550,11 +561,13 @@ class Learner:
         """:meth:`call_seen`, the learner's side marking in the trace (:func:`.syscalls.mark_returned`) when the function returned."""
         return self._call_seen((mark,), name, *args)
 
-    def _call_seen(self, mark: tuple[str, ...], name: str, *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
+    def _call_seen(
+        self, mark: tuple[str, ...], name: str, *args: Any, _fresh: bool = False, **kwargs: Any
+    ) -> tuple[Any, list[str]]:
         files = self.files()
         keys = list(kwargs)
         originals = [*args, *kwargs.values()]
-        session = self.connect()
+        session = self.connect(fresh=_fresh)
         try:
             with files.handed(originals) as values:
                 positional, named = values[: len(args)], dict(zip(keys, values[len(args) :], strict=True))
@@ -620,12 +633,25 @@ class RemoteFunction:
     remote = True
     """Marks a function that runs in another process (:func:`..checks.support.is_remote`)."""
 
-    def __init__(self, learner: Learner, name: str) -> None:
+    def __init__(self, learner: Learner, name: str, *, fresh: bool = False) -> None:
         self.learner = learner
         self.name = name
+        self.fresh = fresh
+        """Each call is served by a freshly started learner's process (:meth:`restarted`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.fresh:
+            return self.learner.call_fresh(self.name, *args, **kwargs)
         return self.learner.call(self.name, *args, **kwargs)
+
+    def restarted(self) -> RemoteFunction:
+        """This function as a harness restarted after a crash calls it: each call in a freshly started learner's process.
+
+        That process is a new interpreter that ran the notebook's cells again (but its tests), so
+        module-level state (a uuid drawn at import) is new, as after a real restart
+        (:func:`..checks.support.restarted`).
+        """
+        return RemoteFunction(self.learner, self.name, fresh=True)
 
     def observe(self, *args: Any) -> Observation:
         """Call it with one handed path among ``args``; what the tracer outside the learner's process saw it do there."""
@@ -643,4 +669,5 @@ class RemoteFunction:
         return Observation(tuple(during), target, late)
 
     def __repr__(self) -> str:
-        return f"<the notebook's {self.name}, in the learner's process>"
+        where = "a freshly started learner's process" if self.fresh else "the learner's process"
+        return f"<the notebook's {self.name}, in {where}>"

@@ -206,8 +206,23 @@ def raised_only_here(cell: str, error: str) -> str:
     return f"{cell} raised {error} here but not in the kernel"
 
 
+AFTER_RESTART = "after a fresh start, "
+"""How the re-check's why begins when a check failed on a call served by a freshly started learner's
+process (``checks.support.FailedAfterRestart``), which the kernel cannot start: then a kernel pass means no patching."""
+
+
+def failed_after_restart(check: str, why: str) -> str:
+    """The re-check's why for ``check``, which failed on a call in a freshly started learner's process."""
+    return f"{AFTER_RESTART}{check}: {why}"
+
+
 def failed_in_isolation(why: str) -> str:
     """``grades.csv``: a cell that scored in the kernel and failed the isolated re-check (it scores 0)."""
+    if why.startswith(AFTER_RESTART):
+        return (
+            "passed in the learner's kernel, where a restarted call is only a forked copy of the kernel, but "
+            f"failed in the isolated re-run, where it ran in a freshly started process: {why[len(AFTER_RESTART) :]}"
+        )
     return (
         f"passed in the learner's kernel but failed in an isolated re-run: {why}; "
         "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
@@ -221,6 +236,11 @@ def kept_for_review(why: str, cells: str) -> str:
 
 def page_failed_in_isolation(why: str) -> str:
     """The feedback page: a cell that passed in the learner's notebook and failed the isolated re-check."""
+    if why.startswith(AFTER_RESTART):
+        return (
+            "passed in your notebook but failed when re-checked in isolation, where the call after the crash ran "
+            f"in a freshly started process, as after a real restart: {why[len(AFTER_RESTART) :]}"
+        )
     return f"passed in your notebook but failed when re-checked in isolation: {why}"
 
 

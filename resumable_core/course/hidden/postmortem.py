@@ -16,15 +16,15 @@ from ...strategies import Reconcile
 from ..checks.postmortem import (
     MAX_ATTEMPTS,
     ORDER,
-    PER_CALL,
     TAXONOMY_LESSON,
     Refund,
     Shop,
     require_ended,
     require_one_refund,
+    require_one_refund_after_restart,
     require_permanent,
 )
-from ..checks.support import replay, require
+from ..checks.support import replay, require, restarted
 from .reconcile import check_other_side_effect_tools, check_unknown_tool
 
 __all__ = [
@@ -115,13 +115,16 @@ def check_same_amount_orders(refund: Refund) -> None:
 
 
 def check_refund_kill_then_timeout(refund: Refund) -> None:
-    """SIGKILL after the refund, then the re-run meets a timeout: still one refund, its id returned."""
+    """SIGKILL after the refund, then the re-run meets a timeout: still one refund, its id returned.
+
+    The re-run is :func:`..checks.support.restarted`: a freshly started learner's process in the
+    isolated re-check, which decides; a forked copy in the learner's kernel.
+    """
     s = Shop.open()
     first = s.call(refund, die_after_refund=True)
     require(first.ended == "killed", "refund never reached the provider: it must call tools.execute('refund_payment')")
-    require_one_refund(
-        s, s.call(refund, [Fault.TIMEOUT]), "a re-run after a SIGKILL, meeting a timeout", same_key=PER_CALL
-    )
+    again = s.call(restarted(refund), [Fault.TIMEOUT])
+    require_one_refund_after_restart(s, again, "a re-run after a SIGKILL, meeting a timeout")
 
 
 CONTRACT: dict[str, tuple[str, ...]] = {

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import rpc
+from ...checks.support import FailedAfterRestart
+from .. import reasons, rpc
 from ..boundary import Learner, observe_with
 from ..recheck.plan import CheckCall, planned_calls
 from ..recheck.report import Report, load_errors_of
@@ -43,14 +44,19 @@ def recheck_cell(calls: list[CheckCall], learner: Learner, timeout: int) -> str 
     """Run one test cell's checks on the learner's names; None only if every check returned, else why not.
 
     The reason is never empty: an exception is a failure whatever its message (the learner's side
-    chooses an exception's class and text, so neither may decide a verdict).
+    chooses an exception's class and text, so neither may decide a verdict). A check that failed
+    on a call in a freshly started learner's process is named (:func:`..reasons.failed_after_restart`):
+    the kernel cannot start one, so passing there and failing here is no sign of patching.
     """
     signal.alarm(max(1, int(timeout)))
+    call = None
     try:
         for call in calls:
             call.run(learner.lookup)
     except _Timeout:
         return f"did not finish within {timeout} s"
+    except FailedAfterRestart as e:  # the check's own class (a learner's error is rebuilt as a builtin's subclass)
+        return reasons.failed_after_restart(call.check.__name__ if call else "a check", e.reason)
     except AssertionError as e:
         return str(e) or "assertion failed"
     except BaseException as e:  # noqa: BLE001 - anything else the learner's code raised
