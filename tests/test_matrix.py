@@ -16,10 +16,10 @@ from resumable_core.crash import CRASH_POINTS, ONE_CALL_POINTS
 from resumable_core.lab.matrix import RANDOM_INSTANT, format_table, kill_at_random_instant, rows_json
 from resumable_core.run_folder import turn_calls
 from resumable_core.scenarios import one_call_scenarios
+from resumable_core.strategies import matrix_strategies
 
 PARALLEL = "send_email+read_file"
 """The briefing run's scenario: one turn asks for send_email, then read_file."""
-from resumable_core.strategies import matrix_strategies
 
 
 @pytest.fixture(scope="module")
@@ -257,7 +257,9 @@ def test_a_cell_between_the_tools_tells_what_was_recorded_and_what_each_call_did
     assert cell.killed and cell.checkpoint_at_crash is not None
     assert [p["name"] for p in cell.checkpoint_at_crash["pending_tool_uses"]] == ["read_file"]
     assert len(cell.checkpoint_at_crash["recorded_results"]) == 1 and len(cell.outbox_at_crash) == 1
-    assert cell.turn_effects == {"send_email": 1, "read_file": 1} and cell.row.effects == 1  # read_file never ran before
+    assert (
+        cell.turn_effects == {"send_email": 1, "read_file": 1} and cell.row.effects == 1
+    )  # read_file never ran before
     story = cell.story()
     assert story.startswith("Crash between send_email (its result saved) and read_file (not run yet)")
     assert "result recorded for send_email" in story and "pending read_file" in story
@@ -267,12 +269,12 @@ def test_a_cell_between_the_tools_tells_what_was_recorded_and_what_each_call_did
 def test_a_parallel_turn_dies_at_the_first_call_and_after_the_last(tmp_path):
     """after_tool kills the parallel turn at its first call (both pending), after_save_b after its last (none)."""
     first = lab.run_cell("after_tool", PARALLEL, "by_effect", root=tmp_path / "first")
-    assert first.killed and [p["name"] for p in first.checkpoint_at_crash["pending_tool_uses"]] == list(
-        rc.SCENARIOS[PARALLEL].tools
-    )
+    assert first.killed and first.checkpoint_at_crash is not None
+    assert [p["name"] for p in first.checkpoint_at_crash["pending_tool_uses"]] == list(rc.SCENARIOS[PARALLEL].tools)
     assert "at send_email, the first of its 2 calls" in first.story()
     last = lab.run_cell("after_save_b", PARALLEL, "by_effect", root=tmp_path / "last")
-    assert last.killed and last.checkpoint_at_crash["pending_tool_uses"] == []
+    assert last.killed and last.checkpoint_at_crash is not None
+    assert last.checkpoint_at_crash["pending_tool_uses"] == []
     assert last.turn_effects == {"send_email": 1, "read_file": 1}
 
 
