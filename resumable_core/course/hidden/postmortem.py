@@ -42,7 +42,7 @@ __all__ = [
 
 
 def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
-    """At every crash point, for both scenarios: no 400, the run finishes, at most one email, one in the end."""
+    """At every crash point, for both one-call scenarios: no 400, the run finishes, at most one email, one in the end."""
     for tool_name in one_call_scenarios():  # the postmortem's runs: one call per turn
         for point in CRASH_POINTS:
             r = replay(fn, point, tool_name, ledger=ledger)
