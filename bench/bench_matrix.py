@@ -68,12 +68,12 @@ def resolved(plan: dict[str, Any]) -> dict[str, Any]:
     """The plan with run_matrix's defaults filled in from the registries (the answers registered too)."""
     import resumable_core.course.hidden.strategies  # noqa: F401 - registers by_effect and by_effect_ledger
     from resumable_core.crash import CRASH_POINTS
-    from resumable_core.scenarios import SCENARIOS
+    from resumable_core.scenarios import one_call_scenarios
     from resumable_core.strategies import matrix_strategies
 
     return {
         "strategies": plan["strategies"] or matrix_strategies(),
-        "scenarios": plan["scenarios"] or tuple(SCENARIOS),
+        "scenarios": plan["scenarios"] or tuple(one_call_scenarios()),
         "crash_points": plan["crash_points"] or CRASH_POINTS,
     }
 

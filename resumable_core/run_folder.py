@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .checkpoint import Checkpoint
+from .crash import CrashPlan
 from .errors import ReconcileMissingError
 from .ledger import Ledger
 from .loop import RunResult, run_agent
@@ -60,45 +61,62 @@ def _no_reconcile_given(cp: Checkpoint, tools: Toolbox) -> Checkpoint:
     return cp
 
 
-def reference_turn(tool: str) -> int:
-    """The turn on which an uncrashed run of ``tool``'s scenario first calls ``tool``."""
-    return _reference(tool)[0]
+def reference_turn(key: str) -> int:
+    """The turn on which an uncrashed run of scenario ``key`` first calls its tool (the crashed turn)."""
+    return _reference(key)[0]
 
 
-def target_input(tool: str) -> dict[str, Any]:
-    """The input of that first call (what a crash on it leaves pending)."""
-    return json.loads(_reference(tool)[1])
+def turn_calls(key: str) -> list[tuple[str, dict[str, Any]]]:
+    """(tool, input) of every call the crashed turn asks for, in block order, as an uncrashed run makes them."""
+    return [(name, json.loads(text)) for name, text in _reference(key)[1]]
 
 
-def count_effects(tool: str, world: World) -> int:
-    """How many times the effect of ``tool``'s target call happened in ``world``."""
-    target = target_input(tool)
-    if tool == "send_email":
+def target_input(key: str, tool: str | None = None) -> dict[str, Any]:
+    """The input of the crashed turn's call of ``tool`` (default: the scenario's), what a crash on it leaves pending."""
+    wanted = scenario(key).tool if tool is None else tool
+    return next(i for name, i in turn_calls(key) if name == wanted)
+
+
+def crash_plan(key: str, point: str) -> CrashPlan:
+    """The plan that kills scenario ``key``'s run at ``point`` of its crashed turn.
+
+    A one-call turn dies at its tool's call; a parallel turn at the first time it passes
+    ``point`` (``after_tool`` at its first call, ``between_tools`` after the first's save B,
+    ``after_save_b`` after its last)."""
+    chosen = scenario(key)
+    return CrashPlan(point, tool=chosen.tool if chosen.calls == 1 else None, turn=reference_turn(key))
+
+
+def count_effects(key: str, world: World, tool: str | None = None) -> int:
+    """How many times the effect of the crashed turn's call of ``tool`` (default: the scenario's) happened in ``world``."""
+    wanted = scenario(key).tool if tool is None else tool
+    target = target_input(key, wanted)
+    if wanted == "send_email":
         # an email's effect is its outbox row, not the call: a call the outbox deduplicated sent nothing
         return sum(1 for e in world.sent_emails() if e["subject"] == target["subject"])
-    return sum(1 for _, i in world.calls(tool) if i == target)
+    return sum(1 for _, i in world.calls(wanted) if i == target)
 
 
-def finished_turns(tool: str) -> int:
-    """How many turns an uncrashed run of ``tool``'s scenario takes in all."""
+def finished_turns(key: str) -> int:
+    """How many turns an uncrashed run of scenario ``key`` takes in all."""
     with tempfile.TemporaryDirectory(prefix="resumable-ref-") as tmp:
-        return RunFolder.create(tmp).run(scenario(tool).task).checkpoint.turns
+        return RunFolder.create(tmp).run(scenario(key).task).checkpoint.turns
 
 
 # Cached per process: every crash-matrix cell asks for its reference turn, and one uncrashed run
 # answers them all. Kept as JSON text so the cache hands out no dict a caller could change.
 @cache
-def _reference(tool: str) -> tuple[int, str]:
-    """(turn, JSON input) of the first call to ``tool`` in an uncrashed run of its scenario."""
-    task = scenario(tool).task
+def _reference(key: str) -> tuple[int, tuple[tuple[str, str], ...]]:
+    """(turn, (tool, JSON input) of each call) of the first turn calling ``key``'s tool in an uncrashed run."""
+    chosen = scenario(key)
     with tempfile.TemporaryDirectory(prefix="resumable-ref-") as tmp:
-        result = RunFolder.create(tmp).run(task)
+        result = RunFolder.create(tmp).run(chosen.task)
     turn = 0
     for m in result.checkpoint.messages:
         if m["role"] != "assistant":
             continue
         turn += 1
-        for b in m["content"]:
-            if b.get("type") == "tool_use" and b["name"] == tool:
-                return turn, json.dumps(b["input"], sort_keys=True)
-    raise ValueError(f"the {task!r} run never calls {tool}")
+        uses = [b for b in m["content"] if b.get("type") == "tool_use"]
+        if any(b["name"] == chosen.tool for b in uses):
+            return turn, tuple((b["name"], json.dumps(b["input"], sort_keys=True)) for b in uses)
+    raise ValueError(f"the {chosen.task!r} run never calls {chosen.tool}")

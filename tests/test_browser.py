@@ -2,8 +2,8 @@
 
 Voila serves ``simulator/simulator.ipynb`` on a free localhost port; headless Chromium from
 Debian's packages (``/usr/bin/chromium``; Playwright cannot download its own browser here)
-opens it, picks the postmortem's crash and reads the email count the page shows; it also checks
-the trial's glitches stay mended (no broken-image icon before the first matrix, no outbox for
+opens it, picks the postmortem's crash and reads the email count the page shows, then a crash
+between the two tools of the briefing run's turn; it also checks the trial's glitches stay mended (no broken-image icon before the first matrix, no outbox for
 the notes run).
 The test skips, saying why, only when that file does not exist (``RESUMABLE_TEST_CHROMIUM``
 points it elsewhere, e.g. to check the skip). The screenshot goes to tests/artifacts/simulator.png.
@@ -124,7 +124,10 @@ def test_voila_page_shows_two_emails_for_rerun_and_one_with_the_ledger(voila_url
             count = page.locator(".rs-email-count")
             expect(count).to_contain_text("Emails sent: –")  # nothing run yet
             # No broken-image icon before the first matrix: the empty heatmap is not displayed at all.
-            expect(page.locator("img.rs-heatmap")).to_be_hidden()
+            heatmaps = page.locator("img.rs-heatmap")
+            expect(heatmaps).to_have_count(2)  # the one-call matrix, then the parallel turn's
+            expect(heatmaps.nth(0)).to_be_hidden()
+            expect(heatmaps.nth(1)).to_be_hidden()
             assert page.evaluate(BROKEN_IMAGES) == 0
 
             # The notes run sends no email: no Outbox panel for read_file, back for send_email.
@@ -147,11 +150,29 @@ def test_voila_page_shows_two_emails_for_rerun_and_one_with_the_ledger(voila_url
             expect(page.locator(".rs-status")).to_contain_text("strategy by_effect_ledger", timeout=30_000)
             expect(count.locator(".rs-count")).to_have_text("Emails sent: 1", timeout=30_000)
 
-            page.locator("button.rs-matrix-run").click()
-            expect(page.locator(".rs-matrix-status")).to_contain_text("70 cells", timeout=60_000)
-            heatmap = page.locator("img.rs-heatmap")
+            # The parallel turn, killed between its tools: send_email's result was saved, so rerun sends one.
+            page.get_by_label("Scenario", exact=True).select_option(value="send_email+read_file")
+            page.get_by_label("Crash point", exact=True).select_option(value="between_tools")
+            strategy.select_option(value="rerun")
+            run.click()
+            expect(page.locator(".rs-status")).to_contain_text("send_email+read_file", timeout=30_000)
+            expect(count.locator(".rs-count")).to_have_text("Emails sent: 1", timeout=30_000)
+            expect(page.locator(".rs-checkpoint .rs-pending-mark").first).to_contain_text('"read_file"')
+            expect(page.locator(".rs-story-view")).to_contain_text("between send_email (its result saved)")
+
+            page.locator("button.rs-matrix-run").nth(0).click()
+            expect(page.locator(".rs-matrix-status").nth(0)).to_contain_text(
+                "70 cells", timeout=180_000
+            )  # 70 real crashes; the machine may be shared
+            heatmap = heatmaps.nth(0)
             expect(heatmap).to_be_visible()
             assert page.evaluate("img => img.naturalWidth", heatmap.element_handle()) > 400
+            assert page.evaluate(BROKEN_IMAGES) == 0
+
+            page.locator("button.rs-matrix-run").nth(1).click()  # 8 points x 5 strategies, between_tools among them
+            expect(page.locator(".rs-matrix-status").nth(1)).to_contain_text("40 cells", timeout=240_000)
+            expect(page.locator(".rs-matrix-status").nth(1)).to_contain_text("between_tools")
+            expect(heatmaps.nth(1)).to_be_visible()
             assert page.evaluate(BROKEN_IMAGES) == 0
 
             # Voila scrolls inside a panel, not the document: grow the viewport to the content

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from resumable_core import __main__ as cli
-from resumable_core.crash import ONE_CALL_POINTS
+from resumable_core.crash import CRASH_POINTS, ONE_CALL_POINTS
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -46,6 +46,29 @@ def test_simulate_tells_the_postmortem():
     """`simulate` at after_tool with rerun tells of two emails."""
     out = _cli("simulate", "--crash-at", "after_tool", "--tool", "send_email", "--strategy", "rerun")
     assert "killed with SIGKILL" in out and "emails in the outbox now: 2" in out
+
+
+@pytest.mark.slow
+def test_matrix_of_the_parallel_turn_crosses_between_tools():
+    """`matrix --scenario send_email+read_file` crosses every crash point, between_tools included; rerun sends one email there."""
+    rows = json.loads(_cli("matrix", "--format", "json", "--scenario", "send_email+read_file", "--strategy", "rerun"))
+    assert [r["crash_point"] for r in rows] == list(CRASH_POINTS)
+    assert {r["crash_point"]: r["effects"] for r in rows}["between_tools"] == 1
+
+
+def test_simulate_tells_a_crash_between_two_tools():
+    """`simulate` between the parallel turn's tools tells what was recorded, what was pending, and each call's effects."""
+    out = _cli("simulate", "--crash-at", "between_tools", "--scenario", "send_email+read_file", "--strategy", "delete")
+    assert out.startswith("Crash between send_email (its result saved) and read_file (not run yet)")
+    assert "result recorded for send_email" in out and "pending read_file" in out
+    assert "emails in the outbox now: 2" in out and "send_email 2, read_file 1" in out
+
+
+def test_the_help_lists_the_parallel_scenario():
+    """`simulate --help` offers the parallel turn's scenario with its one-line help."""
+    assert "send_email+read_file" in _cli("simulate", "--help") and "a crash can fall between them" in " ".join(
+        _cli("simulate", "--help").split()
+    )
 
 
 def test_unknown_crash_point_is_a_usage_error():

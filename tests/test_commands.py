@@ -20,7 +20,7 @@ from resumable_core.course import notebooks, release, student_kit
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.crash import CRASH_POINTS
 from resumable_core.lab.exercise_checkpoints import NAMES
-from resumable_core.scenarios import SCENARIOS
+from resumable_core.scenarios import SCENARIOS, one_call_scenarios
 from resumable_core.strategies import STRATEGIES, matrix_strategies
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -162,7 +162,7 @@ def test_help_choices_and_defaults_come_from_the_registries() -> None:
     ]
     helps = {prog: " ".join(parser.format_help().split()) for prog, parser in command_parsers().items()}
     assert f"(default: {', '.join(matrix_strategies())})" in helps["python -m resumable_core matrix"]
-    assert f"(default: {', '.join(SCENARIOS)})" in helps["python -m resumable_core matrix"]
+    assert f"(default: {', '.join(one_call_scenarios())})" in helps["python -m resumable_core matrix"]
     grade = helps["python -m resumable_core grade"]
     assert f"this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})" in grade
     assert f"checkpoints {', '.join(NAMES[:-1])} and {NAMES[-1]}" in helps["python -m resumable_core fixtures"]

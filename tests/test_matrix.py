@@ -12,9 +12,14 @@ import pytest
 import resumable_core as rc
 from resumable_core import lab
 from resumable_core.course.hidden import strategies as answers
-from resumable_core.crash import ONE_CALL_POINTS
+from resumable_core.crash import CRASH_POINTS, ONE_CALL_POINTS
 from resumable_core.lab.matrix import RANDOM_INSTANT, format_table, kill_at_random_instant, rows_json
+from resumable_core.run_folder import turn_calls
+from resumable_core.scenarios import one_call_scenarios
 from resumable_core.strategies import matrix_strategies
+
+PARALLEL = "send_email+read_file"
+"""The briefing run's scenario: one turn asks for send_email, then read_file."""
 
 
 @pytest.fixture(scope="module")
@@ -190,19 +195,87 @@ def test_a_reconcile_that_returns_none_is_named_in_a_cell(tmp_path):
 
 
 def test_recorded_rows_cover_every_cell_of_the_answer_strategies():
-    """lab.recorded_matrix() holds one row per scenario x crash point for by_effect and by_effect_ledger."""
+    """lab.recorded_matrix() holds one row per one-call scenario x crash point for by_effect and by_effect_ledger."""
     rows = lab.recorded_matrix()
     cells = {(r.crash_point, r.tool, r.strategy) for r in rows}
-    expected = {(p, t, s.name) for p in ONE_CALL_POINTS for t in rc.SCENARIOS for s in answers.ANSWERS}
+    expected = {(p, t, s.name) for p in ONE_CALL_POINTS for t in one_call_scenarios() for s in answers.ANSWERS}
     assert cells == expected and len(rows) == len(expected)
     assert all(isinstance(r, lab.MatrixRow) for r in rows)
 
 
+def test_recorded_rows_of_the_parallel_turn_cross_every_crash_point():
+    """recorded_matrix(scenarios=[the two-call one]) holds every crash point, between_tools included, per answer."""
+    rows = lab.recorded_matrix(scenarios=[PARALLEL])
+    cells = [(r.crash_point, r.strategy) for r in rows]
+    assert cells == [(p, s.name) for p in CRASH_POINTS for s in answers.ANSWERS]
+    assert all(r.effects == 1 and r.completed and not r.api_error for r in rows)
+
+
+def test_the_parallel_scenario_is_one_registry_entry_whose_turn_asks_for_two_tools():
+    """The briefing scenario's key names its turn's tools, and an uncrashed run asks for them at once, in that order."""
+    chosen = rc.SCENARIOS[PARALLEL]
+    assert chosen.tools == ("send_email", "read_file") and chosen.calls == 2 and chosen.tool == "send_email"
+    assert [name for name, _ in turn_calls(PARALLEL)] == list(chosen.tools)
+    assert PARALLEL not in one_call_scenarios() and all(rc.SCENARIOS[k].calls == 1 for k in one_call_scenarios())
+    for key in one_call_scenarios():
+        assert [name for name, _ in turn_calls(key)] == [key]
+
+
+@pytest.fixture(scope="module")
+def parallel_matrix():
+    """The two-call scenario's matrix with the default strategies, computed once."""
+    return {(r.crash_point, r.strategy): r for r in lab.run_matrix(scenarios=[PARALLEL])}
+
+
 @pytest.mark.slow
-def test_recorded_rows_equal_a_fresh_run(matrix):
+def test_the_parallel_matrix_crosses_every_point_and_strategy(parallel_matrix):
+    """8 crash points (between_tools too) x 4 strategies, the email counted from the outbox."""
+    assert set(parallel_matrix) == {(p, s) for p in CRASH_POINTS for s in matrix_strategies()}
+    assert all(r.tool == PARALLEL and not r.api_error and r.completed for r in parallel_matrix.values())
+
+
+@pytest.mark.slow
+def test_between_tools_keeps_the_recorded_send_unless_the_turn_is_deleted(parallel_matrix):
+    """Between the tools the email's result is on disk: rerun and the answers send one; delete drops it and sends two."""
+    row = {s: parallel_matrix[("between_tools", s)].effects for s in matrix_strategies()}
+    assert row == {"delete": 2, "rerun": 1, "by_effect": 1, "by_effect_ledger": 1}
+    assert parallel_matrix[("after_tool", "rerun")].effects == 2  # the send ran, its result did not reach disk
+
+
+@pytest.mark.slow
+def test_recorded_rows_equal_a_fresh_run(matrix, parallel_matrix):
     """The fixture the kit ships equals the answer strategies' rows crashed now (else: python -m resumable_core.course.recorded_matrix)."""
     fresh = [matrix[(r.crash_point, r.tool, r.strategy)] for r in lab.recorded_matrix()]
     assert lab.recorded_matrix() == fresh, "stale fixture: run python -m resumable_core.course.recorded_matrix"
+    parallel = lab.recorded_matrix(scenarios=[PARALLEL])
+    assert parallel == [parallel_matrix[(r.crash_point, r.strategy)] for r in parallel], "stale fixture (parallel turn)"
+
+
+def test_a_cell_between_the_tools_tells_what_was_recorded_and_what_each_call_did(tmp_path):
+    """A real kill between send_email and read_file: one result recorded, one call pending, each call's effects counted."""
+    cell = lab.run_cell("between_tools", PARALLEL, "rerun", root=tmp_path)
+    assert cell.killed and cell.checkpoint_at_crash is not None
+    assert [p["name"] for p in cell.checkpoint_at_crash["pending_tool_uses"]] == ["read_file"]
+    assert len(cell.checkpoint_at_crash["recorded_results"]) == 1 and len(cell.outbox_at_crash) == 1
+    assert (
+        cell.turn_effects == {"send_email": 1, "read_file": 1} and cell.row.effects == 1
+    )  # read_file never ran before
+    story = cell.story()
+    assert story.startswith("Crash between send_email (its result saved) and read_file (not run yet)")
+    assert "result recorded for send_email" in story and "pending read_file" in story
+    assert "Effects of each call of the crashed turn: send_email 1, read_file 1." in story
+
+
+def test_a_parallel_turn_dies_at_the_first_call_and_after_the_last(tmp_path):
+    """after_tool kills the parallel turn at its first call (both pending), after_save_b after its last (none)."""
+    first = lab.run_cell("after_tool", PARALLEL, "by_effect", root=tmp_path / "first")
+    assert first.killed and first.checkpoint_at_crash is not None
+    assert [p["name"] for p in first.checkpoint_at_crash["pending_tool_uses"]] == list(rc.SCENARIOS[PARALLEL].tools)
+    assert "at send_email, the first of its 2 calls" in first.story()
+    last = lab.run_cell("after_save_b", PARALLEL, "by_effect", root=tmp_path / "last")
+    assert last.killed and last.checkpoint_at_crash is not None
+    assert last.checkpoint_at_crash["pending_tool_uses"] == []
+    assert last.turn_effects == {"send_email": 1, "read_file": 1}
 
 
 def test_an_unknown_scenario_is_refused_before_any_run():

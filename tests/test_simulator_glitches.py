@@ -1,8 +1,8 @@
 """The simulator's glitches found in the trial, each mended and kept mended.
 
 No broken-image icon before the first matrix; the heatmap's "(recorded)" labels clear its legend;
-the notes run (``read_file``) shows no outbox. tests/test_browser.py checks the first and the last
-in the served page too.
+the notes run (``read_file``) shows no outbox; the parallel turn's heatmap keeps the same
+promises. tests/test_browser.py checks the first and the last in the served page too.
 """
 
 from __future__ import annotations
@@ -53,3 +53,36 @@ def test_the_notes_run_shows_no_outbox() -> None:
     assert sim.outbox_panel.layout.display == "none"
     sim.run()
     assert sim.outbox_panel.layout.display != "none"
+
+
+PARALLEL = "send_email+read_file"
+"""The simulator page's third view: the parallel turn's matrix."""
+
+
+def test_the_parallel_heatmap_clears_its_legend_and_titles() -> None:
+    """The parallel turn's panel (8 points, a two-line title, "(recorded)" labels) keeps every label off the legend and the page."""
+    recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix([PARALLEL])]
+    naive = [replace(r, strategy=name) for r in lab.recorded_matrix([PARALLEL])[:8] for name in ("none", "delete")]
+    fig = heatmap_figure(naive + recorded)
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    page = fig.bbox
+    texts = [t for ax in fig.axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels(), ax.title) if t.get_text()]
+    assert any(t.get_text() == "between_tools" for t in texts)
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    for name, box in boxes:
+        assert not box.overlaps(legend), f"{name!r} overlaps the legend"
+        assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 <= box.y1 <= page.y1, (
+            f"{name!r} is cut off"
+        )
+    suptitle = fig._suptitle.get_window_extent(renderer)  # matplotlib has no public getter for the suptitle's Text
+    title = next(box for name, box in boxes if name.startswith("crash in the turn"))
+    assert not title.overlaps(suptitle), "the panel's two-line title overlaps the figure's title"
+
+
+def test_the_parallel_heatmap_is_hidden_until_drawn() -> None:
+    """The page's parallel heatmap shows no broken image before Compute either, and draws from its recorded rows."""
+    heatmap = MatrixHeatmap(strategies=[], scenarios=[PARALLEL], recorded=lab.recorded_matrix([PARALLEL]))
+    assert heatmap.image.layout.display == "none" and heatmap.image.value == b""
+    assert len(heatmap.compute()) == 16 and heatmap.image.value[:8] == b"\x89PNG\r\n\x1a\n"

@@ -14,6 +14,7 @@ import pytest
 import resumable_core as rc
 from resumable_core import lab
 from resumable_core.course.hidden import strategies as answers
+from resumable_core.crash import ONE_CALL_POINTS
 from resumable_core.lab.matrix import Cell, MatrixRow
 from resumable_core.lab.render import CATEGORIES, cell_category, checkpoint_html, describe_checkpoint
 from resumable_core.lab.widgets import MY_RECONCILE, CrashSimulator, MatrixHeatmap
@@ -272,6 +273,68 @@ def test_describe_checkpoint_names_the_last_blocks_and_the_pending_call():
     assert describe_checkpoint(lab.load_exercise_checkpoint("A")).endswith("pending_tool_use: None")
 
 
+PARALLEL = "send_email+read_file"
+"""The briefing run's scenario: its crashed turn asks for send_email, then read_file."""
+
+
+def test_describe_checkpoint_lists_every_recorded_result_and_pending_call():
+    """Between two tools of a turn, describe_checkpoint lists the recorded result and the pending call, one line each."""
+    cell = lab.run_cell("between_tools", PARALLEL, "by_effect")
+    lines = describe_checkpoint(rc.Checkpoint.model_validate(cell.checkpoint_at_crash)).splitlines()
+    assert "tool_use send_email, tool_use read_file" in lines[2]
+    assert lines[3] == "recorded_results: 1" and lines[4].startswith("  send_email id=toolu_")
+    assert "Email #1 sent" in lines[4]
+    assert lines[5] == "pending_tool_uses: 1" and lines[6].startswith(
+        '  read_file({"path": "meeting-08-25.md"}) id=toolu_'
+    )
+    both = lab.run_cell("after_save_a", PARALLEL, "by_effect")
+    lines = describe_checkpoint(rc.Checkpoint.model_validate(both.checkpoint_at_crash)).splitlines()
+    assert lines[3] == "pending_tool_uses: 2" and [ln.split("(")[0].strip() for ln in lines[4:]] == [
+        "send_email",
+        "read_file",
+    ]
+
+
+def test_checkpoint_html_marks_every_pending_call_and_names_the_recorded_result():
+    """The checkpoint view of a crash between the tools marks read_file pending and says send_email's result is kept."""
+    cell = lab.run_cell("between_tools", PARALLEL, "rerun")
+    cp = cell.checkpoint_at_crash
+    assert cp is not None
+    view = checkpoint_html(cp)
+    recorded_id = cp["recorded_results"][0]["tool_use_id"]
+    assert "Pending call: <code>read_file</code>" in view and "recorded_results" in view
+    assert f"the result of <code>{recorded_id}</code> is already recorded" in view
+    both = checkpoint_html(lab.run_cell("after_save_a", PARALLEL, "by_effect").checkpoint_at_crash)
+    assert "Pending calls: <code>send_email</code>" in both and "<code>read_file</code>" in both
+    assert both.count('class="rs-pending-tag"') == 4  # each call's tool_use block and its pending record
+
+
+def test_the_simulator_runs_the_parallel_turn_between_its_tools():
+    """send_email+read_file · between_tools · rerun: one email (the recorded send is kept), the outbox shown, the story says where."""
+    sim = CrashSimulator()
+    choose(sim, PARALLEL, "between_tools", "rerun")
+    assert "between send_email (its result saved) and read_file (not run yet)" in text(sim.help)
+    assert sim.outbox_panel.layout.display != "none"
+    cell = click_run(sim)
+    assert cell.killed and shown_count(sim) == 1 and cell.row.tool == PARALLEL
+    assert "times the crashed read_file ran: 1" in text(sim.summary)
+    assert "result recorded for send_email" in text(sim.story)
+    choose(sim, "send_email", "between_tools", "rerun")  # a one-call turn never passes it: the help says so
+    assert "never passes it" in text(sim.help)
+
+
+def test_the_parallel_heatmap_crosses_between_tools_and_counts_duplicates_by_the_email():
+    """MatrixHeatmap of the parallel turn: 8 points with between_tools; delete's second email is a duplicate side effect."""
+    heatmap = MatrixHeatmap(strategies=["delete"], scenarios=[PARALLEL], recorded=lab.recorded_matrix([PARALLEL]))
+    assert heatmap.crash_points == list(rc.CRASH_POINTS) and heatmap.progress.max == 8
+    assert len(heatmap.recorded) == 16
+    rows = heatmap.compute()
+    deleted = {r.crash_point: r for r in rows if r.strategy == "delete"}
+    assert cell_category(deleted["between_tools"]) == 2 and deleted["between_tools"].effects == 2
+    assert "between_tools" in text(heatmap.status) and heatmap.image.layout.display != "none"
+    assert MatrixHeatmap(strategies=[]).crash_points == list(ONE_CALL_POINTS)  # the lessons' matrix, as before
+
+
 def test_the_simulator_menus_and_help_read_the_registries():
     """Every scenario and strategy is offered, it opens on the side-effecting scenario, and help comes from the registry."""
     sim = CrashSimulator()
@@ -284,7 +347,7 @@ def test_the_simulator_menus_and_help_read_the_registries():
 
 @pytest.mark.slow
 def test_voila_notebook_runs_clean_and_shows_both_views():
-    """The standalone page has no committed outputs and, run fresh, shows the two widget views with no stderr."""
+    """The standalone page has no committed outputs and, run fresh, shows its three widget views with no stderr."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -296,4 +359,4 @@ def test_voila_notebook_runs_clean_and_shows_both_views():
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type in ("error", "stream")], outputs
     views = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert len(views) == 2
+    assert len(views) == 3  # the simulator, the one-call matrix, the parallel turn's matrix

@@ -14,12 +14,19 @@ import sys
 from pathlib import Path
 
 from ..lab.matrix import RECORDED_MATRIX, MatrixRow, rows_json, run_matrix
+from ..scenarios import SCENARIOS, one_call_scenarios
 from .hidden import strategies as answers
 
 
 def record_rows() -> list[MatrixRow]:
-    """Every scenario x crash point for each answer strategy, crashed and resumed for real now."""
-    return run_matrix(strategies=[s.name for s in answers.ANSWERS])
+    """Every scenario x crash point for each answer strategy, crashed and resumed for real now.
+
+    The one-call scenarios' rows first (what ``lab.recorded_matrix()`` gives by default, as the
+    lessons show them), then the parallel turns' (``recorded_matrix(scenarios=[...])``)."""
+    names = [s.name for s in answers.ANSWERS]
+    one_call = one_call_scenarios()
+    parallel = [k for k in SCENARIOS if k not in one_call]
+    return run_matrix(strategies=names) + run_matrix(strategies=names, scenarios=parallel)
 
 
 def write_recorded_matrix(path: Path = RECORDED_MATRIX) -> Path:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS
 from ..loop import MAX_TURNS
-from ..scenarios import SCENARIOS
+from ..scenarios import SCENARIOS, one_call_scenarios
 from ..strategies import STRATEGIES, matrix_strategies
 from .exercise_checkpoints import FIXTURE_DIR, NAMES, write_exercise_checkpoints
 from .matrix import format_table, rows_json, run_cell, run_matrix
@@ -32,7 +32,8 @@ def _choices(title: str, helps: dict[str, str]) -> str:
 
 
 def _epilog(*, crash_points: bool = False) -> str:
-    sections = [_choices("scenarios (by the tool whose call is crashed)", {k: s.help for k, s in SCENARIOS.items()})]
+    scenarios = {k: s.help for k, s in SCENARIOS.items()}
+    sections = [_choices("scenarios (by the tools of the turn that is crashed)", scenarios)]
     if crash_points:
         sections.append(_choices("crash points (where the run dies)", CRASH_POINT_HELP))
     sections.append(_choices("strategies", {k: s.help for k, s in STRATEGIES.items()}))
@@ -58,7 +59,8 @@ def _add_matrix(sub: Any) -> None:
         "matrix",
         "crash every crash point x scenario x strategy for real and tabulate",
         "Crash a real run at every crash point of every scenario, resume it with each\n"
-        "strategy, and print one row per cell.",
+        "strategy, and print one row per cell. A parallel turn's scenario\n"
+        "(--scenario send_email+read_file) adds the point between its tools.",
         _epilog(),
     )
     p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
@@ -76,7 +78,7 @@ def _add_matrix(sub: Any) -> None:
         action="append",
         choices=list(SCENARIOS),
         metavar="SCENARIO",
-        help=f"a scenario below to crash; repeatable (default: {', '.join(SCENARIOS)})",
+        help=f"a scenario below to crash; repeatable (default: {', '.join(one_call_scenarios())})",
     )
     p.set_defaults(func=_matrix)
 

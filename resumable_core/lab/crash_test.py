@@ -188,7 +188,7 @@ def _one_crash(
 
 
 ONE_CALL_POINTS = points_passed(calls=1)
-"""The crash points of a turn that asks for one tool: every turn of the kit's two scenarios."""
+"""The crash points of a turn that asks for one tool: every turn of the one-call scenarios (the email and notes runs)."""
 
 
 def crash_test(

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
-from ..crash import CRASH_POINT_HELP, ONE_CALL_POINTS, CrashPlan, run_in_child
+from ..crash import CRASH_POINT_HELP, points_passed, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
-from ..run_folder import RunFolder, count_effects, reference_turn
-from ..scenarios import SCENARIOS, Scenario
+from ..run_folder import RunFolder, count_effects, crash_plan
+from ..scenarios import Scenario, one_call_scenarios
 from ..scenarios import scenario as scenario_for
 from ..strategies import Reconcile, matrix_strategies, strategy_named
 
@@ -34,10 +34,12 @@ class MatrixRow:
 
     crash_point: str
     tool: str
-    """The tool whose call was crashed: the scenario's key in :data:`~resumable_core.scenarios.SCENARIOS`."""
+    """The scenario's key in :data:`~resumable_core.scenarios.SCENARIOS`: the tool whose call was
+    crashed, or a parallel turn's tools (``send_email+read_file``)."""
     strategy: str
     effects: int
-    """How many times the tool's effect happened for the crashed call (emails sent, files read)."""
+    """How many times the effect of the scenario's tool happened for the crashed call (emails sent,
+    files read)."""
     api_error: bool
     """The resumed run hit a 400 from the Messages API."""
     completed: bool
@@ -60,6 +62,8 @@ class Cell:
     messages: list[dict[str, Any]] = field(default_factory=list)
     """The conversation after the resume."""
     final_text: str | None = None
+    turn_effects: dict[str, int] = field(default_factory=dict)
+    """For each call of the crashed turn, in block order: how many times its effect happened."""
 
     def story(self) -> str:
         """The cell told in plain lines."""
@@ -68,7 +72,7 @@ class Cell:
         if r.crash_point == RANDOM_INSTANT:
             where = f"Crash at a random instant of the run that calls {r.tool}"
         else:
-            where = f"Crash {CRASH_POINT_HELP[r.crash_point]} on the turn that calls {r.tool}"
+            where = f"Crash {where_in_turn(r.crash_point, scenario_for(r.tool))}"
         lines = [f"{where}; resume with {r.strategy!r}."]
         lines.append(
             "1. The run was killed with SIGKILL." if self.killed else "1. The run ended before the crash point."
@@ -77,8 +81,10 @@ class Cell:
             lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
         else:
             pending = ", ".join(f"{p['name']} ({p['id']})" for p in pending_calls(cp))
+            recorded = ", ".join(f"{_call_name(cp, b)} ({b.get('tool_use_id')})" for b in _recorded(cp))
             lines.append(
                 f"2. Checkpoint on disk: turn {cp['turns']}, {len(cp['messages'])} messages, "
+                + (f"result recorded for {recorded}, " if recorded else "")
                 + (f"pending {pending}." if pending else "nothing pending.")
             )
         lines.append(f"3. Emails in the outbox at the crash: {len(self.outbox_at_crash)}.")
@@ -87,8 +93,44 @@ class Cell:
         else:
             lines.append(f"4. The resumed run {'finished' if r.completed else 'did not finish'}: {self.final_text!r}")
         lines.append(f"5. Effects of the crashed call: {r.effects}; emails in the outbox now: {len(self.outbox)}.")
+        if len(self.turn_effects) > 1:
+            each = ", ".join(f"{name} {n}" for name, n in self.turn_effects.items())
+            lines.append(f"   Effects of each call of the crashed turn: {each}.")
         lines.append(f"   Totals across the crash: {r.turns} turns, {r.tokens} tokens.")
         return "\n".join(lines)
+
+
+def where_in_turn(point: str, chosen: Scenario) -> str:
+    """Where ``point`` falls in ``chosen``'s crashed turn: the rest of a sentence that starts "Crash "."""
+    help_ = CRASH_POINT_HELP[point]
+    if chosen.calls == 1:
+        return f"{help_} on the turn that calls {chosen.tool}"
+    first, second, last = chosen.tools[0], chosen.tools[1], chosen.tools[-1]
+    turn = f"on the turn that asks for {' and '.join(chosen.tools)} at once"
+    if point in ("after_tool", "during_save_b"):
+        return f"{help_}, at {first}, the first of its {chosen.calls} calls ({second} not run yet), {turn}"
+    if point == "between_tools":
+        return f"between {first} (its result saved) and {second} (not run yet), {turn}"
+    if point == "after_save_b":
+        return f"after {last}'s save point B, the turn's last (every call answered), {turn}"
+    return f"{help_} (none of its calls has run), {turn}"
+
+
+def _recorded(cp: dict[str, Any]) -> list[dict[str, Any]]:
+    """The tool_result blocks a raw checkpoint recorded for its last turn (none in a version 1 file)."""
+    results = cp.get("recorded_results") or []
+    return [b for b in results if isinstance(b, dict)] if isinstance(results, list) else []
+
+
+def _call_name(cp: dict[str, Any], result: dict[str, Any]) -> str:
+    """The name of the tool_use a recorded result answers, read from the raw checkpoint's last message."""
+    messages = cp.get("messages") or [{}]
+    last = messages[-1] if isinstance(messages, list) else {}
+    content = last.get("content") if isinstance(last, dict) else None
+    for b in content if isinstance(content, list) else []:
+        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("id") == result.get("tool_use_id"):
+            return str(b.get("name"))
+    return "?"
 
 
 def _raw_checkpoint(path: Path) -> dict[str, Any] | None:
@@ -120,9 +162,9 @@ def _resume_and_record(
     cp: Checkpoint | None = result.checkpoint if result else _safe_load(box.checkpoint_path)
     row = MatrixRow(
         crash_point=crash_point,
-        tool=scenario.tool,
+        tool=scenario.key,
         strategy=name,
-        effects=count_effects(scenario.tool, box.world),
+        effects=count_effects(scenario.key, box.world),
         api_error=error is not None,
         completed=bool(result and result.checkpoint.is_finished()),
         turns=cp.turns if cp else 0,
@@ -137,6 +179,7 @@ def _resume_and_record(
         error=error,
         messages=cp.messages if cp else [],
         final_text=result.final_text if result else None,
+        turn_effects={t: count_effects(scenario.key, box.world, t) for t in scenario.tools},
     )
 
 
@@ -159,7 +202,11 @@ def run_cell(
     root: str | Path | None = None,
     ledger: bool | None = None,
 ) -> Cell:
-    """Crash a run for real at ``crash_point`` on the turn that calls ``scenario``'s tool, then resume it.
+    """Crash a run for real at ``crash_point`` on ``scenario``'s crashed turn, then resume it.
+
+    ``scenario``: a key of :data:`~resumable_core.scenarios.SCENARIOS` (a tool, or a parallel
+    turn's tools such as ``send_email+read_file``: a crash there dies the first time the turn
+    passes ``crash_point``, so ``between_tools`` falls after the first call's save point B).
 
     ``strategy``: a registered strategy's name (an unknown one raises ``UnknownStrategyError``
     naming the choices), or any ``reconcile(cp, tools)`` function. A function that returns
@@ -169,7 +216,7 @@ def run_cell(
     """
     chosen = scenario_for(scenario)
     name, fn, needs_ledger = resolve_strategy(strategy)
-    plan = CrashPlan(crash_point, tool=chosen.tool, turn=reference_turn(chosen.tool))
+    plan = crash_plan(chosen.key, crash_point)
     folder = (
         contextlib.nullcontext(str(root)) if root is not None else tempfile.TemporaryDirectory(prefix="resumable-cell-")
     )
@@ -189,17 +236,21 @@ def _safe_load(path: Path) -> Checkpoint | None:
 def run_matrix(
     strategies: Iterable[str | Reconcile] | None = None,
     scenarios: Iterable[str] | None = None,
-    crash_points: Iterable[str] = ONE_CALL_POINTS,
+    crash_points: Iterable[str] | None = None,
     progress: Callable[[MatrixRow], None] | None = None,
 ) -> list[MatrixRow]:
     """Every scenario x crash point x strategy, one row each.
 
-    Defaults, read when called: the registry's :func:`~resumable_core.strategies.matrix_strategies`
-    and every scenario.
+    Defaults, read when called: the registry's :func:`~resumable_core.strategies.matrix_strategies`,
+    the one-call scenarios (:func:`~resumable_core.scenarios.one_call_scenarios`: the lessons'
+    matrix; pass ``scenarios=["send_email+read_file"]`` for the parallel turn's), and the points
+    each scenario's crashed turn passes (:func:`~resumable_core.crash.points_passed`: a parallel
+    turn's include ``between_tools``).
     """
     rows = []
-    for scenario in list(SCENARIOS) if scenarios is None else scenarios:
-        for point in crash_points:
+    for scenario in one_call_scenarios() if scenarios is None else scenarios:
+        points = points_passed(scenario_for(scenario).calls) if crash_points is None else list(crash_points)
+        for point in points:
             for strategy in matrix_strategies() if strategies is None else strategies:
                 row = run_cell(point, scenario, strategy).row
                 rows.append(row)
@@ -225,14 +276,18 @@ def rows_json(rows: list[MatrixRow]) -> str:
     return json.dumps([asdict(r) for r in rows], indent=2)
 
 
-def recorded_matrix() -> list[MatrixRow]:
+def recorded_matrix(scenarios: Iterable[str] | None = None) -> list[MatrixRow]:
     """The crash matrix rows of the answer strategies (``by_effect``, ``by_effect_ledger``), as recorded.
 
     The student kit does not hold those strategies (writing them is the exercise), so where a
     lesson or the heatmap shows the whole matrix it shows these rows, made by real crashes on the
-    instructor's side and stored in :data:`RECORDED_MATRIX`. Same fields as :func:`run_matrix`'s rows.
+    instructor's side and stored in :data:`RECORDED_MATRIX`. Same fields as :func:`run_matrix`'s
+    rows, and the same default: the one-call scenarios' rows (``scenarios`` picks others, such as
+    ``["send_email+read_file"]``).
     """
-    return [MatrixRow(**row) for row in json.loads(RECORDED_MATRIX.read_text(encoding="utf-8"))]
+    wanted = set(one_call_scenarios() if scenarios is None else scenarios)
+    rows = [MatrixRow(**row) for row in json.loads(RECORDED_MATRIX.read_text(encoding="utf-8"))]
+    return [r for r in rows if r.tool in wanted]
 
 
 def kill_at_random_instant(

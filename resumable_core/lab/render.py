@@ -14,11 +14,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..checkpoint import Checkpoint, pending_calls
-from ..crash import CRASH_POINT_HELP, CRASH_POINTS
+from ..checkpoint import Checkpoint, pending_calls, text_of
+from ..crash import CRASH_POINT_HELP, CRASH_POINTS, points_passed
 from ..scenarios import SCENARIOS
 from ..tools import DEFAULT_TOOLS, Effect
-from .matrix import Cell, MatrixRow
+from .matrix import Cell, MatrixRow, where_in_turn
 
 __all__ = [
     "CATEGORIES",
@@ -27,6 +27,7 @@ __all__ = [
     "cell_summary_html",
     "checkpoint_html",
     "conversation_html",
+    "counted_tool",
     "describe_checkpoint",
     "email_count_html",
     "error_html",
@@ -100,7 +101,11 @@ def has_side_effect(tool_name: str) -> bool:
 
 
 def describe_checkpoint(cp: Checkpoint) -> str:
-    """A checkpoint's state in a few lines: counters, the last message, the pending call."""
+    """A checkpoint's state in a few lines: counters, the last message, every recorded result and pending call.
+
+    A turn that asked for several tools and crashed between them has results already recorded
+    (``recorded_results``, in block order) and calls still pending (``pending_tool_uses``): both
+    are listed, one line each, in that order."""
     last = cp.messages[-1]
     content = last["content"]
     if isinstance(content, str):
@@ -109,16 +114,25 @@ def describe_checkpoint(cp: Checkpoint) -> str:
         kinds = ", ".join(
             b.get("type", "?") + (f" {b['name']}" if b.get("type") == "tool_use" else "") for b in content
         )
-    p = cp.pending_tool_use
-    pending = f"{p.name}({json.dumps(p.input)}) id={p.id}" if p else "None"
-    return "\n".join(
-        [
-            f"task: {cp.task}",
-            f"turns: {cp.turns}, tokens_used: {cp.tokens_used}, messages: {len(cp.messages)}",
-            f"last message: role={last['role']}, blocks: {kinds}",
-            f"pending_tool_use: {pending}",
-        ]
-    )
+    names = {b["id"]: b["name"] for b in content if b.get("type") == "tool_use"} if isinstance(content, list) else {}
+    lines = [
+        f"task: {cp.task}",
+        f"turns: {cp.turns}, tokens_used: {cp.tokens_used}, messages: {len(cp.messages)}",
+        f"last message: role={last['role']}, blocks: {kinds}",
+    ]
+    if cp.recorded_results:
+        lines.append(f"recorded_results: {len(cp.recorded_results)}")
+        for r in cp.recorded_results:
+            error = " is_error" if r.get("is_error") else ""
+            text = _short(text_of(r.get("content", "")), 100)
+            lines.append(f"  {names.get(r.get('tool_use_id'), '?')} id={r.get('tool_use_id')}{error}: {text}")
+    if len(cp.pending_tool_uses) > 1 or cp.recorded_results:
+        lines.append(f"pending_tool_uses: {len(cp.pending_tool_uses)}")
+        lines += [f"  {p.name}({json.dumps(p.input)}) id={p.id}" for p in cp.pending_tool_uses]
+    else:  # one call or none: the one line a one-call turn needs
+        p = cp.pending_tool_use
+        lines.append(f"pending_tool_use: {f'{p.name}({json.dumps(p.input)}) id={p.id}' if p else 'None'}")
+    return "\n".join(lines)
 
 
 # -- the checkpoint file as highlighted JSON ---------------------------------------------------
@@ -182,19 +196,35 @@ def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
             '<div class="rs-help">No checkpoint file was on disk at the crash: the run died before its '
             "first save, so the resume starts the task afresh.</div>"
         )
-    pending = next(iter(pending_calls(checkpoint)), None)  # the first call the crash left pending
-    pending_id = pending.get("id") if isinstance(pending, dict) else None
+    pending = [p for p in pending_calls(checkpoint) if isinstance(p, dict) and p.get("id")]
+    pending_ids = {p.get("id") for p in pending}
 
     def is_pending(d: Any) -> bool:
-        if pending_id is None or not isinstance(d, dict):
+        if not pending_ids or not isinstance(d, dict):
             return False
-        return (d.get("type") == "tool_use" and d.get("id") == pending_id) or d is pending
+        return (d.get("type") == "tool_use" and d.get("id") in pending_ids) or any(d is p for p in pending)
 
-    if isinstance(pending, dict) and pending_id:
+    recorded = checkpoint.get("recorded_results")
+    recorded = [b for b in recorded if isinstance(b, dict)] if isinstance(recorded, list) else []
+    kept = ""
+    if recorded:
+        ids = ", ".join(f"<code>{esc(b.get('tool_use_id'))}</code>" for b in recorded)
+        kept = (
+            f" The turn asked for {len(recorded) + len(pending)} tools at once and the crash fell between them: "
+            f"the result of {ids} is already recorded (<code>recorded_results</code>) and must be kept."
+        )
+    if len(pending) == 1:
+        only = pending[0]
         note = (
-            f'<div class="rs-help">Pending call: <code>{esc(pending.get("name"))}</code> '
-            f"(<code>{esc(pending_id)}</code>), asked for by the last assistant message and never "
-            "answered with a tool_result. This is the dangling call reconcile must settle.</div>"
+            f'<div class="rs-help">Pending call: <code>{esc(only.get("name"))}</code> '
+            f"(<code>{esc(only.get('id'))}</code>), asked for by the last assistant message and never "
+            f"answered with a tool_result. This is the dangling call reconcile must settle.{kept}</div>"
+        )
+    elif pending:
+        calls = ", ".join(f"<code>{esc(p.get('name'))}</code> (<code>{esc(p.get('id'))}</code>)" for p in pending)
+        note = (
+            f'<div class="rs-help">Pending calls: {calls}, asked for at once by the last assistant message and '
+            f"never answered with a tool_result. These are the dangling calls reconcile must settle.{kept}</div>"
         )
     else:
         note = '<div class="rs-help">Nothing pending: every tool_use in this checkpoint has its tool_result.</div>'
@@ -294,14 +324,31 @@ def conversation_html(messages: list[dict[str, Any]], last: int = 4) -> str:
     return "".join(parts)
 
 
+def counted_tool(scenario: str) -> str:
+    """The tool whose effect a scenario's matrix row counts (a one-call scenario's key is its tool)."""
+    return SCENARIOS[scenario].tool if scenario in SCENARIOS else scenario
+
+
+def _effect_words(tool: str) -> str:
+    return f"times the crashed {tool} took effect" if has_side_effect(tool) else f"times the crashed {tool} ran"
+
+
 def cell_summary_html(cell: Cell) -> str:
-    """What the resume did: the crashed call's effects, whether the run completed, its totals."""
+    """What the resume did: the crashed call's effects (each call's, for a parallel turn), whether the run completed."""
     r = cell.row
-    what = f"times the crashed {r.tool} took effect" if has_side_effect(r.tool) else f"times the crashed {r.tool} ran"
+    tool = counted_tool(r.tool)
+    each = ""
+    if len(cell.turn_effects) > 1:
+        each = (
+            "Each call of the crashed turn: "
+            + ", ".join(f"{esc(_effect_words(t))}: <b>{n}</b>" for t, n in cell.turn_effects.items())
+            + "<br>"
+        )
     return (
         '<div class="rs-help">'
-        f'Effects of the crashed call ({esc(what)}): <b class="rs-effects">{r.effects}</b><br>'
-        f"Run completed: <b>{'yes' if r.completed else 'no'}</b> · turns {r.turns} · tokens {r.tokens}"
+        f'Effects of the crashed call ({esc(_effect_words(tool))}): <b class="rs-effects">{r.effects}</b><br>'
+        + each
+        + f"Run completed: <b>{'yes' if r.completed else 'no'}</b> · turns {r.turns} · tokens {r.tokens}"
         + (f"<br>Final answer: “{esc(cell.final_text)}”" if cell.final_text else "")
         + "</div>"
     )
@@ -312,10 +359,20 @@ def settings_help_html(scenario: str, crash_point: str, strategy: str, strategy_
     return (
         '<div class="rs-help">'
         f"<b>{esc(scenario)}</b>: {esc(SCENARIOS[scenario].help)}<br>"
-        f"<b>{esc(crash_point)}</b>: crash {esc(CRASH_POINT_HELP[crash_point])}, "
-        f"on the turn that calls {esc(scenario)}<br>"
+        f"<b>{esc(crash_point)}</b>: crash {esc(_where(crash_point, scenario))}<br>"
         f"<b>{esc(strategy)}</b>: {esc(strategy_help)}</div>"
     )
+
+
+def _where(crash_point: str, scenario: str) -> str:
+    """Where the crash falls in the scenario's crashed turn; a point that turn never passes says so."""
+    chosen = SCENARIOS[scenario]
+    if crash_point not in points_passed(chosen.calls):
+        return (
+            f"{CRASH_POINT_HELP[crash_point]}: a turn that calls only {chosen.tool} never passes it, so the run "
+            "is not killed (pick the send_email+read_file scenario)"
+        )
+    return where_in_turn(crash_point, chosen)
 
 
 # -- the crash matrix as a heatmap -------------------------------------------------------------
@@ -335,7 +392,7 @@ def cell_category(row: MatrixRow) -> int:
     if row.api_error:
         return 3
     if row.effects > 1:
-        return 2 if has_side_effect(row.tool) else 1
+        return 2 if has_side_effect(counted_tool(row.tool)) else 1
     if row.effects == 1 and row.completed:
         return 0
     return 4
@@ -381,7 +438,11 @@ def _draw_panel(ax: Any, cmap: Any, tool: str, rows: list[MatrixRow], points: li
     ax.set_yticks([y - 0.5 for y in range(1, len(points))], minor=True)
     ax.grid(which="minor", color="white", linewidth=2)
     ax.tick_params(which="minor", length=0)
-    ax.set_title(f"crash on the turn that calls {tool}", fontsize=11)
+    chosen = SCENARIOS.get(tool)
+    if chosen is not None and chosen.calls > 1:  # the parallel turn: its counted tool is named in the title
+        ax.set_title(f"crash in the turn calling {' + '.join(chosen.tools)}\n(counted: {chosen.tool})", fontsize=11)
+    else:
+        ax.set_title(f"crash on the turn that calls {tool}", fontsize=11)
 
 
 def heatmap_figure(rows: list[MatrixRow], *, dpi: int = 100) -> Any:

@@ -23,7 +23,7 @@ from ..claude import make_client
 from ..crash import CRASH_POINT_HELP, CrashPlan, run_in_child
 from ..errors import LeaseError
 from ..loop import MAX_TURNS
-from ..run_folder import RunFolder, count_effects, reference_turn
+from ..run_folder import RunFolder, count_effects, crash_plan
 from ..scenarios import SCENARIOS
 from ..strategies import Reconcile
 from .matrix import resolve_strategy
@@ -137,7 +137,7 @@ def race_resumers(
     sc = SCENARIOS[tool]
     name, fn, needs_ledger = resolve_strategy(strategy)
     if crash_tool is None:
-        plan = CrashPlan(crash_point, tool=tool, turn=reference_turn(sc.tool))
+        plan = crash_plan(tool, crash_point)
     else:
         plan = CrashPlan(crash_point, tool=crash_tool)
     ctx = multiprocessing.get_context("fork")
@@ -158,7 +158,7 @@ def race_resumers(
             tool=tool,
             strategy=name,
             resumers=resumers,
-            effects=count_effects(sc.tool, box.world),
+            effects=count_effects(tool, box.world),
             emails=len(box.world.sent_emails()),
             completed=endings.count("completed"),
             found_finished=endings.count("found_finished"),

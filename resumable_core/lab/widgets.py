@@ -7,6 +7,7 @@ Two ipywidgets views for the lessons and the standalone Voila page (``simulator/
     CrashSimulator(reconcile=my_fn).view     # adds "my reconcile" to the strategies
     MatrixHeatmap().view                     # the whole crash matrix as a heatmap
     MatrixHeatmap(recorded=lab.recorded_matrix()).view  # plus the answer strategies' recorded rows
+    MatrixHeatmap(scenarios=["send_email+read_file"]).view  # the parallel turn's matrix, between_tools too
 
 The widgets stay thin: every run is :func:`~resumable_core.lab.run_cell` (a real fork, SIGKILL
 and resume) or :func:`~resumable_core.lab.run_matrix`, and what they return is drawn by
@@ -27,8 +28,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from ..crash import CRASH_POINTS, ONE_CALL_POINTS
-from ..scenarios import SCENARIOS
+from ..crash import CRASH_POINTS, points_passed
+from ..scenarios import SCENARIOS, one_call_scenarios
 from ..strategies import STRATEGIES, Reconcile
 from .matrix import Cell, MatrixRow, run_cell, run_matrix
 from .render import (
@@ -37,6 +38,7 @@ from .render import (
     cell_summary_html,
     checkpoint_html,
     conversation_html,
+    counted_tool,
     email_count_html,
     error_html,
     esc,
@@ -180,9 +182,9 @@ class CrashSimulator:
         strategy_help = MY_RECONCILE_HELP if label == MY_RECONCILE else STRATEGIES[label].help
         self.help.value = settings_help_html(self.scenario.value, self.crash_point.value, label, strategy_help)
 
-    def _show_outbox_for(self, tool: str) -> None:
-        """Show the Outbox panel only for a tool with a side effect: the notes run sends no email."""
-        self.outbox_panel.layout.display = "" if has_side_effect(tool) else "none"
+    def _show_outbox_for(self, scenario: str) -> None:
+        """Show the Outbox panel only for a scenario whose tool has a side effect: the notes run sends no email."""
+        self.outbox_panel.layout.display = "" if has_side_effect(counted_tool(scenario)) else "none"
 
     def _on_change(self, change: dict[str, Any]) -> None:
         self._show_help()
@@ -241,7 +243,9 @@ class MatrixHeatmap:
 
     A button runs ``run_matrix`` (a real crash-and-resume per cell, a few seconds). ``strategies``
     defaults to every registered one; ``reconcile`` adds a learner's function as one more
-    column, "my reconcile". ``recorded``: rows made elsewhere (``lab.recorded_matrix()``); those
+    column, "my reconcile". ``scenarios`` defaults to the one-call ones (the lessons' matrix;
+    ``["send_email+read_file"]`` is the parallel turn's), ``crash_points`` to the points their
+    crashed turn passes. ``recorded``: rows made elsewhere (``lab.recorded_matrix()``); those
     of a strategy not run here are drawn too, labelled "<name> (recorded)".
     """
 
@@ -249,13 +253,14 @@ class MatrixHeatmap:
         self,
         strategies: Iterable[str] | None = None,
         scenarios: Iterable[str] | None = None,
-        crash_points: Iterable[str] = ONE_CALL_POINTS,
+        crash_points: Iterable[str] | None = None,
         reconcile: Reconcile | None = None,
         recorded: Iterable[MatrixRow] = (),
     ) -> None:
         self.strategies = list(STRATEGIES) if strategies is None else list(strategies)
-        self.scenarios = list(SCENARIOS) if scenarios is None else list(scenarios)
-        self.crash_points = list(crash_points)
+        self.scenarios = one_call_scenarios() if scenarios is None else list(scenarios)
+        passed = {p for s in self.scenarios for p in points_passed(SCENARIOS[s].calls)}
+        self.crash_points = [p for p in CRASH_POINTS if p in passed] if crash_points is None else list(crash_points)
         self.reconcile = reconcile
         self.recorded = [
             replace(r, strategy=r.strategy + RECORDED)
@@ -263,7 +268,8 @@ class MatrixHeatmap:
             if r.strategy not in self.strategies and r.tool in self.scenarios and r.crash_point in self.crash_points
         ]
         self.rows: list[MatrixRow] = []
-        total = len(self.scenarios) * len(self.crash_points) * (len(self.strategies) + (reconcile is not None))
+        cells = sum(len(self._points(s)) for s in self.scenarios)
+        total = cells * (len(self.strategies) + (reconcile is not None))
         self.run_button = widgets.Button(
             description=f"Compute the matrix ({total} crashes)",
             button_style="primary",
@@ -293,6 +299,11 @@ class MatrixHeatmap:
         with contextlib.suppress(Exception):  # compute() shows it in the widget; never to stderr
             self.compute()
 
+    def _points(self, scenario: str) -> list[str]:
+        """The crash points of ``scenario`` this heatmap crashes: those its crashed turn passes."""
+        passed = points_passed(SCENARIOS[scenario].calls)
+        return [p for p in self.crash_points if p in passed]
+
     def _rows(self) -> list[MatrixRow]:
         """Run the matrix, ticking the progress bar; the learner's column is labelled "my reconcile"."""
 
@@ -302,9 +313,13 @@ class MatrixHeatmap:
         strategies: list[str | Reconcile] = list(self.strategies)
         if self.reconcile is not None:
             strategies.append(self.reconcile)
-        rows = run_matrix(
-            strategies=strategies, scenarios=self.scenarios, crash_points=self.crash_points, progress=tick
-        )
+        rows = [
+            row
+            for scenario in self.scenarios
+            for row in run_matrix(
+                strategies=strategies, scenarios=[scenario], crash_points=self._points(scenario), progress=tick
+            )
+        ]
         if self.reconcile is not None:
             mine = getattr(self.reconcile, "__name__", MY_RECONCILE)
             for r in rows:
@@ -332,6 +347,12 @@ class MatrixHeatmap:
         recorded = f" ({len(self.recorded)} of them recorded, not run here)" if self.recorded else ""
         self.status.value = (
             f'<div class="rs-help">{len(rows)} cells{recorded}: <b>{dup}</b> repeated a side effect (a duplicate email), '
-            f"<b>{err}</b> were refused by the API (400). Bold row: <code>after_tool</code>, the postmortem's crash.</div>"
+            f"<b>{err}</b> were refused by the API (400). Bold row: <code>after_tool</code>, the postmortem's crash."
+            + (
+                " Row <code>between_tools</code>: the turn's first call answered and saved, the next not run yet."
+                if "between_tools" in self.crash_points
+                else ""
+            )
+            + "</div>"
         )
         return rows

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ...crash import CRASH_POINTS
 from ...lab.payments import Fault
-from ...scenarios import SCENARIOS
+from ...scenarios import one_call_scenarios
 from ...strategies import Reconcile
 from ..checks.postmortem import (
     MAX_ATTEMPTS,
@@ -42,8 +42,8 @@ __all__ = [
 
 
 def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
-    """At every crash point, for both scenarios: no 400, the run finishes, at most one email, one in the end."""
-    for tool_name in SCENARIOS:
+    """At every crash point, for both one-call scenarios: no 400, the run finishes, at most one email, one in the end."""
+    for tool_name in one_call_scenarios():  # the postmortem's runs: one call per turn
         for point in CRASH_POINTS:
             r = replay(fn, point, tool_name, ledger=ledger)
             where = f"crash {point} on the {tool_name} turn"
