@@ -7,6 +7,7 @@ cells call (read from the source notebook, hidden blocks included), with the not
 from __future__ import annotations
 
 import functools
+import json
 import re
 
 import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
@@ -194,10 +195,15 @@ def test_visible_checks_name_the_lesson_for_the_lessons_warnings():
             check(fn)
 
 
-LEVEL_2_ANSWERING: tuple[str, ...] = ("test_reconcile_B", "test_reconcile_C", "test_read_only_tools", "test_side_effect_tools")
+LEVEL_2_ANSWERING: tuple[str, ...] = (
+    "test_reconcile_B",
+    "test_reconcile_C",
+    "test_read_only_tools",
+    "test_side_effect_tools",
+)
 LEVEL_2_ANSWERING += ("test_unknown_tool", "test_api_accepts", "test_round_trip")
 """Level 2's cells whose checks answer a dangling call (and so compare the run's fields)."""
-FRESH_RECONCILE = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", _text(_cell("reconcile"))).replace(
+FRESH_RECONCILE = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", text_of(EXERCISE.cell("reconcile"))).replace(
     "    cp.pending_tool_use = None\n", FRESH
 )
 """The Level 2 solution, but it returns a new Checkpoint as well."""
