@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,32 +34,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_make_lab_serves_lesson_one():
-    """`make lab` starts JupyterLab and serves lesson 1 (here without a browser, on a free port)."""
+def _first_answer(target: str, variable: str, path: str, read: Callable[[str], bool], what: str) -> None:
+    """Run `make <target>` with a server on a free port (``variable`` carries the flags); poll ``path`` until ``read``.
+
+    ``read(url)`` opens the URL and returns True once the page is right (its asserts are the test's);
+    an OSError means the server is not up yet. The server's whole process group is stopped after.
+    """
     port = _free_port()
     args = f"--no-browser --port={port} --ServerApp.token=kit-test --ServerApp.ip=127.0.0.1"
     proc = subprocess.Popen(
-        ["make", "-s", "lab", f"LAB_ARGS={args}"],
+        ["make", "-s", target, f"{variable}={args}"],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     try:
-        url = f"http://127.0.0.1:{port}/api/contents/lessons/01_skeleton_resume.ipynb?token=kit-test&content=0"
         for _ in range(LAB_START_POLLS):
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    assert r.status == 200
+                if read(f"http://127.0.0.1:{port}{path}"):
                     return
             except OSError:
-                assert proc.poll() is None, "make lab exited early"
+                assert proc.poll() is None, f"make {target} exited early"
                 time.sleep(0.5)
-        raise AssertionError(f"JupyterLab did not answer after {LAB_START_POLLS} polls")
+        raise AssertionError(f"{what} did not answer after {LAB_START_POLLS} polls")
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_make_lab_serves_lesson_one():
+    """`make lab` starts JupyterLab and serves lesson 1 (here without a browser, on a free port)."""
+
+    def lesson_one(url: str) -> bool:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            assert r.status == 200
+            return True
+
+    path = "/api/contents/lessons/01_skeleton_resume.ipynb?token=kit-test&content=0"
+    _first_answer("lab", "LAB_ARGS", path, lesson_one, "JupyterLab")
 
 
 def test_ci_runs_make_test():
@@ -355,30 +370,14 @@ def test_nbgrader_0_9_has_no_formgrader_command() -> None:
 @pytest.mark.slow
 def test_make_formgrader_serves_the_formgrader_page() -> None:
     """`make formgrader` starts a Jupyter server whose /formgrader answers 200 with formgrader's page (then it stops)."""
-    port = _free_port()
-    args = f"--no-browser --port={port} --ServerApp.token=kit-test --ServerApp.ip=127.0.0.1"
-    proc = subprocess.Popen(
-        ["make", "-s", "formgrader", f"FORMGRADER_ARGS={args}"],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}/formgrader"
-        # the token as a header, which urllib keeps across the redirect (a ?token= query is dropped by it)
+    # the token as a header, which urllib keeps across the redirect (a ?token= query is dropped by it)
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+
+    def manage_assignments(url: str) -> bool:
         request = urllib.request.Request(url, headers={"Authorization": "token kit-test"})
-        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
-        for _ in range(LAB_START_POLLS):
-            try:
-                with opener.open(request, timeout=5) as r:  # follows the redirect to manage_assignments
-                    assert r.status == 200 and r.url.endswith("/formgrader/manage_assignments")
-                    assert "Manage Assignments" in r.read().decode()
-                    return
-            except OSError:
-                assert proc.poll() is None, "make formgrader exited early"
-                time.sleep(0.5)
-        raise AssertionError(f"formgrader did not answer after {LAB_START_POLLS} polls")
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        with opener.open(request, timeout=5) as r:  # follows the redirect to manage_assignments
+            assert r.status == 200 and r.url.endswith("/formgrader/manage_assignments")
+            assert "Manage Assignments" in r.read().decode()
+            return True
+
+    _first_answer("formgrader", "FORMGRADER_ARGS", "/formgrader", manage_assignments, "formgrader")
