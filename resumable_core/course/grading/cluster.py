@@ -132,7 +132,7 @@ def _library(digest: str, isolation: str) -> Path | None:
     return _libraries[digest]
 
 
-def read_result(folder: Path, student: str, remote_root: str, archive: bytes) -> StudentReport | None:
+def unpack_task_result(folder: Path, student: str, remote_root: str, archive: bytes) -> StudentReport | None:
     """Unpack a task's records into ``folder``; its report if it is ``student``'s, now naming ``folder``."""
     unpack(archive, folder)
     log = folder / "worker.log"
@@ -205,7 +205,7 @@ def run_on_cluster(
             student = futures[future]
             try:
                 remote_root, archive = future.result()
-                report = read_result(main / "workers" / f"task-{student}", student, remote_root, archive)
+                report = unpack_task_result(main / "workers" / f"task-{student}", student, remote_root, archive)
                 error = None if report else "the grading task returned no valid report"
             except Exception as e:  # noqa: BLE001 - whatever the task raised is that student's failure, not the run's
                 report, error = None, f"the grading task failed on the cluster: {type(e).__name__}: {e}"

@@ -69,7 +69,7 @@ def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, S
         os.replace(tmp, results / f"{name}.json")
 
 
-def read_result(folder: Path, student: str) -> StudentResult | None:
+def recorded_result(folder: Path, student: str) -> StudentResult | None:
     """The recorded result of ``student`` in ``folder/results/``, or None (none, or not readable)."""
     try:
         return StudentResult(**json.loads((folder / RESULTS / f"{check_id(student)}.json").read_text()))
@@ -148,7 +148,7 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     out = []
     max_score, several = found.max_score, found.notebooks > 1
     for sub in found.students:
-        result = read_result(feedback.parent, sub.student)  # the class folder holds feedback-html/ and results/
+        result = recorded_result(feedback.parent, sub.student)  # the class folder holds feedback-html/ and results/
         if sub.score is None:
             if result is not None and result.status in ("invalid", "failed", "missing"):  # refused or failed: why
                 out.append(Submission(sub.student, status=result.status, problems=result.problems, notes=result.notes))
