@@ -186,7 +186,9 @@ def run_on_cluster(
     digest, run = library_digest(), uuid.uuid4().hex[:8]
     client = connect(address)
     try:
-        release = client.scatter(release_bundle(main, assignment), broadcast=True)
+        # the release goes in each task itself, not scattered: data scattered to the workers dies with
+        # them, and a task rerun after its worker was lost must find everything it needs in itself
+        release = release_bundle(main, assignment)
         futures = {
             client.submit(
                 grade_student_task,
