@@ -47,11 +47,16 @@ MANIFEST: tuple[tuple[str, str], ...] = (
     ("+", "resumable_core/course/__init__.py"),
     ("+", "resumable_core/course/checks/"),  # the visible checks the exercises call
     ("+", "resumable_core/course/self_check.py"),  # python -m resumable_core check (make check NB=...)
+    ("+", "resumable_core/course/i18n.py"),  # the catalog of check's and the visible checks' messages
+    ("+", "resumable_core/course/locale/"),
 )
 # What the self-study edition adds: every check, and where `check --all` reads the hidden test cells.
 SELF_STUDY_MANIFEST: tuple[tuple[str, str], ...] = (
     *MANIFEST,
-    ("+", "resumable_core/course/hidden/"),  # the hidden checks (and the answer strategies the simulator runs)
+    (
+        "+",
+        "resumable_core/course/hidden/",
+    ),  # the hidden checks, their catalog too (and the answer strategies the simulator runs)
     ("+", "solutions/"),  # the nbgrader sources: every test cell whole, hidden blocks included
 )
 # Never shipped, wherever they are: caches and editor leftovers.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .i18n import _
+
 __all__ = ["reveal"]
 
 
@@ -35,12 +37,12 @@ def reveal(guess: Any, actual: Any, *, why: str, hint: str | None = None) -> boo
     one also gets ``hint``, when given, as a pointer for next time.
     """
     if _blank(guess):
-        print(f"No prediction written: it is {actual!r}.\n{why}")
+        print(_("No prediction written: it is {actual}.").format(actual=repr(actual)), why, sep="\n")
         return False
     if _same(guess, actual):
-        print(f"Right: {actual!r}.\n{why}")
+        print(_("Right: {actual}.").format(actual=repr(actual)), why, sep="\n")
         return True
-    print(f"You predicted {guess!r}; it is {actual!r}.\n{why}")
+    print(_("You predicted {guess}; it is {actual}.").format(guess=repr(guess), actual=repr(actual)), why, sep="\n")
     if hint:
-        print(f"Hint: {hint}")
+        print(_("Hint: {hint}").format(hint=hint))
     return False

@@ -1,0 +1,25 @@
+"""The course wing's learner-facing messages that ship in the student kit: `check` and the visible checks.
+
+The hidden checks (`course/hidden/i18n.py`) and the grading pipeline (`course/grading/i18n.py`:
+the reasons and the feedback pages) keep their own catalogs: the student kit never holds their
+messages, so it never holds their translations either.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from resumable_core.lab.i18n import Catalog, register
+
+COURSE = register(
+    Catalog(
+        "course",
+        Path(__file__).parent / "locale",
+        ("course/checks/**/*.py", "course/self_check.py"),
+    )
+)
+
+
+def _(message: str) -> str:
+    """The course wing's `message` in now's language."""
+    return COURSE.gettext(message)
