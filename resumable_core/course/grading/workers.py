@@ -157,7 +157,9 @@ def recheck_isolated(
         if review is not None:
             kept[name] = review
         _zero(db_url, sorted(failed), name, assignment, student)
-        comment_answers(db_url, recheck_comments(failed, read(source) or {}), name, assignment, student)
+        comments = recheck_comments(failed, read(source) or {})
+        if comments:  # formgrader shows them under the answers (:func:`.gradebook.comment_answers`)
+            comment_answers(db_url, comments, name, assignment, student)
         zeroed[name] = failed
     return zeroed, kept
 
