@@ -211,3 +211,30 @@ def test_a_result_that_is_not_a_regular_file_is_no_result(tmp_path, kind):
     {"symlink": lambda: path.symlink_to("/dev/zero"), "fifo": lambda: os.mkfifo(path), "folder": path.mkdir}[kind]()
     result, why = _read_result(path, 1 << 20)
     assert result is None and why in ("the sandbox wrote no result", "the sandbox's result is not a regular file")
+
+
+FLOOD = "for _ in range(21 * 1024):\n    print('x' * 1023)"
+"""A correct answer's debugging print left in: 21 MiB on stdout."""
+
+
+@pytest.mark.slow
+def test_an_output_flood_costs_the_cells_from_the_one_that_flooded(library, tmp_path):
+    """The cells before a cell that prints past the output cap keep their outputs; it and the later ones say why."""
+    from resumable_core.course.grading.execute import SandboxedExecute
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("print('before')"),
+        nbformat.v4.new_code_cell(FLOOD),
+        nbformat.v4.new_code_cell("print('after')"),
+    ]
+    execute = SandboxedExecute(timeout=60, library=str(library), isolation="bwrap")
+    assert execute.result_cap == 16 << 20
+    out, _ = execute.preprocess(nb, {"metadata": {"path": str(tmp_path), "name": "learner"}})
+    assert out.cells[0].outputs[0].text == "before\n"
+    for cell in out.cells[1:]:
+        assert cell.outputs[0].ename == NOT_RUN
+        assert (
+            cell.outputs[0].evalue
+            == "not run: output flood at cell 1: the outputs passed the 16 MiB output cap (print less)"
+        )

@@ -190,7 +190,7 @@ def test_write_feedback_shows_the_recheck_message_and_manual_comment(tmp_path):
     nb.cells.append(nbformat.v4.new_code_cell("check()", metadata=_meta("test_x", grade=True, locked=True, points=2)))
     nbformat.write(nb, str(tmp_path / "nb.ipynb"))
     grades = {"why": CellGrade(2, 3, "good <i>but</i>"), "test_x": CellGrade(0, 2)}
-    why = "passed in your notebook but failed when re-checked in isolation: patched"
+    why = "a hidden check failed: patched"
     page = write_feedback(tmp_path / "nb.ipynb", grades, tmp_path / "p.html", title="t", messages={"test_x": why})
     text = page.read_text()
     assert f"test_x</b> 0/2 failed</p><pre>{why}</pre>" in text and "check()" not in text
@@ -198,10 +198,12 @@ def test_write_feedback_shows_the_recheck_message_and_manual_comment(tmp_path):
 
 
 def test_recheck_outcomes_become_feedback_messages():
-    """Zeroed cells say they failed in isolation; cells left for review say so, with the reason."""
-    got = report.recheck_messages({"test_a": "patched"}, {"why": "the re-run died", "cells": "test_b, test_c"})
+    """Zeroed cells keep their worded reason on the page; cells left for review say so, with the reason."""
+    got = report.recheck_messages(
+        {"test_a": "a hidden check failed: wrong"}, {"why": "the re-run died", "cells": "test_b, test_c"}
+    )
     assert got == {
-        "test_a": "passed in your notebook but failed when re-checked in isolation: patched",
+        "test_a": "a hidden check failed: wrong",
         "test_b": "needs review: could not be re-checked in isolation (the re-run died)",
         "test_c": "needs review: could not be re-checked in isolation (the re-run died)",
     }
@@ -210,15 +212,23 @@ def test_recheck_outcomes_become_feedback_messages():
 def test_a_scored_cell_the_recheck_does_not_report_is_zeroed_for_review():
     """A cell that scored in the kernel but is missing from the re-check's report scores 0, "needs review"."""
     unreported = "needs review: the isolated re-check did not report this cell"
-    failed, review = workers.recheck_outcome(
-        ["test_a", "test_b", "test_c"], {"test_a": None, "test_b": "patched"}, None
-    )
-    assert failed == {"test_b": "patched", "test_c": unreported}  # test_a passed there: it keeps its score
+    failed, review = workers.recheck_outcome(["test_a", "test_b", "test_c"], {"test_a": None, "test_b": "wrong"}, None)
+    assert failed == {"test_b": "a hidden check failed: wrong", "test_c": unreported}  # test_a keeps its score
     assert review == {"why": "the isolated re-check did not report this cell", "cells": "test_c"}
     failed, review = workers.recheck_outcome(["test_a", "test_b"], {"test_a": "died"}, "the re-run died")
     assert failed == {"test_a": "needs review: the re-run died", "test_b": unreported}
     assert review == {"why": "the re-run died", "cells": "test_a, test_b"}
     assert workers.recheck_outcome(["test_a"], {"test_a": None, "test_x": "not asked"}, None) == ({}, None)
+
+
+def test_only_a_visible_check_that_disagrees_is_suspected():
+    """A failed hidden check gets the check's message; a visible check that passed in the kernel is "needs review"."""
+    failed, review = workers.recheck_outcome(
+        ["test_a", "test_b"], {"test_a": "Checkpoint B: wrong\nmore", "test_b": "patched"}, None, ["test_b"]
+    )
+    assert failed["test_a"] == "a hidden check failed: Checkpoint B: wrong"
+    assert failed["test_b"].startswith("needs review: a visible check passed in the notebook's kernel but failed")
+    assert "patch" in failed["test_b"] and "patch" not in failed["test_a"] and review is None
 
 
 def test_recheck_isolated_zeroes_the_cells_its_report_leaves_out(tmp_path, monkeypatch):
@@ -231,6 +241,7 @@ def test_recheck_isolated_zeroes_the_cells_its_report_leaves_out(tmp_path, monke
 
     class Report(dict):
         inconclusive = None
+        visible_failures = ()
 
     zeroed: list[list[str]] = []
     monkeypatch.setattr(workers, "_passed_cells", lambda *_: ["test_a", "test_b"])

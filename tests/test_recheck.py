@@ -95,6 +95,16 @@ def test_check_calls_reads_arguments_and_refuses_what_it_cannot_bind():
     assert isolated.check_calls("no_such_assignment", "print(1)") == []
 
 
+def test_a_call_in_a_hidden_block_is_not_visible():
+    """The calls of a test cell's hidden blocks are marked not visible (the kernel never ran them); the others are."""
+    plan = isolated.planned_calls(json.loads(RECONCILE.read_text()), "reconcile")
+    assert [(c.check.__name__, c.visible) for c in plan["test_unknown_tool"]] == [
+        ("check_unknown_tool_not_run", True),
+        ("check_unknown_tool", False),
+    ]
+    assert [c.visible for c in plan["test_side_effect_tools"]] == [False]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
 def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path):
@@ -121,6 +131,9 @@ def test_the_sample_monkeypatch_is_neutralised(tmp_path):
     report = _run(_submit(tmp_path, samples.REAL_MONKEYPATCH), "reconcile", source=RECONCILE, timeout=30)
     rerun = _run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == _failed(rerun) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
+    # a visible check fails in isolation where the patched kernel passed it; the hidden-only cell is an honest failure
+    assert {"test_reconcile_C", "test_unknown_tool"} <= set(report.visible_failures)
+    assert "test_side_effect_tools" not in report.visible_failures + rerun.visible_failures
     # the learner's process has no hidden checks to patch (the kernel shows the same error when graded)
     assert [e["error"] for e in report.load_errors] == [
         "ModuleNotFoundError: No module named 'resumable_core.course.hidden'"

@@ -226,10 +226,10 @@ def _submission(tmp_path, name: str, answer: str):
 def test_a_cell_failed_only_after_a_fresh_start_is_named_by_its_check_not_called_a_patch():
     """The re-check's why for a restarted call's failure names the check; grades.csv and the page do not cry patching."""
     why = reasons.failed_after_restart("check_refund_after_kill", "the customer was refunded 2 times")
-    for worded in (reasons.failed_in_isolation(why), reasons.page_failed_in_isolation(why)):
+    for worded in (reasons.visible_check_disagreed(why), reasons.hidden_check_failed(why)):
         assert "check_refund_after_kill: the customer was refunded 2 times" in worded
-        assert "freshly started process" in worded and "patches" not in worded
-    assert "patches the graders" in reasons.failed_in_isolation("the customer was refunded 2 times")
+        assert "freshly started process" in worded and "patch" not in worded and "needs review" not in worded
+    assert "may patch the checks" in reasons.visible_check_disagreed("the customer was refunded 2 times")
 
 
 @pytest.mark.slow
@@ -256,5 +256,5 @@ def test_the_isolated_recheck_restarts_the_learners_process_for_the_retry(tmp_pa
         assert "refunded 2 times" in failed[gid] and "once per process" in failed[gid], failed[gid]
     assert "check_refund_after_kill" in failed["test_refund_kill"]
     assert "check_refund_kill_then_timeout" in failed["test_refund_hidden"]
-    worded = reasons.failed_in_isolation(failed["test_refund_kill"])
+    worded = reasons.visible_check_disagreed(failed["test_refund_kill"])
     assert "check_refund_after_kill" in worded and "patches" not in worded

@@ -55,6 +55,34 @@ def test_the_check_times_cells_out_as_grading_does() -> None:
     assert self_check.CELL_TIMEOUT == DEFAULT_TIMEOUT
 
 
+def test_the_check_warns_at_gradings_output_cap() -> None:
+    """The check's output cap is the one grading keeps of an executed notebook."""
+    from resumable_core.course.grading.execute import SandboxedExecute
+
+    assert self_check.OUTPUT_CAP == SandboxedExecute().result_cap == 16 << 20
+
+
+def test_outputs_near_the_cap_are_warned_of() -> None:
+    """Outputs over half the cap warn, in MiB, and say to print less; far under it nothing is said."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(x)")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * (9 << 20))]
+    lines, over = self_check.output_warning(nb, "make check")
+    assert not over and "9.0 MiB, near the 16 MiB" in " ".join(lines) and "print less" in " ".join(lines)
+    nb.cells[0].outputs[0].text = "x"
+    assert self_check.output_warning(nb, "make check") == ([], False)
+
+
+@pytest.mark.slow
+def test_outputs_over_the_cap_fail_the_check_and_say_print_less(tmp_path: Path) -> None:
+    """A right answer that prints 17 MiB: the check fails, names the cap and the cell, and never says submit."""
+    flood = _cell("code", "for _ in range(17 * 1024):\n    print('x' * 1023)", "noisy")
+    path = exercise(tmp_path, RIGHT, flood)
+    text, passed = self_check.run_check(path)
+    assert not passed and "passed  test_double (2 pt)" in text
+    assert "over the 16 MiB of output grading keeps" in text and "cell 3, the one that passes it" in text
+    assert "print less" in text and "submit" not in text
+
+
 @pytest.mark.slow
 def test_a_passing_notebook_exits_0_and_says_submit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Every visible test passes: exit 0, each test named with its points, then submit and the hand-graded answer."""

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-from nbgrader.utils import is_grade, is_locked, is_solution, is_task
+from nbgrader.utils import compute_checksum, is_grade, is_locked, is_solution, is_task
 
-__all__ = ["grade_id", "is_grade", "is_locked", "is_solution", "is_task", "read", "source"]
+__all__ = ["grade_id", "is_blank_answer", "is_grade", "is_locked", "is_solution", "is_task", "read", "source"]
 
 
 def grade_id(cell: Any) -> str | None:
@@ -26,6 +26,24 @@ def source(cell: Any) -> str:
     """The cell's source as one string (nbformat allows a list of lines on disk)."""
     src = cell.get("source", "")
     return "".join(src) if isinstance(src, list) else str(src)
+
+
+def is_blank_answer(cell: Any) -> bool:
+    """A written answer (a manually graded markdown answer cell) left empty or as released.
+
+    As released means nbgrader's checksum of the cell still matches: the test nbgrader 0.9.6's
+    autograde uses to score such a cell 0 with no human (it holds the release's stub). An emptied
+    cell's checksum differs, so nbgrader would leave it waiting for a grader.
+    """
+    if cell.get("cell_type") != "markdown" or not (is_solution(cell) and is_grade(cell)):
+        return False
+    if not source(cell).strip():
+        return True
+    checksum = cell["metadata"]["nbgrader"].get("checksum")
+    try:
+        return bool(checksum) and checksum == compute_checksum(nbformat.from_dict(cell))
+    except (KeyError, TypeError, ValueError, AttributeError):  # metadata of another shape: not the release's stub
+        return False
 
 
 def read(path: str | Path) -> nbformat.NotebookNode:

@@ -38,6 +38,14 @@ from typing import Any
 CELL_TIMEOUT = 60
 """Seconds a cell may run: grading's default (``grade --timeout``; a test keeps the two equal)."""
 
+OUTPUT_CAP = 16 << 20
+"""Bytes of outputs grading keeps of a notebook (``SandboxedExecute.result_cap``; a test keeps the two equal): the
+cell whose outputs pass it, and every cell after it, score 0, as after a dead kernel."""
+OUTPUT_NEAR = 0.5
+"""The share of :data:`OUTPUT_CAP` from which the check warns that the notebook's outputs approach it."""
+OUTPUT_MARGIN = 1 << 20
+"""Bytes of the cap grading leaves for the notebook's own text (so a notebook is over a little before the cap)."""
+
 ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
 """What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
 
@@ -299,8 +307,48 @@ def _result_lines(result: TestResult) -> list[str]:
     return lines + [f"          {line}" for line in result.message]
 
 
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def output_warning(nb: Any, command: str) -> tuple[list[str], bool]:
+    """Lines warning that the executed notebook's outputs approach or pass grading's cap ([] when far under it),
+    and whether they pass it.
+
+    Counted as grading counts them: each code cell's outputs as JSON, in order; the first cell that
+    takes the total past the cap is named, since grading scores it and every cell after it 0.
+    """
+    import json
+
+    total, over_at = 0, None
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        total += len(json.dumps(cell.get("outputs", [])))
+        if over_at is None and total > OUTPUT_CAP - OUTPUT_MARGIN:
+            over_at = index
+    cap = f"{OUTPUT_CAP / 2**20:g} MiB"
+    if over_at is not None:
+        return [
+            f"Output: the cells print {_mib(total)}, over the {cap} of output grading keeps. Grading stops at",
+            f"cell {over_at}, the one that passes it: that cell and every cell after it would score 0.",
+            "Next: print less (a loop's progress every few steps, not every step), or clear a cell's output as it",
+            f"goes (IPython.display.clear_output), and run\n  {command}\nagain.",
+        ], True
+    if total >= OUTPUT_CAP * OUTPUT_NEAR:
+        return [
+            f"Output: the cells print {_mib(total)}, near the {cap} of output grading keeps (the cell that passes",
+            "it and every cell after it score 0): print less before you submit.",
+        ], False
+    return [], False
+
+
 def report(path: Path, nb: Any, command: str, *, every: bool = False) -> tuple[str, bool]:
-    """The report of an executed exercise, and whether every visible test passed (``every``: every test, hidden too)."""
+    """The report of an executed exercise, and whether every visible test passed (``every``: every test, hidden too).
+
+    Outputs over grading's cap (:func:`output_warning`) count as a failure: grading would score the
+    cells from the one that passes it 0.
+    """
     untried = untried_bonuses(nb)
     results = [
         TestResult(r.name, r.points, OPTIONAL, r.checks) if r.name in untried else r
@@ -327,7 +375,12 @@ def report(path: Path, nb: Any, command: str, *, every: bool = False) -> tuple[s
         f"{len(visible) - len(failed)} of {len(visible)} {kind} pass "
         f"({_points(passed_points)} of {_points(sum(r.points for r in visible))}).",
     ]
+    flood, over = output_warning(nb, command)
+    if over:  # graded, the tests after the flood score 0: no "submit"
+        return "\n".join([*lines, "", *flood]), False
     lines += next_steps(path, nb, results, command, every=every)
+    if flood:
+        lines += ["", *flood]
     return "\n".join(lines), not failed
 
 

@@ -92,6 +92,8 @@ def _phrase(grade: GradeValues, cell: Any) -> str | None:
         return reasons.needs_manual_grading(grade.name, grade.max_score)
     if grade.score >= grade.max_score:
         return None
+    if grade.manual_score is None and cell is not None and notebooks.is_blank_answer(cell):
+        return reasons.written_answer_blank(grade.name, grade.max_score)
     if grade.manual_score is not None and grade.auto_score is not None:
         return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.manual_override(grade.auto_score))
     if grade.manual_score is not None:

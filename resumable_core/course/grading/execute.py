@@ -41,6 +41,7 @@ from .isolation import BACKENDS, Backend, Limits, make_backend
 from .learner_view import kernel_notebook
 from .notebook_cells import KEY, NOT_RUN
 from .recheck import LearnerProcess, answer_is_a_loop
+from .recheck.learner import RESULT_CAP
 
 
 def _same_cell(sent: Any, got: Any) -> bool:
@@ -127,7 +128,9 @@ class SandboxedExecute(NbGraderPreprocessor):
     isolation = Enum(
         sorted(BACKENDS), "bwrap", help="what runs learner code: bwrap, or plain (grade --no-sandbox)"
     ).tag(config=True)
-    result_cap = Integer(16 << 20, help="bytes: a larger executed notebook counts as no result").tag(config=True)
+    result_cap = Integer(
+        RESULT_CAP, help="bytes of the executed notebook: the cells from the one whose outputs pass it are not run"
+    ).tag(config=True)
 
     def backend(self) -> Backend:
         """The backend this config runs learner code in, with the full library: the one factory of its limits.
@@ -177,6 +180,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             wall=self.wall_clock(nb, resources)
             + recheck_budget(n_graded, self.timeout),  # the cells, then the re-check
             backend=self.backend(),
+            output_cap=int(self.result_cap),
         )
         started = time.monotonic()
         result, why = learner.executed(self.result_cap)

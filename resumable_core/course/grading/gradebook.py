@@ -69,6 +69,35 @@ def zero_cells(db_url: str, cells: list[str], notebook: str, assignment: str, st
         gb.db.commit()
 
 
+def comment_answers(db_url: str, comments: dict[str, str], notebook: str, assignment: str, student: str) -> None:
+    """Write ``comments`` ({answer cell grade_id: text}) as nbgrader's ``auto_comment`` of those cells.
+
+    Formgrader shows a cell's comment (``manual_comment``, else ``auto_comment``) under each answer
+    and task cell, and has no comment for a test cell: so the re-check's reason for a test cell goes
+    on the answer cell it judges. A grader's own comment (``manual_comment``) is left alone and shown instead.
+    """
+    with _open(db_url) as gb:
+        for gid, text in comments.items():
+            try:
+                gb.find_comment(gid, notebook, assignment, student).auto_comment = text
+            except MissingEntry:  # not an answer cell of the release: nothing to show it on
+                continue
+        gb.db.commit()
+
+
+def score_blank_answers(db_url: str, cells: list[str], notebook: str, assignment: str, student: str) -> None:
+    """Score the written answers ``cells`` (left blank) 0 with no human, as nbgrader's autograde scores one left as released.
+
+    ``auto_score = 0`` and ``needs_manual_grade = False``; a grader may still override it in formgrader.
+    """
+    with _open(db_url) as gb:
+        for gid in cells:
+            grade = gb.find_grade(gid, notebook, assignment, student)
+            if grade.manual_score is None:  # a human's score stands
+                grade.auto_score, grade.needs_manual_grade = 0.0, False
+        gb.db.commit()
+
+
 def submission_score(db_url: str, assignment: str, student: str) -> tuple[float, float] | None:
     """(score, max score) of one student's submission, or None if the gradebook has none."""
     with _open(db_url) as gb:

@@ -83,6 +83,16 @@ def without_hidden_tests(source: str) -> str:
     return _HIDDEN_BLOCK.sub("", source)
 
 
+def hidden_lines(source: str) -> set[int]:
+    """The 1-based line numbers of a test cell's source that are inside its hidden blocks (the kernel never runs them)."""
+    lines: set[int] = set()
+    for m in _HIDDEN_BLOCK.finditer(source):
+        first = source.count("\n", 0, m.start()) + 1
+        last = source.count("\n", 0, max(m.start(), m.end() - 1)) + 1  # the END line (its newline is in the match)
+        lines.update(range(first, last + 1))
+    return lines
+
+
 def kernel_notebook(nb: Any) -> Any:
     """A copy of the nbformat notebook ``nb`` whose test cells hold no hidden block (what the kernel runs)."""
     out = copy.deepcopy(nb)

@@ -60,7 +60,7 @@ class StudentReport:
     log: str = ""
     error: str = ""
     isolated: Cells = field(default_factory=dict)
-    """{notebook: {grade_id: why}} of the cells zeroed by the isolated re-check."""
+    """{notebook: {grade_id: reason}} of the cells zeroed by the isolated re-check (:func:`.workers.recheck_outcome` words it)."""
     isolated_kept: Cells = field(default_factory=dict)
     """{notebook: {"why": ..., "cells": "grade_id, ..."}} where the re-check was inconclusive (those cells score 0)."""
     seconds: float = 0.0

@@ -30,6 +30,19 @@ def is_test(cell: dict) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
+def answer_of_tests(nb: dict) -> dict[str, str]:
+    """{test cell grade_id: the grade_id of the answer (or task) cell nearest above it}; tests above every answer are left out."""
+    out: dict[str, str] = {}
+    answer = None
+    for cell in nb.get("cells", []):
+        meta = info(cell) if isinstance(cell, dict) else {}
+        if meta.get("solution") or meta.get("task"):
+            answer = meta.get("grade_id")
+        elif is_test(cell) and answer and meta.get("grade_id"):
+            out[str(meta["grade_id"])] = str(answer)
+    return out
+
+
 def read(path: Path) -> dict | None:
     """The notebook file at ``path`` as plain JSON, or None if it is not one (unreadable, not JSON, no cell list)."""
     try:

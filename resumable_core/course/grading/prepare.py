@@ -45,7 +45,7 @@ def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
         text = path.read_bytes().decode("utf-8")
         data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return None, reasons.NOT_JSON
+        return None, reasons.not_json(path.name)
     if not isinstance(data, dict) or "cells" not in data:
         return None, reasons.NO_CELLS
     try:
@@ -133,6 +133,20 @@ def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
     return restored
 
 
+def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
+    """The ids of the instructor's locked cells (tests, setup) whose source the learner changed.
+
+    nbgrader's ``OverwriteCells`` puts each back as the gradebook holds it before the cells run, so
+    the submission is graded with the release's tests; this only says so.
+    """
+    released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
+    return [
+        gid
+        for c in nb.cells
+        if (gid := notebooks.grade_id(c)) in released and c.source.strip() != released[gid].strip()
+    ]
+
+
 def learner_code(nb: nbformat.NotebookNode) -> list[str]:
     """The code the learner could write (code cells neither locked by the instructor nor graded tests)."""
     return [
@@ -212,6 +226,9 @@ def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode
     if cleared > NOTED_OUTPUT_BYTES:
         sub.notes.append(reasons.outputs_stripped(cleared))
     sub.notes += repair_metadata(nb, release)
+    edited = edited_locked_cells(nb, release)  # after the metadata repair: the release's ids and flags
+    if edited:
+        sub.notes.append(reasons.cells_put_back(edited))
     if not any(c.source.strip() for c in nb.cells if c.cell_type == "code"):
         sub.status = "empty"
         sub.problems.append(reasons.EMPTY_NOTEBOOK)

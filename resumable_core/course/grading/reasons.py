@@ -79,7 +79,12 @@ def same_student_id(labels: str, student: str) -> str:
 
 # --- checking the notebooks (prepare) ------------------------------------------------------------
 
-NOT_JSON = not_a_notebook("the file is not JSON")
+
+def not_json(file_name: str) -> str:
+    """A submitted file that is no JSON at all (a PDF, a text file under the notebook's name): refused, scores 0."""
+    return f"{file_name} is {not_a_notebook('not JSON')}"
+
+
 NO_CELLS = not_a_notebook("JSON without a cells list")
 EMPTY_NOTEBOOK = "empty notebook: no code in it"
 
@@ -117,6 +122,11 @@ def outputs_stripped(size: int) -> str:
 def cells_restored(grade_ids: Iterable[str]) -> str:
     """The instructor's cells the learner deleted, put back."""
     return "restored deleted cells: " + ", ".join(grade_ids)
+
+
+def cells_put_back(grade_ids: Iterable[str]) -> str:
+    """The instructor's locked cells (tests) the learner edited: graded as released (nbgrader overwrites them)."""
+    return "edited test cells graded as released: " + ", ".join(grade_ids)
 
 
 def flagged_for_review(flags: Iterable[str]) -> str:
@@ -174,6 +184,11 @@ def cell_lost(grade_id: str, score: float, max_score: float, why: str | None = N
     return f"{head} ({why})" if why else head
 
 
+def written_answer_blank(grade_id: str, max_score: float) -> str:
+    """A written answer left empty or as released: it scores 0 with no human (as nbgrader scores one left as released)."""
+    return f"{grade_id} 0/{max_score:g} (written answer {grade_id} left blank)"
+
+
 def needs_manual_grading(grade_id: str, max_score: float) -> str:
     """A cell that waits for a human's score."""
     return f"{grade_id} ?/{max_score:g} (needs manual grading)"
@@ -216,32 +231,49 @@ def failed_after_restart(check: str, why: str) -> str:
     return f"{AFTER_RESTART}{check}: {why}"
 
 
-def failed_in_isolation(why: str) -> str:
-    """``grades.csv``: a cell that scored in the kernel and failed the isolated re-check (it scores 0)."""
-    if why.startswith(AFTER_RESTART):
-        return (
-            "passed in the learner's kernel, where a restarted call is only a forked copy of the kernel, but "
-            f"failed in the isolated re-run, where it ran in a freshly started process: {why[len(AFTER_RESTART) :]}"
-        )
+def _restarted(why: str) -> str:
     return (
-        f"passed in the learner's kernel but failed in an isolated re-run: {why}; "
-        "the checks pass only in the notebook's own kernel (the submission patches the graders?)"
+        "passed where a restarted call is only a forked copy of the kernel, but failed in the isolated re-run, "
+        f"where it ran in a freshly started process, as after a real restart: {why[len(AFTER_RESTART) :]}"
     )
+
+
+def hidden_check_failed(why: str) -> str:
+    """A cell that scored in the kernel and failed a hidden check, which only the isolated re-check runs (it scores 0).
+
+    The kernel runs a test cell without its hidden blocks, so a plain wrong answer "passes" there:
+    this is the check's own message, no suspicion. ``grades.csv`` and the feedback page alike.
+    """
+    if why.startswith(AFTER_RESTART):
+        return f"a hidden check {_restarted(why)}"
+    return f"a hidden check failed: {why}"
+
+
+def visible_check_disagreed(why: str) -> str:
+    """A cell whose visible check passed in the learner's kernel and failed, the same check, in the isolated re-check.
+
+    The one real disagreement between the two runs (the kernel's result was changed from inside the
+    notebook, or the answer behaves differently when called from outside): it scores 0 until a human
+    looks. ``grades.csv`` and the feedback page alike. A call the re-check served from a freshly
+    started process (``AFTER_RESTART``) is no disagreement: the kernel cannot restart, so that cell
+    gets the check's own message.
+    """
+    if why.startswith(AFTER_RESTART):
+        return f"a visible check {_restarted(why)}"
+    return needs_review(
+        f"a visible check passed in the notebook's kernel but failed when re-checked in isolation: {why} "
+        "(the submission may patch the checks)"
+    )
+
+
+def recheck_comment(grade_id: str, why: str) -> str:
+    """Formgrader's comment on an answer cell, one line per test cell below it that the isolated re-check zeroed."""
+    return f"{grade_id} scored 0 in the isolated re-check: {why}"
 
 
 def kept_for_review(why: str, cells: str) -> str:
     """``grades.csv``: the cells an inconclusive re-check left at 0 for review; ``cells``: ``"test_a, test_b"``."""
     return needs_review(f"could not re-check in isolation ({why}); cells {cells} score 0 until a human looks")
-
-
-def page_failed_in_isolation(why: str) -> str:
-    """The feedback page: a cell that passed in the learner's notebook and failed the isolated re-check."""
-    if why.startswith(AFTER_RESTART):
-        return (
-            "passed in your notebook but failed when re-checked in isolation, where the call after the crash ran "
-            f"in a freshly started process, as after a real restart: {why[len(AFTER_RESTART) :]}"
-        )
-    return f"passed in your notebook but failed when re-checked in isolation: {why}"
 
 
 def page_kept_for_review(why: str) -> str:

@@ -29,7 +29,7 @@ def cell_reasons(
 ) -> list[str]:
     """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``.
 
-    ``isolated``: {grade_id: reason} of the cells zeroed by the isolated re-check.
+    ``isolated``: {grade_id: reason} of the cells zeroed by the isolated re-check (worded by :mod:`.workers`).
     """
     try:
         nb = nbformat.read(str(autograded_nb), as_version=4)
@@ -44,9 +44,10 @@ def cell_reasons(
         g = grades[gid]
         if g.score is None:  # waits for manual grading
             out.append(reasons.needs_manual_grading(gid, g.max_score))
+        elif notebooks.is_blank_answer(cell) and g.score == 0:
+            out.append(reasons.written_answer_blank(gid, g.max_score))
         elif isolated and gid in isolated:
-            why = (isolated[gid].splitlines() or [""])[0][:120]
-            out.append(reasons.cell_lost(gid, g.score, g.max_score, reasons.failed_in_isolation(why)))
+            out.append(reasons.cell_lost(gid, g.score, g.max_score, isolated[gid]))
         elif g.score < g.max_score and cell.cell_type == "code":
             out.append(reasons.cell_lost(gid, g.score, g.max_score, reasons.cell_loss(cell, timeout)))
     return out
@@ -70,7 +71,7 @@ def write_student_feedback(sub: Submission, out: Path, assignment: str, name: st
 
 def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
     """What the feedback page says of the cells the isolated re-check zeroed or could not confirm."""
-    out = {gid: reasons.page_failed_in_isolation(why) for gid, why in isolated.items()}
+    out = dict(isolated)  # a failed hidden check, a visible check that disagreed, a cell left for review: one wording
     for gid in (kept or {}).get("cells", "").split(", "):
         if gid:
             out[gid] = reasons.page_kept_for_review((kept or {}).get("why", ""))

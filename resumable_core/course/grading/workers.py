@@ -25,26 +25,37 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .. import nbgrader_cli
-from . import execute, recheck
+from .. import nbgrader_cli, notebooks
+from . import execute, reasons, recheck
 from .execute import SandboxedExecute
-from .gradebook import gradebook_url
+from .gradebook import comment_answers, gradebook_url, score_blank_answers
 from .gradebook import passed_cells as _passed_cells
 from .gradebook import zero_cells as _zero
 from .isolation import Backend
 from .model import Cells, StudentReport
-from .reasons import GRADING_STOPPED, RECHECK_CRASHED, RECHECK_FAILED, UNREPORTED, needs_review
+from .notebook_cells import answer_of_tests, read
+from .reasons import (
+    GRADING_STOPPED,
+    RECHECK_CRASHED,
+    RECHECK_FAILED,
+    UNREPORTED,
+    hidden_check_failed,
+    needs_review,
+    visible_check_disagreed,
+)
 from .workspace import DEFAULT_TIMEOUT, Execution, write_course
 
 WORKER_MODULE = "resumable_core.course.grading.workers"
 LOG_TAIL, ERROR_TAIL = 20000, 5000
 """How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
+WHY_WIDTH = 160
+"""Characters of a re-check's reason kept in a cell's phrase (its first line)."""
 REPORT_CAP = 200_000
 """Bytes: a larger report file is not read (a report is a few kB)."""
 WORKER_EXITED = "grading worker exited with code"
@@ -64,11 +75,17 @@ def timeout_of(config: Any) -> int:
 
 
 def recheck_outcome(
-    passed: list[str], report: Mapping[str, str | None], inconclusive: str | None
+    passed: list[str],
+    report: Mapping[str, str | None],
+    inconclusive: str | None,
+    visible_failures: Collection[str] = (),
 ) -> tuple[dict[str, str], dict[str, str] | None]:
-    """The cells of ``passed`` (they scored in the kernel) to zero, each with why, and the review note, or None.
+    """The cells of ``passed`` (they scored in the kernel) to zero, each with its reason, and the review note, or None.
 
-    ``report``: the re-check's {grade_id: None (passed) | why it failed}. A failure zeroes its cell; an
+    ``report``: the re-check's {grade_id: None (passed) | why it failed}. A failure zeroes its cell:
+    a failed hidden check with the check's own message (:func:`.reasons.hidden_check_failed`: the
+    kernel never ran it), a visible check that failed here but passed in the kernel
+    (``visible_failures``) as "needs review" (:func:`.reasons.visible_check_disagreed`). An
     inconclusive report turns every failure into "needs review: <why>", and a cell the report leaves
     out is "needs review" too (:data:`UNREPORTED`): none keeps the kernel's score unconfirmed. The
     note, {"why", "cells"}, names the cells left for review (:attr:`StudentReport.isolated_kept`).
@@ -77,11 +94,25 @@ def recheck_outcome(
     review = sorted(failed) if inconclusive else []
     if inconclusive:
         failed = dict.fromkeys(failed, needs_review(inconclusive))
+    else:
+        for gid, why in failed.items():
+            short = (why.splitlines() or [RECHECK_FAILED])[0][:WHY_WIDTH]
+            failed[gid] = visible_check_disagreed(short) if gid in visible_failures else hidden_check_failed(short)
     missing = [gid for gid in passed if gid not in report]
     failed.update(dict.fromkeys(missing, needs_review(UNREPORTED)))
     if not review and not missing:
         return failed, None
     return failed, {"why": inconclusive or UNREPORTED, "cells": ", ".join(sorted([*review, *missing]))}
+
+
+def recheck_comments(failed: Mapping[str, str], source: dict) -> dict[str, str]:
+    """{answer cell: its comment for formgrader}: each zeroed test cell's reason, on the answer cell above it (the source's order)."""
+    answers = answer_of_tests(source)
+    out: dict[str, list[str]] = {}
+    for gid in sorted(failed):
+        if gid in answers:
+            out.setdefault(answers[gid], []).append(reasons.recheck_comment(gid, failed[gid]))
+    return {answer: "\n".join(lines) for answer, lines in out.items()}
 
 
 def recheck_isolated(
@@ -122,14 +153,33 @@ def recheck_isolated(
             if learner is not None:
                 learner.stop()
             report = recheck.Report(inconclusive=f"no source notebook {source.name} in the working course")
-        failed, review = recheck_outcome(passed, report, report.inconclusive)
+        failed, review = recheck_outcome(passed, report, report.inconclusive, report.visible_failures)
         if not failed:
             continue
         if review is not None:
             kept[name] = review
         _zero(db_url, sorted(failed), name, assignment, student)
+        comments = recheck_comments(failed, read(source) or {})
+        if comments:  # formgrader shows them under the answers (:func:`.gradebook.comment_answers`)
+            comment_answers(db_url, comments, name, assignment, student)
         zeroed[name] = failed
     return zeroed, kept
+
+
+def score_blanks(root: Path, assignment: str, student: str) -> None:
+    """Score 0 every written answer of the student's autograded notebooks left empty or as released (no human waits).
+
+    nbgrader scores one left as released 0 itself; one emptied it would leave waiting for a grader.
+    The reason (:func:`.reasons.written_answer_blank`) is given where the cells are explained (:mod:`.report`).
+    """
+    for nb_path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
+        try:
+            cells = notebooks.read(nb_path).cells
+        except (OSError, ValueError):  # nbgrader wrote no readable notebook: the failure is reported elsewhere
+            continue
+        blank = [str(notebooks.grade_id(c)) for c in cells if notebooks.is_blank_answer(c)]
+        if blank:
+            score_blank_answers(gradebook_url(root), blank, nb_path.stem, assignment, student)
 
 
 def autograde_student(
@@ -148,6 +198,7 @@ def autograde_student(
     )
     try:
         if report.success:
+            score_blanks(root, assignment, student)
             report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, backend)
     except Exception as e:  # one student's re-check failing never takes the worker's others
         log.exception("the re-check of %s failed", student)

@@ -40,30 +40,34 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _Timeout()
 
 
-def recheck_cell(calls: list[CheckCall], learner: Learner, timeout: int) -> str | None:
-    """Run one test cell's checks on the learner's names; None only if every check returned, else why not.
+def recheck_cell(calls: list[CheckCall], learner: Learner, timeout: int) -> tuple[str | None, bool]:
+    """Run one test cell's checks on the learner's names: None only if every check returned, else why not; and
+    whether the check that failed is a visible one (:attr:`CheckCall.visible`: the kernel ran it too, and passed).
 
     The reason is never empty: an exception is a failure whatever its message (the learner's side
     chooses an exception's class and text, so neither may decide a verdict). A check that failed
     on a call in a freshly started learner's process is named (:func:`..reasons.failed_after_restart`):
     the kernel cannot start one, so passing there and failing here is no sign of patching.
     """
+    running: CheckCall | None = None
     signal.alarm(max(1, int(timeout)))
-    call = None
     try:
         for call in calls:
+            running = call
             call.run(learner.lookup)
     except _Timeout:
-        return f"did not finish within {timeout} s"
+        return f"did not finish within {timeout} s", running is not None and running.visible
     except FailedAfterRestart as e:  # the check's own class (a learner's error is rebuilt as a builtin's subclass)
-        return reasons.failed_after_restart(call.check.__name__ if call else "a check", e.reason)
+        why = reasons.failed_after_restart(running.check.__name__ if running else "a check", e.reason)
+        return why, running is not None and running.visible
     except AssertionError as e:
-        return str(e) or "assertion failed"
+        return str(e) or "assertion failed", running is not None and running.visible
     except BaseException as e:  # noqa: BLE001 - anything else the learner's code raised
-        return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ or "failed"
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ or "failed"
+        return why, running is not None and running.visible
     finally:
         signal.alarm(0)
-    return None
+    return None, False
 
 
 def connect(learner: Learner, ended: Path, deadline: float) -> str | None:
@@ -99,8 +103,10 @@ def recheck(source: dict, assignment: str, learner: Learner, only: list[str] | N
     report = Report(load_errors=load_errors)
     loading = "; while loading, {cell} raised {error}".format(**load_errors[0]) if load_errors else ""
     for gid in wanted:
-        reason = recheck_cell(plan[gid], learner, timeout) if gid in plan else NO_CALL
+        reason, visible = recheck_cell(plan[gid], learner, timeout) if gid in plan else (NO_CALL, False)
         report[gid] = None if reason is None else (reason[: 300 - len(loading[:150])] + loading[:150])
+        if reason is not None and visible:
+            report.visible_failures.append(gid)
     return report
 
 

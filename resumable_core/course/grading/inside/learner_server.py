@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--connection", type=int, help="as a freshly started process: load the cells but the tests, serve this socket"
     )
+    p.add_argument("--output-cap", type=int, default=None, help="bytes the executed notebook may hold")
     p.add_argument("--stop", type=Path, help="it stops serving when this file appears (default: SOCKET.stop)")
     p.add_argument(
         "--kill-leftovers", action="store_true", help="after each cell, kill what it left running (sandbox only)"
@@ -210,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     def after() -> None:
         kill_leftovers(os.getpid())
 
-    run_notebook(nb, args.out, args.timeout, shell, after_cell=after if args.kill_leftovers else None)
+    run_notebook(
+        nb, args.out, args.timeout, shell, after_cell=after if args.kill_leftovers else None, output_cap=args.output_cap
+    )
     errors = load_errors(nb)
     stop = args.stop or Path(f"{args.socket}.stop")
     serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started), stop, restart)

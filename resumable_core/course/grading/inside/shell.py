@@ -41,17 +41,43 @@ class CellTimeout(BaseException):
 
 
 class _Outputs:
-    """The outputs of the cell being run, in the order they happened."""
+    """The outputs of the cell being run, in the order they happened; stream text past ``budget`` bytes is dropped.
 
-    def __init__(self) -> None:
+    ``budget``: what is left of the output cap (bytes of JSON) when the cell starts; ``flooded``
+    once its streams passed it (the cell then loses its outputs and stops the notebook: :func:`run_notebook`).
+    """
+
+    def __init__(self, budget: float = float("inf")) -> None:
         self.items: list[Any] = []
+        self._parts: dict[int, list[str]] = {}
+        self.budget, self.size, self.flooded = budget, 0, False
 
     def stream(self, name: str, text: str) -> None:
+        cost = len(json.dumps(text))  # as the saved notebook holds it (escapes included)
+        if self.flooded or self.size + cost > self.budget:
+            self.flooded = True  # kept nowhere: a loop that prints without end costs no memory
+            return
+        self.size += cost
         last = self.items[-1] if self.items else None
         if last is not None and last.get("output_type") == "stream" and last.get("name") == name:
-            last["text"] += text  # one output per run of writes, as a kernel coalesces them
+            self._parts[id(last)].append(text)  # one output per run of writes, as a kernel coalesces them
         else:
-            self.items.append({"output_type": "stream", "name": name, "text": text})
+            self.items.append({"output_type": "stream", "name": name, "text": ""})
+            self._parts[id(self.items[-1])] = [text]
+
+    def clear(self) -> None:
+        """``clear_output()``: the cell's outputs so far are gone, and what they counted against the cap with them."""
+        self.items.clear()
+        self._parts.clear()
+        self.size = 0
+
+    def finished(self) -> list[Any]:
+        """The outputs, each stream's writes joined once (adding to a string write by write takes quadratic time)."""
+        for item in self.items:
+            if id(item) in self._parts:
+                item["text"] = "".join(self._parts[id(item)])
+        self._parts.clear()
+        return self.items
 
 
 class _Stream(io.TextIOBase):
@@ -84,7 +110,7 @@ class _Publisher(DisplayPublisher):
 
     def clear_output(self, wait: bool = False) -> None:
         if self.outputs is not None:
-            self.outputs.items.clear()
+            self.outputs.clear()
 
 
 class _Hook(DisplayHook):
@@ -155,9 +181,9 @@ def _save(nb: dict, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def run_cell(shell: Shell, source: str, count: int, timeout: int) -> list[Any]:
-    """Run one cell's source; its outputs (an error output if it raised or timed out)."""
-    outputs = _Outputs()
+def run_cell(shell: Shell, source: str, count: int, timeout: int, budget: float = float("inf")) -> _Outputs:
+    """Run one cell's source; its outputs (an error output if it raised or timed out), streams cut at ``budget``."""
+    outputs = _Outputs(budget)
     shell.outputs = shell.display_pub.outputs = shell.displayhook.outputs = outputs  # type: ignore[attr-defined]  # our hook classes
     shell.displayhook.count = count  # type: ignore[attr-defined]  # likewise
     shell.execution_count = count
@@ -174,25 +200,59 @@ def run_cell(shell: Shell, source: str, count: int, timeout: int) -> list[Any]:
         signal.signal(signal.SIGALRM, old)
         sys.stdout, sys.stderr = real
         shell.outputs = None
-    return outputs.items
+    outputs.finished()
+    return outputs
+
+
+OUTPUT_MARGIN = 1 << 20
+"""Bytes of the output cap left for the notebook's own JSON (its sources are at most 2 MiB) when it is near."""
+
+
+def flooded(index: int, cap: int) -> str:
+    """Why the notebook stopped at the cell ``index`` whose outputs passed the output cap (short: a reason cuts at 120).
+
+    ``index`` counts the notebook's cells from 0, as ``check`` names cells.
+    """
+    return f"output flood at cell {index}: the outputs passed the {cap / 2**20:g} MiB output cap (print less)"
 
 
 def run_notebook(
-    nb: dict, out_path: Path, timeout: int, shell: Shell, after_cell: Callable[[], None] | None = None
+    nb: dict,
+    out_path: Path,
+    timeout: int,
+    shell: Shell,
+    after_cell: Callable[[], None] | None = None,
+    output_cap: int | None = None,
 ) -> None:
     """Run every code cell of the notebook JSON ``nb`` in ``shell``, saving ``out_path`` after each.
 
-    ``after_cell`` runs after every cell that ran.
+    ``after_cell`` runs after every cell that ran. ``output_cap``: the bytes the saved notebook may
+    hold (the trusted side reads no larger one). An output flood is found per cell, not cut and
+    carried on: the first cell whose outputs take the notebook past the cap (less a margin for its
+    JSON) keeps no output, is left undone and ends the run, with ``stopped`` saying why; so it and
+    the cells after it are not graded, as after a dead kernel, and the cells before keep their
+    outputs. (Cutting the flood and going on would score cells after a run nobody saw whole.)
     """
-    record = nb.setdefault("metadata", {})[KEY] = {"done": 0, "stopped": None}
+    record: dict[str, Any] = {"done": 0, "stopped": None}
+    nb.setdefault("metadata", {})[KEY] = record
     _save(nb, out_path)
+    budget = float("inf") if output_cap is None else output_cap - len(json.dumps(nb)) - OUTPUT_MARGIN
     count = 0
     for index, cell in enumerate(nb.get("cells", [])):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
         if cell.get("cell_type") == "code" and source.strip():
             count += 1
-            cell["outputs"] = run_cell(shell, source, count, timeout)
+            outputs = run_cell(shell, source, count, timeout, budget)
+            size = len(json.dumps(outputs.items))
+            if outputs.flooded or size > budget:
+                if after_cell is not None:
+                    after_cell()
+                record["stopped"] = flooded(index, int(output_cap or 0))
+                _save(nb, out_path)
+                return
+            budget -= size
+            cell["outputs"] = outputs.items
             cell["execution_count"] = count
             if after_cell is not None:
                 after_cell()

@@ -179,4 +179,5 @@ def _read_report(checked: Outcome, learned: Outcome, only: list[str] | None) -> 
         {k: v for k, v in cells.items() if only is None or k in only},
         load_errors=[e for e in result.get("load_errors") or [] if isinstance(e, dict)],
         inconclusive=result.get("inconclusive") if isinstance(result.get("inconclusive"), str) else None,
+        visible_failures=[g for g in result.get("visible_failures") or [] if isinstance(g, str) and g in cells],
     )

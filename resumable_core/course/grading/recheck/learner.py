@@ -47,6 +47,10 @@ STOP_GRACE = 15.0
 """Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.2 s)."""
 MARGIN = 30.0
 """Seconds past its wall clock that the host waits for a learner's process before it counts it ended."""
+RESULT_CAP = 16 << 20
+"""Bytes of the executed notebook the host reads back (``SandboxedExecute.result_cap``'s default; ``check`` warns
+near it: ``self_check.OUTPUT_CAP``). The learner's process stops at the cell whose outputs pass it
+(:func:`..inside.shell.run_notebook`), so the cells before it keep their outputs."""
 LEARNER_MODULE = "resumable_core.course.grading.inside.learner_server"
 CHECKER_MODULE = "resumable_core.course.grading.inside.checker"
 
@@ -131,7 +135,7 @@ def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Cal
     return wait
 
 
-def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: bool) -> list[str]:
+def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: bool, output_cap: int) -> list[str]:
     argv = [sys.executable, "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
     argv += [
         "--out",
@@ -139,7 +143,7 @@ def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: 
         "--socket",
         f"{layout.path('learner', 'rpc')}/{SOCKET}",
     ]
-    argv += ["--timeout", str(int(timeout)), "--wall", str(wall)]
+    argv += ["--timeout", str(int(timeout)), "--wall", str(wall), "--output-cap", str(int(output_cap))]
     argv += ["--stop", f"{layout.backend.inside(Mount(layout.host('control'), CONTROL))}/{STOP}"]
     return argv + (["--kill-leftovers"] if kill_leftovers else [])
 
@@ -173,10 +177,12 @@ class LearnerProcess:
         wall: float,
         backend: Backend,
         loopless: bool = False,
+        output_cap: int = RESULT_CAP,
     ) -> LearnerProcess:
         """Run the nbformat notebook ``nb`` (with a copy of ``folder``'s files beside it) for at most ``wall`` seconds.
 
         ``loopless``: on the library view whose loop refuses to run (:func:`..learner_view.learner_library`).
+        ``output_cap``: the bytes its executed notebook may hold (it stops at the cell that floods past them).
         """
         stack = contextlib.ExitStack()
         own = Path(
@@ -193,9 +199,7 @@ class LearnerProcess:
         import nbformat  # here, not at the top: the checker imports this package and never needs it
 
         layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
-        argv = _argv_of_learner(
-            layout, timeout, wall, kill_leftovers=Guarantee.NOTHING_OUTLIVES in backend.guarantees()
-        )
+        argv = _argv_of_learner(layout, timeout, wall, Guarantee.NOTHING_OUTLIVES in backend.guarantees(), output_cap)
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
         job = Job(

@@ -17,6 +17,7 @@ from typing import Any
 
 from ...assignments import REGISTRY
 from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
+from ..learner_view import hidden_lines
 from ..notebook_cells import graded_sources, setup_cells
 
 
@@ -40,6 +41,8 @@ class CheckCall:
     args: tuple[tuple[str, Any], ...]
     """Each ``("name", a name the notebook's cells define)`` or ``("value", a literal)``."""
     kwargs: dict[str, Any] = field(default_factory=dict)
+    visible: bool = True
+    """The call is outside the cell's hidden blocks: the learner's kernel ran it too (and it passed there)."""
 
     def run(self, names: Mapping[str, Any] | Callable[[str], Any]) -> None:
         """Call the check on the learner's names and a fresh copy of every literal.
@@ -80,12 +83,14 @@ def check_calls(assignment: str, test_source: str, setup_sources: Sequence[str] 
     """The ``<alias>.check_*(...)`` calls of a trusted test cell, in order, bound to this module's checks.
 
     ``<alias>`` is a check module of ``assignment`` imported in the setup cells or the cell itself.
-    A ``check_*`` call on any other name raises :class:`UnknownCheckError`.
+    A ``check_*`` call on any other name raises :class:`UnknownCheckError`. A call inside a
+    ``### BEGIN HIDDEN TESTS`` block is not :attr:`CheckCall.visible`: the kernel never ran it.
     """
     modules = _BOUND.get(assignment, {})
     tree = ast.parse(test_source)
     aliases = _aliases([*(ast.parse(s) for s in setup_sources), tree], modules)
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+    hidden = hidden_lines(test_source)
     out = []
     for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
         func = node.func
@@ -99,7 +104,8 @@ def check_calls(assignment: str, test_source: str, setup_sources: Sequence[str] 
         if check is None:
             raise UnknownCheckError(where, f"{aliases[owner]} defines no {func.attr}")
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-        out.append(CheckCall(check, tuple(_argument(a) for a in node.args), kwargs))
+        args = tuple(_argument(a) for a in node.args)
+        out.append(CheckCall(check, args, kwargs, visible=node.lineno not in hidden))
     return out
 
 

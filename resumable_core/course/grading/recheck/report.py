@@ -14,14 +14,22 @@ class Report(dict):
     ``load_errors``: [{"cell", "error", "kernel"}] for each learner cell that raised (or could not
     run) in the learner's process, with the error the kernel showed for it (None if it ran fine
     there); ``inconclusive``: why the failures cannot be trusted (a process died or hung, or the
-    learner's code raised there but not in the kernel), else None.
+    learner's code raised there but not in the kernel), else None; ``visible_failures``: the failed
+    cells whose failing check is a visible one, which the kernel ran and passed (a real disagreement
+    between the two runs: the others failed a hidden check, which only the re-check runs).
     """
 
     def __init__(
-        self, cells: dict | None = None, *, load_errors: list | None = None, inconclusive: str | None = None
+        self,
+        cells: dict | None = None,
+        *,
+        load_errors: list | None = None,
+        inconclusive: str | None = None,
+        visible_failures: list | None = None,
     ) -> None:
         super().__init__(cells or {})
         self.load_errors = list(load_errors or [])
+        self.visible_failures = [str(g) for g in visible_failures or []]
         self.inconclusive = inconclusive
         if inconclusive is None:
             new = [e for e in self.load_errors if e.get("kernel") is None]
@@ -30,7 +38,13 @@ class Report(dict):
 
     def to_json(self) -> str:
         return json.dumps(
-            {"cells": dict(self), "load_errors": self.load_errors, "inconclusive": self.inconclusive}, sort_keys=True
+            {
+                "cells": dict(self),
+                "load_errors": self.load_errors,
+                "inconclusive": self.inconclusive,
+                "visible_failures": self.visible_failures,
+            },
+            sort_keys=True,
         )
 
 
