@@ -197,6 +197,32 @@ def test_write_feedback_shows_the_recheck_message_and_manual_comment(tmp_path):
     assert "good &lt;i&gt;but&lt;/i&gt;" in text and "Score: 2 / 5" in text
 
 
+def test_feedback_renders_markdown_sanitized_and_puts_each_message_beside_its_row():
+    """Markdown becomes HTML (headings, emphasis, lists, code, tables, safe links); scripts, images, handlers and
+    javascript: links do not survive; a failed check's message sits in its row of the score table."""
+    md = (
+        "## My answer\n\nA **timeout** is *not* a failure:\n\n- one key per refund\n- `reuse` it\n\n"
+        "| a | b |\n|---|---|\n| 1 | 2 |\n\n[docs](https://stripe.com/docs) [x](javascript:alert(1)) "
+        "![t](http://evil.example/t.png) <script>alert(1)</script> <b onclick=alert(2)>b</b>"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(md, metadata=_meta("why", grade=True, solution=True, points=3)),
+        nbformat.v4.new_code_cell("check()", metadata=_meta("test_x", grade=True, locked=True, points=2)),
+    ]
+    grades = {"why": CellGrade(3, 3), "test_x": CellGrade(0, 2)}
+    page = render_feedback(nb, grades, "t", {"test_x": "a hidden check failed: the refund was paid twice"})
+    for rendered in ("<h2>My answer</h2>", "<strong>timeout</strong>", "<em>not</em>", "<li>one key per refund</li>"):
+        assert rendered in page
+    assert "<code>reuse</code>" in page and "<td>1</td>" in page
+    assert '<a href="https://stripe.com/docs" rel="noopener noreferrer nofollow">docs</a>' in page
+    assert 'href="javascript' not in page and "<img" not in page  # an image would fetch: it stays text
+    assert "<script" not in page.lower() and "<b onclick" not in page
+    assert not [a for _, attrs in _tags(page) for a in attrs if a.startswith("on")]
+    assert "<tr><td>test_x</td><td>0/2</td><td>a hidden check failed: the refund was paid twice</td></tr>" in page
+    assert "<tr><td>why</td><td>3/3</td><td></td></tr>" in page
+
+
 def test_recheck_outcomes_become_feedback_messages():
     """Zeroed cells keep their worded reason on the page; cells left for review say so, with the reason."""
     got = report.recheck_messages(

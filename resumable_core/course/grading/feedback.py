@@ -2,7 +2,9 @@
 
 nbgrader's feedback template shows every test cell's source word for word (the hidden tests and the
 level-1 answer key included) and passes the learner's markdown and HTML outputs through as live
-HTML. This page instead shows, for each test cell, only its name, points and failure message; every
+HTML. This page instead shows, for each test cell, only its name, points and failure message (also
+beside its row of the score table); markdown is rendered (markdown-it, raw HTML off) and then
+sanitized (nh3: a short list of tags, links only to http, https and mailto, no images); every other
 text of the learner's is escaped; only plain-text and validated PNG outputs are shown; and a strict
 Content-Security-Policy forbids any script. Its path is made from the trusted student id alone.
 """
@@ -18,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import nh3
+from markdown_it import MarkdownIt
 
 from .. import notebooks
 from . import reasons
@@ -30,6 +34,14 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'n
 MAX_OUTPUT_CHARS = 4000
 """Characters of one output shown (the rest is cut with a note): outputs are the learner's, not the grader's."""
 MAX_PNG_BYTES = 2_000_000
+MAX_ROW_MESSAGE = 160
+"""Characters of a check's message beside its row of the score table (the whole one is at its cell)."""
+MARKDOWN_TAGS = frozenset(
+    {"p", "br", "hr", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "del", "code", "pre", "blockquote"}
+    | {"ul", "ol", "li", "a", "table", "thead", "tbody", "tr", "th", "td"}
+)
+"""What rendered markdown may keep: text structure and links; no image (it would fetch), no style, no form."""
+_MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough")
 HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _STYLE = """body{font-family:sans-serif;max-width:60rem;margin:1rem auto;padding:0 1rem;color:#222}
@@ -56,6 +68,19 @@ def feedback_path(folder: Path, student: str, notebook: str, assignment: str) ->
 def _text(value: Any) -> str:
     text = "".join(value) if isinstance(value, list) else str(value)
     return _ANSI.sub("", text)
+
+
+def markdown_html(text: str) -> str:
+    """A markdown cell as safe HTML: rendered with raw HTML off, then cleaned by nh3 to :data:`MARKDOWN_TAGS`."""
+    if len(text) > MAX_OUTPUT_CHARS * 4:
+        text = text[: MAX_OUTPUT_CHARS * 4]
+    return nh3.clean(
+        _MARKDOWN.render(text),
+        tags=set(MARKDOWN_TAGS),
+        attributes={"a": {"href", "title"}},
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
 
 
 def _capped(text: str) -> str:
@@ -143,19 +168,39 @@ def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str
     grade = grades.get(gid)
     head = f"<p><b>{html.escape(gid)}</b> {_points(grade)}</p>" if grade is not None else ""
     if cell.get("cell_type") != "code":
-        return f'<div class="cell markdown">{head}<pre>{_capped(_text(src))}</pre>{_comment(grade)}</div>'
+        return f'<div class="cell markdown">{head}{markdown_html(_text(src))}{_comment(grade)}</div>'
     outputs = "".join(_output(o) for o in cell.get("outputs", []))
     return f'<div class="cell code">{head}<pre>{_capped(_text(src))}</pre>{outputs}</div>'
 
 
-def _summary(nb: Any, grades: Mapping[str, CellGrade]) -> str:
-    ids = list(dict.fromkeys(g for c in nb.cells if (g := notebooks.grade_id(c) or "") in grades))
-    rows = "".join(f"<tr><td>{html.escape(g)}</td><td>{_points(grades[g])}</td></tr>" for g in ids)
+def _row_message(gid: str, cell: Any, grade: CellGrade, messages: Mapping[str, str]) -> str:
+    """What a row of the score table says beside its points: why a test cell lost them, cut to one line."""
+    is_test = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
+    if _state(grade) != "failed" or not (is_test or HIDDEN_MARKER in notebooks.source(cell)):
+        return ""
+    why = messages.get(gid) or failure_message(cell) or reasons.NO_POINTS
+    line = why.splitlines()[0] if why.strip() else why
+    return html.escape(line if len(line) <= MAX_ROW_MESSAGE else line[: MAX_ROW_MESSAGE - 1] + "…")
+
+
+def _summary(nb: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
+    cells = {}
+    for c in nb.cells:
+        if (g := notebooks.grade_id(c) or "") in grades:
+            cells.setdefault(g, c)
+    ids = list(cells)
+    rows = "".join(
+        f"<tr><td>{html.escape(g)}</td><td>{_points(grades[g])}</td><td>{_row_message(g, cells[g], grades[g], messages)}</td></tr>"
+        for g in ids
+    )
     known = [grades[g] for g in ids]
     score = sum(g.score or 0.0 for g in known)
     total = sum(g.max_score for g in known)
     pending = f" ({reasons.SOME_POINTS_WAIT})" if any(g.score is None for g in known) else ""
-    return f"<p>Score: {score:g} / {total:g}{pending}</p><table><tr><th>check</th><th>points</th></tr>{rows}</table>"
+    return (
+        f"<p>Score: {score:g} / {total:g}{pending}</p>"
+        f"<table><tr><th>check</th><th>points</th><th>message</th></tr>{rows}</table>"
+    )
 
 
 def render_feedback(
@@ -167,7 +212,7 @@ def render_feedback(
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1>{_summary(nb, grades)}{cells}</body></html>\n"
+        f"<body><h1>{html.escape(title)}</h1>{_summary(nb, grades, messages or {})}{cells}</body></html>\n"
     )
 
 
