@@ -85,9 +85,13 @@ def test_a_planted_fuzzy_message_is_caught(tmp_path: Path) -> None:
 
 
 def test_the_setting_then_the_locale_choose_the_language(monkeypatch: pytest.MonkeyPatch) -> None:
-    """RESUMABLE_LANG wins; else the locale's language if the kit has it; else English."""
-    for variable in ("RESUMABLE_LANG", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+    """RESUMABLE_LANG wins; else the notebook's edition folder; else the locale's language if the kit has it; else English."""
+    for variable in ("RESUMABLE_LANG", "JPY_SESSION_NAME", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
         monkeypatch.delenv(variable, raising=False)
+    assert i18n.language() == "en"
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/learner/kit/lessons/ko/01_skeleton_resume.ipynb")
+    assert i18n.language() == "ko"  # the kernel of a Korean edition's notebook
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/learner/kit/lessons/01_skeleton_resume.ipynb")
     assert i18n.language() == "en"
     monkeypatch.setenv("LANG", "ko_KR.UTF-8")
     assert i18n.language() == "ko"

@@ -5,7 +5,8 @@ Each wing that speaks to a learner declares one `Catalog` (a gettext domain and 
 compiles its `.po` in memory with Babel on first use, so no binary `.mo` is committed or can go
 stale. The language is read on every call, so a grader can switch it per student.
 
-The language: `RESUMABLE_LANG` if set, else gettext's own environment (`LANGUAGE`, `LC_ALL`,
+The language: `RESUMABLE_LANG` if set, else the edition of the kernel's notebook (a notebook in a
+`ko/` folder, from the path Jupyter gives its kernel in `JPY_SESSION_NAME`), else gettext's own environment (`LANGUAGE`, `LC_ALL`,
 `LC_MESSAGES`, `LANG`), else English. Message ids are the English text; a placeholder is a named
 `str.format` field (`_("{count} emails sent").format(count=n)`), never positional.
 """
@@ -31,6 +32,11 @@ def language() -> str:
     chosen = os.environ.get(SETTING, "").strip()
     if chosen:
         return _known(chosen)
+    # Jupyter tells a kernel its notebook's path: a notebook in a `ko/` folder is the Korean edition's.
+    folders = Path(os.environ.get("JPY_SESSION_NAME", "")).parent.parts
+    for code in LANGUAGES[1:]:
+        if code in folders:
+            return code
     for variable in _LOCALE_VARIABLES:
         value = os.environ.get(variable, "")
         # LANGUAGE may list several ("ko:en"); a locale is "ko_KR.UTF-8"; "C" means none.

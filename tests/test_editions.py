@@ -1,0 +1,103 @@
+"""The Korean edition cannot drift: its notebooks pair with the English ones cell by cell, code byte for byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from resumable_core.lab import editions
+
+PAIRS = editions.pairs()
+
+
+def test_every_english_notebook_has_a_korean_edition() -> None:
+    """Each lesson, the simulator page and each exercise (source and release) has its `ko/` edition."""
+    missing = [str(p.korean.relative_to(editions.REPO_ROOT)) for p in PAIRS if not p.korean.exists()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: str(p.english.relative_to(editions.REPO_ROOT)))
+def test_the_korean_edition_agrees_with_the_english(pair: editions.Pair) -> None:
+    """Same cell ids in the same order, same types and metadata, code equal but for comments, prose translated."""
+    if not pair.korean.exists():
+        pytest.skip(f"{pair.korean} does not exist (the test above fails for it)")
+    assert editions.drift(pair.english, pair.korean) == []
+
+
+def _pair(tmp_path: Path, edit) -> tuple[Path, Path]:
+    """A lesson and a Korean edition made from it (markdown marked as translated), then changed by `edit`."""
+    english = editions.REPO_ROOT / "lessons" / "01_skeleton_resume.ipynb"
+    nb = json.loads(english.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            cell["source"] = "번역된 셀\n" + "".join(cell["source"])
+    edit(nb["cells"])
+    korean = tmp_path / "ko" / english.name
+    korean.parent.mkdir()
+    korean.write_text(json.dumps(nb, indent=1, ensure_ascii=False), encoding="utf-8")
+    return english, korean
+
+
+def _first(cells, kind):
+    return next(c for c in cells if c["cell_type"] == kind and "".join(c["source"]).strip())
+
+
+def test_a_faithful_edition_passes_and_a_comment_may_differ(tmp_path: Path) -> None:
+    """A copy whose prose is translated and one comment rewritten in Korean agrees with the English."""
+
+    def edit(cells):
+        cell = next(c for c in cells if c["cell_type"] == "code" and "#" in "".join(c["source"]))
+        cell["source"] = ["# 한국어 주석\n", *cell["source"]]
+
+    assert editions.drift(*_pair(tmp_path, edit)) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "caught"),
+    [
+        (lambda cells: _first(cells, "code").__setitem__("source", "x = 1  # 코드가 바뀌었다\n"), "its code differs"),
+        (
+            lambda cells: _first(cells, "code").__setitem__("source", "".join(_first(cells, "code")["source"]) + " "),
+            "its code differs",
+        ),
+        (lambda cells: cells.pop(), "lacks the English cells"),
+        (
+            lambda cells: cells.append({"cell_type": "markdown", "id": "extra", "metadata": {}, "source": "추가"}),
+            "has cells the English lacks",
+        ),
+        (lambda cells: cells.insert(0, cells.pop(1)), "in another order"),
+        (lambda cells: _first(cells, "code")["metadata"].__setitem__("tags", ["x"]), "metadata differs"),
+        (
+            lambda cells: _first(cells, "markdown").__setitem__("source", "The checkpoint is written atomically."),
+            "not translated",
+        ),
+        (
+            lambda cells: _first(cells, "code").__setitem__(
+                "outputs", [{"output_type": "stream", "name": "stdout", "text": "x"}]
+            ),
+            "has outputs",
+        ),
+    ],
+    ids=["code", "whitespace", "missing-cell", "extra-cell", "order", "metadata", "untranslated", "outputs"],
+)
+def test_each_planted_drift_is_caught(tmp_path: Path, edit, caught: str) -> None:
+    """A code change (even one space), a cell gained or lost, another order, changed metadata, English prose, outputs."""
+    problems = editions.drift(*_pair(tmp_path, edit))
+    assert any(caught in p for p in problems), problems
+
+
+def test_sync_copies_the_english_code_and_keeps_the_translation(tmp_path: Path) -> None:
+    """After the English code changes, sync copies it into the Korean edition and the pair agrees again."""
+    english, korean = _pair(tmp_path, lambda cells: None)
+    changed = tmp_path / english.name
+    shutil.copy(english, changed)
+    nb = json.loads(changed.read_text(encoding="utf-8"))
+    _first(nb["cells"], "code")["source"] = "NEW = 1\n"
+    changed.write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    assert any("its code differs" in p for p in editions.drift(changed, korean))
+    assert editions.sync(changed, korean)[0].endswith("1 code cell(s) copied from the English")
+    assert editions.drift(changed, korean) == []
+    assert "번역된 셀" in korean.read_text(encoding="utf-8")
