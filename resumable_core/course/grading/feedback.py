@@ -184,7 +184,7 @@ def _row_message(gid: str, cell: Any, grade: CellGrade, messages: Mapping[str, s
 
 
 def _summary(nb: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
-    cells = {}
+    cells: dict[str, Any] = {}
     for c in nb.cells:
         if (g := notebooks.grade_id(c) or "") in grades:
             cells.setdefault(g, c)
