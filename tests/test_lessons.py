@@ -9,6 +9,7 @@ Run as a script to time each lesson or to strip outputs before committing:
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sys
 import tempfile
@@ -22,10 +23,14 @@ import pytest
 # One notebook runner for the repository and the student kit (which ships it as its own tests).
 from resumable_core.course.kit.tests import run_notebook
 from resumable_core.course.kit.tests.run_notebook import problems, warm_matplotlib_cache
+from resumable_core.lab import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
 NOTEBOOKS = sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))
+KOREAN = sorted((LESSONS / "ko").glob("[0-9][0-9]_*.ipynb"))
+"""The Korean edition (its drift from the English is tests/test_editions.py's); it runs with RESUMABLE_LANG=ko."""
+EVERY_EDITION = [p.relative_to(LESSONS).as_posix() for p in NOTEBOOKS + KOREAN]
 EXERCISES = {
     "01_skeleton_resume.ipynb": "../exercises/resume_skeleton/resume_skeleton.ipynb",
     "02_dangling_calls.ipynb": "../exercises/reconcile/reconcile.ipynb",
@@ -54,7 +59,16 @@ def executed(tmp_path_factory: pytest.TempPathFactory) -> Executed:
 
     def run(name: str) -> tuple[nbformat.NotebookNode, float]:
         if name not in results:
-            results[name] = execute(LESSONS / name, tmp_path_factory.mktemp(Path(name).stem))
+            lang = "ko" if name.startswith("ko/") else "en"
+            before = os.environ.get("RESUMABLE_LANG")
+            os.environ["RESUMABLE_LANG"] = lang  # the kernel inherits it
+            try:
+                results[name] = execute(LESSONS / name, tmp_path_factory.mktemp(f"{lang}-{Path(name).stem}"))
+            finally:
+                if before is None:
+                    del os.environ["RESUMABLE_LANG"]
+                else:
+                    os.environ["RESUMABLE_LANG"] = before
         return results[name]
 
     return run
@@ -68,9 +82,9 @@ def test_lessons_exist() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("name", EVERY_EDITION)
 def test_lesson_runs_clean(executed: Executed, name: str) -> None:
-    """A lesson executes top to bottom on a fresh kernel with no error and nothing on stderr."""
+    """A lesson, English or Korean, executes top to bottom on a fresh kernel with no error and nothing on stderr."""
     nb, seconds = executed(name)
     print(f"{name}: {seconds:.1f} s")
     assert problems(nb) == []
@@ -79,16 +93,19 @@ def test_lesson_runs_clean(executed: Executed, name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("name", EVERY_EDITION)
 def test_checks_passed(executed: Executed, name: str) -> None:
-    """Every check cell ran its asserts and printed that it passed."""
+    """Every check cell (the English edition's "# Check" cells, by id) ran its asserts and said, in its language, that it passed."""
     nb, _ = executed(name)
-    checks = [c for c in nb.cells if c.cell_type == "code" and c.source.lstrip().startswith("# Check")]
+    english = nbformat.read(LESSONS / Path(name).name, as_version=4)
+    ids = {c.id for c in english.cells if c.cell_type == "code" and c.source.lstrip().startswith("# Check")}
+    checks = [c for c in nb.cells if c.get("id") in ids]
     assert len(checks) >= 4, "each lesson ends its sections with check cells"
+    passed = i18n.LESSONS.gettext("check passed", "ko" if name.startswith("ko/") else "en")
     for c in checks:
         assert "assert " in c.source
         text = "".join(o.get("text", "") for o in c.outputs if o.output_type == "stream")
-        assert "check passed" in text, c.source.splitlines()[0]
+        assert passed in text, c.source.splitlines()[0]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -224,10 +241,25 @@ def test_readme_indexes_every_lesson() -> None:
     assert lesson_links == {p.name for p in NOTEBOOKS}
 
 
+def test_the_korean_readme_indexes_every_korean_lesson() -> None:
+    """lessons/ko/README.md links every Korean lesson, as the English README does the English ones."""
+    readme = (LESSONS / "ko" / "README.md").read_text(encoding="utf-8")
+    links = set(re.findall(r"\]\(([^)#]+\.ipynb)\)", readme))
+    assert {link for link in links if not link.startswith("../")} == {p.name for p in KOREAN}
+
+
 def test_relative_links_resolve() -> None:
-    """Every relative link in the lessons and their README points at a file that exists."""
-    sources = {LESSONS / "README.md": (LESSONS / "README.md").read_text()}
-    for p in NOTEBOOKS:
+    """Every relative link in the lessons, English and Korean, their READMEs and glossaries points at a file that exists."""
+    sources = {
+        path: path.read_text(encoding="utf-8")
+        for path in (
+            LESSONS / "README.md",
+            LESSONS / "ko" / "README.md",
+            LESSONS / "GLOSSARY.md",
+            LESSONS / "ko" / "GLOSSARY.md",
+        )
+    }
+    for p in NOTEBOOKS + KOREAN:
         nb = nbformat.read(p, as_version=4)
         sources[p] = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     broken = []
@@ -236,7 +268,7 @@ def test_relative_links_resolve() -> None:
             if re.match(r"[a-z]+:", target) or target.startswith("#"):
                 continue
             if not (where.parent / target.split("#")[0]).exists():
-                broken.append(f"{where.name}: {target}")
+                broken.append(f"{where.relative_to(LESSONS)}: {target}")
     assert broken == []
 
 
