@@ -60,7 +60,7 @@ PARALLEL = "send_email+read_file"
 
 
 def test_the_parallel_heatmap_clears_its_legend_and_titles() -> None:
-    """The parallel turn's panel (8 points, a two-line title, "(recorded)" labels) keeps every label off the legend and the page."""
+    """The parallel turn's one panel (8 points, a two-line title, "(recorded)" labels): no label on the legend, nothing cut off."""
     recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix([PARALLEL])]
     naive = [replace(r, strategy=name) for r in lab.recorded_matrix([PARALLEL])[:8] for name in ("none", "delete")]
     fig = heatmap_figure(naive + recorded)
@@ -76,7 +76,12 @@ def test_the_parallel_heatmap_clears_its_legend_and_titles() -> None:
         assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 <= box.y1 <= page.y1, (
             f"{name!r} is cut off"
         )
-    suptitle = fig._suptitle.get_window_extent(renderer)  # matplotlib has no public getter for the suptitle's Text
+    legend_box = fig.legends[0].get_window_extent(renderer)
+    assert page.x0 <= legend_box.x0 and legend_box.x1 <= page.x1, "the legend is cut off at the page's sides"
+    suptitle = fig._suptitle.get_window_extent(renderer)
+    assert page.x0 <= suptitle.x0 and suptitle.x1 <= page.x1, (
+        "the figure's title is cut off at the page's sides"
+    )  # matplotlib has no public getter for the suptitle's Text
     title = next(box for name, box in boxes if name.startswith("crash in the turn"))
     assert not title.overlaps(suptitle), "the panel's two-line title overlaps the figure's title"
 

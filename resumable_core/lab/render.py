@@ -456,7 +456,9 @@ def heatmap_figure(rows: list[MatrixRow], *, dpi: int = 100) -> Any:
     strategies = list(dict.fromkeys(r.strategy for r in rows))
     points = [p for p in CRASH_POINTS if any(r.crash_point == p for r in rows)]
     cmap = ListedColormap([c for _, c in CATEGORIES])
-    fig = Figure(figsize=(4.6 * len(tools) + 1.6, 0.45 * len(points) + 2.6), dpi=dpi, layout="constrained")
+    # as wide as two panels at least: one panel alone (the parallel turn's) cut off the title and the legend
+    width = 4.6 * max(len(tools), 2) + 1.6
+    fig = Figure(figsize=(width, 0.45 * len(points) + 2.6), dpi=dpi, layout="constrained")
     axes = fig.subplots(1, len(tools), sharey=True, squeeze=False)[0]
     for ax, tool in zip(axes, tools):
         _draw_panel(ax, cmap, tool, rows, points, strategies)
