@@ -146,6 +146,47 @@ def after_return(write_too: bool) -> str:
     )
 
 
+def moved_by_a_copy(copy: str) -> str:
+    """An append that seeks back a line, lets a copy read from the journal's fd (back at the end, unseen by a
+    tracer that does not follow it), writes a line of garbage there, then pwrites the real line over it."""
+    reads = {
+        "sendfile": '            null = os.open("/dev/null", os.O_WRONLY)\n'
+        "            os.sendfile(null, fd, None, n)\n"
+        "            os.close(null)\n",
+        "copy_file_range": '            sink_path = path.with_name(".sink")\n'
+        "            sink = os.open(sink_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)\n"
+        "            os.copy_file_range(fd, sink, n)\n"
+        "            os.close(sink)\n"
+        "            os.unlink(sink_path)\n",
+    }[copy]
+    return (
+        "def append_record(path, record):\n"
+        "    path = Path(path)\n"
+        '    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\\n"\n'
+        '    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")\n'
+        '    line = data + b"\\t" + f"{zlib.crc32(data):08x}".encode() + b"\\n"\n'
+        "    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)\n"
+        "    try:\n"
+        "        size = os.lseek(fd, 0, os.SEEK_END)\n"
+        "        if size == 0:\n"
+        "            os.write(fd, header + line)\n"
+        "            os.fsync(fd)\n"
+        "            d = os.open(path.parent, os.O_RDONLY)\n"
+        "            os.fsync(d)\n"
+        "            os.close(d)\n"
+        "            return\n"
+        "        n = len(line)\n"
+        "        if size >= n:\n"
+        "            os.lseek(fd, size - n, os.SEEK_SET)\n"
+        f"{reads}"
+        '            os.write(fd, b"X" * (n - 1) + b"\\n")  # a whole line of garbage: damage if killed now\n'
+        "        os.pwrite(fd, line, size)\n"
+        "        os.fsync(fd)\n"
+        "    finally:\n"
+        "        os.close(fd)\n"
+    )
+
+
 POP = "    lines.pop()  # after the last \\n: nothing, or a torn line a kill left (never a record)\n"
 CHECKSUM = '            raise JournalError(f"{path}: line {number} is damaged (no tab, or a wrong checksum)")\n'
 CUT = "            f.truncate(len(whole))  # cut the torn line a kill mid-append left\n"
@@ -198,6 +239,9 @@ TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
     # a thread fsyncs (or even writes) once append_record returned, while the reply is encoded
     "fsyncs_after_returning": ({"append_record": after_return(write_too=False)}, "test_append_durable"),
     "writes_after_returning": ({"append_record": after_return(write_too=True)}, "test_append_durable"),
+    # a copy reading from the journal's fd moves its position where the trace shows no number: the grader fails closed
+    "sendfile_moves_the_position": ({"append_record": moved_by_a_copy("sendfile")}, "test_append_durable"),
+    "copy_file_range_moves_the_position": ({"append_record": moved_by_a_copy("copy_file_range")}, "test_append_durable"),
 }
 """Wrong answers only the re-check can see: the kernel's hints pass them."""
 

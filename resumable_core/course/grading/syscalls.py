@@ -77,6 +77,8 @@ class Event:
     unparsed: bool = False
     """The line could not be read as a call; ``raw`` holds it."""
     raw: str = ""
+    at: float | None = None
+    """When the call began, by the host's clock (strace's ``-ttt``); None when the line shows no time."""
 
     @property
     def failed(self) -> bool:
@@ -88,13 +90,14 @@ def tracer_argv(output: Path) -> list[str]:
     """The strace prefix to put before a command (ending in ``--``): it writes its trace to ``output``.
 
     Follows forks (``-f``); decodes fds to the kernel's paths (``-y``); prints strings in hex
-    (``-xx``) and no written data (``-s 0``); stops the tracee only at :data:`TRACED` calls
+    (``-xx``) and no written data (``-s 0``); stamps each call with the host's clock (``-ttt``: the
+    checker bounds a call by when it got the reply); stops the tracee only at :data:`TRACED` calls
     (``--seccomp-bpf``); no signal, attach or exit lines.
     """
     # strace reads "-o |cmd" as a pipe to a command: an absolute path never starts with "|" or "!"
     out = os.path.abspath(output)
     follow = [STRACE, "-f", "--seccomp-bpf", "-qq", "-e", "signal=none"]
-    show = ["-y", "-xx", "-s", "0", "-e", f"trace={','.join(TRACED)}"]
+    show = ["-y", "-xx", "-s", "0", "-ttt", "-e", f"trace={','.join(TRACED)}"]
     return [*follow, *show, "-o", out, "--"]
 
 
@@ -137,6 +140,8 @@ _NAMING = _RENAMES | _LINKS | _SYMLINKS | _UNLINKS
 _WRITTEN_FD = {"write": 0, "pwrite64": 0, "writev": 0, "pwritev": 0, "pwritev2": 0, "ftruncate": 0}
 _WRITTEN_FD |= {"fallocate": 0, "copy_file_range": 1, "sendfile": 0, "splice": 1}
 """Calls that change a file's bytes, and which of their fds (:attr:`Event.fds`) they write."""
+_COPY_READS = {"copy_file_range": 0, "sendfile": 1, "splice": 0}
+"""Calls that also read from a file, and which of their fds they read: with a NULL offset they move its position."""
 
 # Each argument's role. D: a dirfd for the next P; P: a path; S: a symlink's content; f: an fd;
 # F: flags; H: a struct holding flags=; o: an offset or length (:attr:`Event.offset`); .: skipped. Missing arguments (a cut line) stay unresolved.
@@ -184,7 +189,7 @@ _ARGS |= {"dup2": "ff", "dup3": "ff", "fcntl": "fF", "truncate": "Po"}
 _ARGS |= dict.fromkeys(["fsync", "fdatasync", "syncfs", "sync_file_range"], "f")
 _ARGS |= dict.fromkeys(["io_uring_enter", "io_uring_register", "io_submit"], "f")
 
-_PREFIX = re.compile(r"\s*(?:\[pid\s+(\d{1,10})\]|(\d{1,10}))?\s*")
+_PREFIX = re.compile(r"\s*(?:\[pid\s+(\d{1,10})\]|(\d{1,10}))?\s*(?:(\d{1,12}\.\d{1,9})\s+)?")
 _CALL = re.compile(r"([a-z_][a-z0-9_]*)\(")
 _RESUMED = re.compile(r"<\.\.\. ([a-z_][a-z0-9_]*) resumed>")
 _UNFINISHED = " <unfinished ...>"
@@ -294,6 +299,7 @@ class _Call:
     pid: int | None
     text: str
     line: int
+    at: float | None = None
 
 
 @dataclass
@@ -345,6 +351,7 @@ class _Reader:
         m = _PREFIX.match(line)  # every part is optional: it matches any line
         digits = (m.group(1) or m.group(2)) if m else None
         pid = int(digits) if digits else None
+        at = float(m.group(3)) if m and m.group(3) else None
         body = line[m.end() :] if m else line
         if not body or body.startswith(("+++", "---", "strace: ")):
             if body.startswith("+++") and pid in self.pending:  # it exited or was killed in the call
@@ -356,16 +363,16 @@ class _Reader:
             if call is None or not call.text.startswith(resumed.group(1) + "("):
                 yield Event(number, pid, resumed.group(1), unparsed=True, raw=line)
                 return
-            yield self._event(_Call(pid, call.text + body[resumed.end() :], call.line), number)
+            yield self._event(_Call(pid, call.text + body[resumed.end() :], call.line, call.at), number)
         elif body.endswith(_UNFINISHED) and _CALL.match(body):
             if pid in self.pending:
                 yield self._event(self.pending.pop(pid), None)
-            self.pending[pid] = _Call(pid, body[: -len(_UNFINISHED)], number)
+            self.pending[pid] = _Call(pid, body[: -len(_UNFINISHED)], number, at)
         else:
-            yield self._event(_Call(pid, body, number), number)
+            yield self._event(_Call(pid, body, number, at), number)
 
     def _event(self, call: _Call, end: int | None) -> Event:
-        unread = Event(call.line, call.pid, "", end=end, unparsed=True, raw=call.text)
+        unread = Event(call.line, call.pid, "", end=end, unparsed=True, raw=call.text, at=call.at)
         m = _CALL.match(call.text)
         if m is None or m.group(1) not in _ARGS:
             return unread
@@ -389,7 +396,7 @@ class _Reader:
             err = _ERRNO.match(tail)
             error = err.group(1) if err and (result is None or result < 0) else None
         paths, fds, numbers, flags, offset = self._arguments(name, args, call.pid)
-        ev = Event(call.line, call.pid, name, paths, fds, numbers, flags, result, offset, error, returned, end, raw="")
+        ev = Event(call.line, call.pid, name, paths, fds, numbers, flags, result, offset, error, returned, end, at=call.at)
         self._remember(ev)
         return ev
 
@@ -837,6 +844,7 @@ def _append_steps(events: Iterable[Event], target: str, before: bytes | None) ->
         if ev.unparsed or ev.failed:
             continue
         changes, fd = _written_fd(ev)
+        _copied_from(ev, target, positions)
         if ev.syscall in _OPENS:
             opened = ev.returned if ev.returned is not None else _arg(ev.paths, 0)
             if ev.result is not None:  # the number now names this file, whatever it named before
@@ -874,6 +882,18 @@ def _append_steps(events: Iterable[Event], target: str, before: bytes | None) ->
             elif ev.fds[0] == posixpath.dirname(target):
                 seen.folder_synced_at.append(ev.line)
     return seen
+
+
+def _copied_from(ev: Event, target: str, positions: dict[int, _Position]) -> None:
+    """A copy that read from the target moved its fd's position by a count the trace does not show: forget it."""
+    if ev.syscall not in _COPY_READS or not _is(_arg(ev.fds, _COPY_READS[ev.syscall]), target):
+        return
+    read_fd = _number(ev.fd_numbers, _COPY_READS[ev.syscall])
+    if read_fd is None:  # which fd it read is unknown: none of the target's positions is known now
+        for position in positions.values():
+            position.at = None
+    elif read_fd in positions:
+        positions[read_fd].at = None  # fail closed: a plain write through it can no longer be placed
 
 
 def _write(ev: Event, target: str, positions: dict[int, _Position], seen: _AppendSteps) -> None:
@@ -1046,8 +1066,14 @@ def returned_mark(trace: Path | str, mark: str) -> Event | None:
     return None
 
 
-def until_returned(events: Iterable[Event], returned: Event | None, target: str) -> tuple[list[Event], str | None]:
+def until_returned(
+    events: Iterable[Event], returned: Event | None, target: str, replied_at: float | None = None
+) -> tuple[list[Event], str | None]:
     """The events of a call up to ``returned`` (its mark), and why the rest rules it out (None: nothing does).
+
+    ``replied_at``: when the checker had the call's reply, by the host's clock. The mark is the
+    learner's process's word; the checker's clock is not: a call that began after the reply is
+    after the return whatever the mark says, and a mark later than the reply is a problem.
 
     A call in progress at the return (its result printed after the mark) is kept as one that
     never returned. A change in the folder by another thread or process than the one that ran
@@ -1061,11 +1087,17 @@ def until_returned(events: Iterable[Event], returned: Event | None, target: str)
             [],
             f"the grader saw no end of the call to the function writing {name} in the trace, so it cannot judge it",
         )
+    if replied_at is not None and (returned.at is None or returned.at > replied_at):
+        return (
+            [],
+            f"the trace marks the end of the call to the function writing {name} after the grader had its reply, so it cannot judge it",
+        )
     during, late, line = [], None, returned.line
     for ev in events:
-        if ev.line < line and ev.pid == returned.pid:
+        after_reply = replied_at is not None and (ev.at is None or ev.at > replied_at)
+        if ev.line < line and ev.pid == returned.pid and not after_reply:
             during.append(ev if ev.end is None or ev.end < line else dataclasses.replace(ev, end=None, result=None))
         elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL):
-            when = "after it returned" if ev.line > line else "from another thread or process"
+            when = "after it returned" if ev.line > line or after_reply else "from another thread or process"
             late = f"the function writing {name} left its work to others: the trace shows {ev.syscall or 'a call'}() on the folder of {name} {when} (trace line {ev.line}); write, flush and fsync in the call itself before returning, not in a thread"
     return during, late
