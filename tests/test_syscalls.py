@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -550,6 +551,27 @@ def test_a_change_by_another_thread_is_no_part_of_the_call():
     text = APPEND.replace("7  fsync", "8  fsync") + _marked("ab" * 8)
     during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
     assert "from another thread or process (trace line 3)" in str(late) and len(during) == 2
+
+
+def _stamped(text: str, start: float) -> str:
+    """``text``'s lines with strace's -ttt times, one millisecond apart from ``start``."""
+    lines = text.splitlines(keepends=True)
+    return "".join(f"7 {start + i / 1000:.6f} {line.split(None, 1)[1]}" for i, line in enumerate(lines))
+
+
+def test_the_checkers_clock_bounds_a_call_whatever_its_mark_says():
+    """A call begun after the checker had the reply is after the return, even before the mark; a mark after the reply is a problem."""
+    mark = "ab" * 8
+    text = _stamped(APPEND + _marked(mark), 1000.0)  # open 1000.000, write .001, fsync .002, mark .003
+    returned = syscalls.returned_mark(text, mark)
+    assert returned is not None and returned.at == 1000.003
+    assert syscalls.until_returned(_events(text), returned, J, replied_at=1000.004) == (_events(text)[:3], None)
+    # the learner's process held its mark back until its fsync: the fsync began after the checker had the reply
+    during, late = syscalls.until_returned(_events(text)[:2], returned, J, replied_at=1000.0015)
+    assert "after the grader had its reply" in str(late) and during == []
+    during, late = syscalls.until_returned(_events(text), dataclasses.replace(returned, at=1000.0015), J, 1000.0015)
+    assert [e.syscall for e in during] == ["openat", "write"] and "fsync() on the folder" in str(late)
+    assert "after it returned (trace line 3)" in str(late)
 
 
 def test_a_mark_is_hex_only():

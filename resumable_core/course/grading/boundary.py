@@ -30,6 +30,7 @@ import secrets
 import shutil
 import socket
 import stat
+import time
 import types
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -661,11 +662,12 @@ class RemoteFunction:
             raise RuntimeError("the re-check has no trace of the learner's process: this cell needs review")
         mark = secrets.token_hex(16)
         _, given = self.learner.call_marked(mark, self.name, *args)
+        replied_at = time.time()  # the host's clock, as strace's -ttt: nothing the trace shows after this was the call's
         if len(given) != 1:  # a bug of the check: one handed path is observed at a time
             raise ValueError(f"observe() needs exactly one handed path, got {len(given)}")
         target = given[0]
         events = syscalls.read_events(_TRACE[0], str(Path(target).parent))
-        during, late = syscalls.until_returned(events, syscalls.returned_mark(_TRACE[0], mark), target)
+        during, late = syscalls.until_returned(events, syscalls.returned_mark(_TRACE[0], mark), target, replied_at)
         return Observation(tuple(during), target, late)
 
     def __repr__(self) -> str:
