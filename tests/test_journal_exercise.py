@@ -241,7 +241,10 @@ TRACED_ONLY: dict[str, tuple[dict[str, str], str]] = {
     "writes_after_returning": ({"append_record": after_return(write_too=True)}, "test_append_durable"),
     # a copy reading from the journal's fd moves its position where the trace shows no number: the grader fails closed
     "sendfile_moves_the_position": ({"append_record": moved_by_a_copy("sendfile")}, "test_append_durable"),
-    "copy_file_range_moves_the_position": ({"append_record": moved_by_a_copy("copy_file_range")}, "test_append_durable"),
+    "copy_file_range_moves_the_position": (
+        {"append_record": moved_by_a_copy("copy_file_range")},
+        "test_append_durable",
+    ),
 }
 """Wrong answers only the re-check can see: the kernel's hints pass them."""
 

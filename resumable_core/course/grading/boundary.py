@@ -662,7 +662,8 @@ class RemoteFunction:
             raise RuntimeError("the re-check has no trace of the learner's process: this cell needs review")
         mark = secrets.token_hex(16)
         _, given = self.learner.call_marked(mark, self.name, *args)
-        replied_at = time.time()  # the host's clock, as strace's -ttt: nothing the trace shows after this was the call's
+        # the host's clock, as strace's -ttt: nothing the trace shows after this was the call's
+        replied_at = time.time()
         if len(given) != 1:  # a bug of the check: one handed path is observed at a time
             raise ValueError(f"observe() needs exactly one handed path, got {len(given)}")
         target = given[0]

@@ -396,7 +396,9 @@ class _Reader:
             err = _ERRNO.match(tail)
             error = err.group(1) if err and (result is None or result < 0) else None
         paths, fds, numbers, flags, offset = self._arguments(name, args, call.pid)
-        ev = Event(call.line, call.pid, name, paths, fds, numbers, flags, result, offset, error, returned, end, at=call.at)
+        ev = Event(
+            call.line, call.pid, name, paths, fds, numbers, flags, result, offset, error, returned, end, at=call.at
+        )
         self._remember(ev)
         return ev
 
