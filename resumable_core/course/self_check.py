@@ -128,7 +128,9 @@ def execute(
     )
     # The kernel process's own stderr (ipykernel's startup notes) is not a cell's: cells' stderr
     # comes back in their outputs, where the tests look for it.
-    client.execute(env=kernel_env(workdir), cwd=str(workdir), stderr=subprocess.DEVNULL)
+    # The kernel learns its notebook's own path, as Jupyter tells it: a notebook in a ko/ folder speaks Korean.
+    env = {**kernel_env(workdir), "JPY_SESSION_NAME": str(notebook.resolve())}
+    client.execute(env=env, cwd=str(workdir), stderr=subprocess.DEVNULL)
     return nb
 
 
