@@ -101,3 +101,27 @@ def test_sync_copies_the_english_code_and_keeps_the_translation(tmp_path: Path) 
     assert editions.sync(changed, korean)[0].endswith("1 code cell(s) copied from the English")
     assert editions.drift(changed, korean) == []
     assert "번역된 셀" in korean.read_text(encoding="utf-8")
+
+
+def test_sync_keeps_the_korean_comments_where_their_code_did_not_change() -> None:
+    """carry_comments: the English code, with each Korean comment beside or above a line the English did not change."""
+    korean = "# 준비한다\nx = 1  # 하나\n\n# 보낸다\nsend(x)  # 한 번\n"
+    english = "# prepare\nx = 2  # two now\n\n# send\nsend(x)  # once\nlog(x)  # new\n"
+    carried = editions.carry_comments(english, korean)
+    assert carried == "# prepare\nx = 2  # two now\n\n# 보낸다\nsend(x)  # 한 번\nlog(x)  # new\n"
+    assert editions.same_code(english, carried)
+    assert editions.carry_comments("x = (\n", korean) == "x = (\n"  # no tokenizing: the English as it is
+
+
+def test_sync_on_an_unchanged_edition_changes_nothing() -> None:
+    """For every code cell of every Korean notebook, carrying its comments onto the English code gives it back whole."""
+    lost = []
+    for pair in PAIRS:
+        if not pair.korean.exists():
+            continue
+        english = {c["id"]: "".join(c["source"]) for c in json.loads(pair.english.read_text(encoding="utf-8"))["cells"]}
+        for cell in json.loads(pair.korean.read_text(encoding="utf-8"))["cells"]:
+            source = "".join(cell["source"])
+            if cell["cell_type"] == "code" and editions.carry_comments(english[cell["id"]], source) != source:
+                lost.append(f"{pair.korean.name}: {cell['id']}")
+    assert lost == []

@@ -71,6 +71,58 @@ def without_comments(source: str) -> str | None:
     return "".join(line for i, line in enumerate(lines) if i not in drop)
 
 
+def _comment_columns(source: str) -> dict[int, int] | None:
+    """{0-based line: the column its comment starts at} (None if it does not tokenize)."""
+    try:
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        return {t.start[0] - 1: t.start[1] for t in tokens if t.type == tokenize.COMMENT}
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+
+
+def carry_comments(english: str, korean: str) -> str:
+    """`english`'s code with `korean`'s comments wherever the code they sit on or above is unchanged.
+
+    A comment at the end of a line goes with that line's code; a block of comment lines goes with
+    the code line after it (when the block has as many lines). Whatever has no match keeps the
+    English comment, so the result is always the English code.
+    """
+    en_cols, ko_cols = _comment_columns(english), _comment_columns(korean)
+    if en_cols is None or ko_cols is None:
+        return english
+    # a code line may come more than once: its comments are taken in order
+    inline: dict[str, list[str]] = {}
+    above: dict[str, list[list[str]]] = {}
+    block: list[str] = []
+    for i, line in enumerate(korean.splitlines(keepends=True)):
+        col = ko_cols.get(i)
+        if col is not None and line[:col].strip():
+            inline.setdefault(line[:col].rstrip(), []).append(line[col:].rstrip("\r\n"))
+        elif col is not None:
+            block.append(line)
+            continue
+        if line.strip():
+            above.setdefault((line[:col] if col is not None else line).rstrip(), []).append(block)
+        block = []
+    out: list[str] = []
+    pending: list[str] = []
+    for i, line in enumerate(english.splitlines(keepends=True)):
+        col = en_cols.get(i)
+        if col is not None and not line[:col].strip():
+            pending.append(line)
+            continue
+        code = (line[:col] if col is not None else line).rstrip()
+        korean_block = above[code].pop(0) if code and above.get(code) else None
+        out += korean_block if korean_block is not None and len(korean_block) == len(pending) else pending
+        pending = []
+        if col is not None and inline.get(code):
+            line = line[:col] + inline[code].pop(0) + line[len(line.rstrip("\r\n")) :]
+        out.append(line)
+    out += pending
+    carried = "".join(out)
+    return carried if same_code(english, carried) else english
+
+
 def same_code(english: str, korean: str) -> bool:
     """True when the two sources are the same code byte for byte once their comments are cut."""
     if english == korean:
@@ -136,7 +188,8 @@ def check(root: Path = REPO_ROOT) -> list[str]:
 
 
 def sync(english: Path, korean: Path) -> list[str]:
-    """Copy into `korean` each code cell of `english` whose code it lacks (by id); say what else a translator must do."""
+    """Copy into `korean` each code cell of `english` whose code it lacks (by id), its Korean comments kept where
+    their code is unchanged (:func:`carry_comments`); say what else a translator must do."""
     if not korean.exists():
         return [f"{korean}: missing; copy {english} there and translate it"]
     notebook = json.loads(korean.read_text(encoding="utf-8"))
@@ -145,7 +198,8 @@ def sync(english: Path, korean: Path) -> list[str]:
     for cell in notebook["cells"]:
         e = by_id.get(cell.get("id"))
         if e is not None and e["cell_type"] == cell["cell_type"] == "code" and not same_code(_source(e), _source(cell)):
-            cell["source"] = e["source"]
+            carried = carry_comments(_source(e), _source(cell))
+            cell["source"] = carried.splitlines(keepends=True)
             changed += 1
     if changed:
         korean.write_text(json.dumps(notebook, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
