@@ -117,7 +117,19 @@ def _restart(conn: socket.socket, notebook: Path, cwd: Path, timeout: int) -> No
     os.chdir(cwd)  # where the loaded process started, whatever its cells did since
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an ignored signal stays ignored across exec
     os.set_inheritable(conn.fileno(), True)  # the one descriptor the new interpreter keeps (stdout, stderr: /dev/null)
-    argv = [sys.executable, "-m", MODULE, str(notebook), "--connection", str(conn.fileno()), "--timeout", str(timeout)]
+    # -P: the working folder (the learner's) is not put first on sys.path, so no module the learner's
+    # cells wrote there (a ./resumable_core/) can stand in for this one in the new interpreter
+    argv = [
+        sys.executable,
+        "-P",
+        "-m",
+        MODULE,
+        str(notebook),
+        "--connection",
+        str(conn.fileno()),
+        "--timeout",
+        str(timeout),
+    ]
     os.execv(sys.executable, argv)
 
 
