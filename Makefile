@@ -4,6 +4,14 @@ VENV   := .venv
 BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
+# `make student-kit LANG=ko` (and self-study-kit, lab): the kit's language, as RESUMABLE_LANG. LANG
+# is the locale's variable and "ko" is no locale, so the commands make runs get C.UTF-8 instead.
+ifeq ($(origin LANG),command line)
+export RESUMABLE_LANG := $(LANG)
+override LANG := C.UTF-8
+export LANG
+endif
+KIT_LANG = $(or $(RESUMABLE_LANG),en)
 
 .PHONY: setup lab formgrader test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
 
@@ -80,11 +88,11 @@ grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconci
 release: setup  ## regenerate exercises/ from solutions/ with nbgrader
 	$(BIN)/python -m resumable_core.course.release release
 
-student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers
-	$(BIN)/python -m resumable_core.course.student_kit
+student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers; LANG=ko: dist/student-kit-ko.zip
+	$(BIN)/python -m resumable_core.course.student_kit --lang $(KIT_LANG)
 
-self-study-kit: setup  ## dist/self-study-kit.zip (and unpacked beside it): the student kit, every check and a worked solution per answer
-	$(BIN)/python -m resumable_core.course.student_kit --edition self-study-kit
+self-study-kit: setup  ## dist/self-study-kit.zip (and unpacked beside it): the student kit, every check and a worked solution per answer; LANG=ko: in Korean
+	$(BIN)/python -m resumable_core.course.student_kit --edition self-study-kit --lang $(KIT_LANG)
 
 # The class on this machine, as root: accounts, exchange, course, environments, then JupyterHub
 # (docs/running-a-class.md). HUB_ARGS, e.g. --root DIR --assignment reconcile --db-url URL.
