@@ -282,12 +282,10 @@ def kit_contents(root: Path = REPO_ROOT, edition: Edition = STUDENT) -> dict[str
             contents[name] = fold_solutions(contents[name], source, WORKED_SUMMARIES[edition.lang])
     fields = template_fields(root)
     for folder in edition.templates:
-        for relative in sorted(template_files(folder), key=lambda r: template_language(r)[0] is not None):
+        for relative in template_files(folder):
             lang, made = template_language(relative)
-            if lang not in (None, edition.lang) or (
-                lang is None and edition.lang != "en" and _has_translation(folder, relative, edition.lang)
-            ):
-                continue
+            if lang not in (None, edition.lang) or (lang is None and _has_translation(folder, relative, edition.lang)):
+                continue  # another language's template, or the English one of a template this kit has translated
             name = made.as_posix()
             if name.endswith(TEMPLATE_SUFFIX):
                 contents[name.removesuffix(TEMPLATE_SUFFIX)] = render(folder / relative, fields)
