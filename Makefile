@@ -85,7 +85,7 @@ matrix: setup
 grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconcile JOBS=2 GRADE_ARGS=--resume
 	$(BIN)/python -m resumable_core grade $(SUBMISSIONS) --assignment $(or $(ASSIGNMENT),reconcile) --jobs $(or $(JOBS),2) $(GRADE_ARGS)
 
-release: setup  ## regenerate exercises/ from solutions/ with nbgrader
+release: setup  ## regenerate exercises/ from solutions/ with nbgrader, and exercises/<a>/ko/ from each Korean source solutions/<a>/ko/
 	$(BIN)/python -m resumable_core.course.release release
 
 student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers; LANG=ko: dist/student-kit-ko.zip
