@@ -130,6 +130,12 @@ def test_release_check_notices_a_stale_or_missing_korean_release(tmp_path):
     problems = course.tree_differences({name: tmp_path / "stale.ipynb"}, {name: released})
     assert any(f"{markdown['id']} differs in source" in p or "differs in source" in p for p in problems), problems
     assert course.tree_differences({}, {name: released}) == [f"exercises/{name}: missing"]
+    english = course.notebook_path("reconcile", ROOT, course.RELEASE_DIR)
+    rest = {"reconcile/reconcile.ipynb": english}
+    gone = course.tree_differences({**rest, "reconcile/ko/reconcile.ipynb": released}, rest)  # its source removed
+    assert gone == ["exercises/reconcile/ko/reconcile.ipynb: not produced by generate_assignment"]
+    scratch = course.tree_differences({**rest, "reconcile/ko/notes.ipynb": released}, rest)  # a learner's own file
+    assert scratch == []
     assert course.tree_differences({name: released}, {name: released}) == []
 
 

@@ -291,7 +291,9 @@ def tree_differences(committed: dict[str, Path], fresh: dict[str, Path]) -> list
     problems += [
         f"{RELEASE_DIR}/{n}: not produced by generate_assignment"
         for n in sorted(set(committed) - set(fresh))
-        if Path(n).parts[0] not in assignments  # in an assignment's folder: the learner's copy or scratch file
+        # in an assignment's folder: the learner's copy or scratch file, but not a translation's release
+        # whose source is gone (<assignment>/<lang>/<assignment>.ipynb)
+        if Path(n).parts[0] not in assignments or _is_translated_release(n)
     ]
     for name in sorted(set(fresh) & set(committed)):
         if name.endswith(".ipynb"):
@@ -299,6 +301,12 @@ def tree_differences(committed: dict[str, Path], fresh: dict[str, Path]) -> list
         elif committed[name].read_bytes() != fresh[name].read_bytes():
             problems.append(f"{RELEASE_DIR}/{name}: differs")
     return problems
+
+
+def _is_translated_release(name: str) -> bool:
+    """``<assignment>/<lang>/<assignment>.ipynb`` (a path under ``exercises/``): what :func:`release_translations` writes."""
+    parts = Path(name).parts
+    return len(parts) == 3 and parts[1] in TRANSLATIONS and parts[2] == f"{parts[0]}.ipynb"
 
 
 def autograde(course_root: str | Path, assignment: str, *, students: Iterable[str] = ()) -> subprocess.CompletedProcess:
