@@ -38,8 +38,12 @@ $(LAB_OVERRIDES): resumable_core/course/kit/lab-settings/overrides.json | $(STAM
 	mkdir -p $(@D)
 	cp $< $@
 
-lab: setup $(LAB_OVERRIDES)  ## open JupyterLab on the lessons
-	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
+# The first lesson; with LANG=ko (or RESUMABLE_LANG=ko), its Korean edition once lessons/ko/ has it.
+FIRST_LESSON = $(firstword $(if $(RESUMABLE_LANG),$(wildcard lessons/$(RESUMABLE_LANG)/01_skeleton_resume.ipynb)) \
+	lessons/01_skeleton_resume.ipynb)
+
+lab: setup $(LAB_OVERRIDES)  ## open JupyterLab on the lessons (LANG=ko: in Korean)
+	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) $(FIRST_LESSON)
 
 # nbgrader 0.9 has no `nbgrader formgrader` command: formgrader is a Jupyter server extension
 # (`jupyter server extension list` shows nbgrader.server_extensions.formgrader enabled), served at

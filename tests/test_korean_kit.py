@@ -193,3 +193,7 @@ def test_make_maps_lang_to_the_kit_language_and_keeps_a_real_locale() -> None:
         check=True,
     )
     assert env.stdout.split() == ["ko", "C.UTF-8"]
+    lab = subprocess.run(["make", "-n", "lab", "LANG=ko"], cwd=ROOT, capture_output=True, text=True)
+    korean = ROOT / "lessons" / "ko" / "01_skeleton_resume.ipynb"
+    first = "lessons/ko/01_skeleton_resume.ipynb" if korean.exists() else "lessons/01_skeleton_resume.ipynb"
+    assert lab.stdout.split()[-1] == first, lab.stdout
