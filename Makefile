@@ -4,6 +4,14 @@ VENV   := .venv
 BIN    := $(CURDIR)/$(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export PATH := $(BIN):$(PATH)
+# `make student-kit LANG=ko` (and self-study-kit, lab): the kit's language, as RESUMABLE_LANG. LANG
+# is the locale's variable and "ko" is no locale, so the commands make runs get C.UTF-8 instead.
+ifeq ($(origin LANG),command line)
+export RESUMABLE_LANG := $(LANG)
+override LANG := C.UTF-8
+export LANG
+endif
+KIT_LANG = $(or $(RESUMABLE_LANG),en)
 
 .PHONY: setup lab formgrader test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
 
@@ -30,8 +38,12 @@ $(LAB_OVERRIDES): resumable_core/course/kit/lab-settings/overrides.json | $(STAM
 	mkdir -p $(@D)
 	cp $< $@
 
-lab: setup $(LAB_OVERRIDES)  ## open JupyterLab on the lessons
-	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) lessons/01_skeleton_resume.ipynb
+# The first lesson; with LANG=ko (or RESUMABLE_LANG=ko), its Korean edition once lessons/ko/ has it.
+FIRST_LESSON = $(firstword $(if $(RESUMABLE_LANG),$(wildcard lessons/$(RESUMABLE_LANG)/01_skeleton_resume.ipynb)) \
+	lessons/01_skeleton_resume.ipynb)
+
+lab: setup $(LAB_OVERRIDES)  ## open JupyterLab on the lessons (LANG=ko: in Korean)
+	$(BIN)/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) $(FIRST_LESSON)
 
 # nbgrader 0.9 has no `nbgrader formgrader` command: formgrader is a Jupyter server extension
 # (`jupyter server extension list` shows nbgrader.server_extensions.formgrader enabled), served at
@@ -77,14 +89,14 @@ matrix: setup
 grade: setup  ## make grade SUBMISSIONS=path/to/zip-or-folder ASSIGNMENT=reconcile JOBS=2 GRADE_ARGS=--resume
 	$(BIN)/python -m resumable_core grade $(SUBMISSIONS) --assignment $(or $(ASSIGNMENT),reconcile) --jobs $(or $(JOBS),2) $(GRADE_ARGS)
 
-release: setup  ## regenerate exercises/ from solutions/ with nbgrader
+release: setup  ## regenerate exercises/ from solutions/ with nbgrader, and exercises/<a>/ko/ from each Korean source solutions/<a>/ko/
 	$(BIN)/python -m resumable_core.course.release release
 
-student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers
-	$(BIN)/python -m resumable_core.course.student_kit
+student-kit: setup  ## dist/student-kit.zip (and unpacked beside it): what a learner gets, no answers; LANG=ko: dist/student-kit-ko.zip
+	$(BIN)/python -m resumable_core.course.student_kit --lang $(KIT_LANG)
 
-self-study-kit: setup  ## dist/self-study-kit.zip (and unpacked beside it): the student kit, every check and a worked solution per answer
-	$(BIN)/python -m resumable_core.course.student_kit --edition self-study-kit
+self-study-kit: setup  ## dist/self-study-kit.zip (and unpacked beside it): the student kit, every check and a worked solution per answer; LANG=ko: in Korean
+	$(BIN)/python -m resumable_core.course.student_kit --edition self-study-kit --lang $(KIT_LANG)
 
 # The class on this machine, as root: accounts, exchange, course, environments, then JupyterHub
 # (docs/running-a-class.md). HUB_ARGS, e.g. --root DIR --assignment reconcile --db-url URL.

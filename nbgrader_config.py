@@ -19,6 +19,11 @@ c.CourseDirectory.submitted_directory = "submitted"
 c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 
+# A translated source, solutions/<assignment>/ko/, is no part of the assignment nbgrader releases: it
+# holds the solutions. `make release` makes exercises/<assignment>/ko/ from the English release
+# (resumable_core.course.release.translate_release). nbgrader's own defaults come first.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "ko"]
+
 # Graded cells fork a child that is SIGKILLed; a whole notebook runs in well under a minute.
 # A cell that hangs past it is interrupted and scores 0 (nbgrader's default is 30 s).
 c.ExecutePreprocessor.timeout = 60

@@ -2,8 +2,10 @@
 
 Layout (all paths relative to the course root, the folder of ``nbgrader_config.py``)::
 
-    solutions/<assignment>/<assignment>.ipynb   nbgrader source (instructor's version)
-    exercises/<assignment>/<assignment>.ipynb   release, made only by ``nbgrader generate_assignment``
+    solutions/<assignment>/<assignment>.ipynb      nbgrader source (instructor's version)
+    solutions/<assignment>/ko/<assignment>.ipynb   its Korean source: every markdown cell in Korean
+    exercises/<assignment>/<assignment>.ipynb      release, made only by ``nbgrader generate_assignment``
+    exercises/<assignment>/ko/<assignment>.ipynb   the Korean release, made from the English one
     submitted/<student>/<assignment>/…          students' work (git-ignored)
     autograded/, feedback/, gradebook.db        nbgrader's outputs (git-ignored)
 
@@ -12,6 +14,12 @@ CLI (``make release`` calls the first)::
     python -m resumable_core.course.release release   # regenerate exercises/ with nbgrader
     python -m resumable_core.course.release check     # fail if exercises/ differs from a fresh generation
     python -m resumable_core.course.release points    # grade_id and points of every graded cell
+
+A translation is not an nbgrader assignment of its own: ``nbgrader_config.py`` ignores the ``ko``
+folders (nbgrader would copy them, solutions and all, into the release), and :func:`translate_release`
+makes the Korean release from the English release, taking only the markdown from the Korean
+source. Its code cells, nbgrader metadata and blanked answers are the English release's, so one
+gradebook and one ``grade`` serve both languages and no answer can leak through a translation.
 
 The notebooks' test cells call :mod:`resumable_core.course.checks` (visible) and
 :mod:`resumable_core.course.hidden` (hidden); the assignments are :mod:`resumable_core.course.assignments`.
@@ -41,6 +49,8 @@ COURSE_ROOT = Path(__file__).resolve().parents[2]
 
 SOURCE_DIR = "solutions"
 RELEASE_DIR = "exercises"
+TRANSLATIONS = ("ko",)
+"""The languages an assignment may have a translated source for, each a folder ``<assignment>/<lang>/``."""
 
 
 # -- notebooks -----------------------------------------------------------------------------
@@ -93,17 +103,75 @@ def fill_in(notebook: str | Path | dict, answers: dict[str, str]) -> dict:
     return nb
 
 
+def translated_path(assignment: str, lang: str, root: str | Path = COURSE_ROOT, folder: str = SOURCE_DIR) -> Path:
+    """``<root>/<folder>/<assignment>/<lang>/<assignment>.ipynb``: a translation's source or release."""
+    return Path(root) / folder / assignment / lang / f"{assignment}.ipynb"
+
+
+class TranslationError(Exception):
+    """A translated source that cannot make a release: it lacks a markdown cell of the English release."""
+
+
+def translate_release(english_release: dict[str, Any], translated_source: dict[str, Any], lang: str) -> dict[str, Any]:
+    """The release in ``lang``: the English release with each markdown cell's source from the translation.
+
+    Cells are paired by id. A written answer's cell (nbgrader ``solution``) keeps the release's
+    blanked text (``YOUR ANSWER HERE``: the translated source holds the instructor's answer, and
+    grading and ``check`` know a blank answer by that text); every code cell and all metadata are the
+    English release's, so the two cannot differ. The notebook's metadata says ``resumable.lang``.
+    """
+    translated = {cell.get("id"): cell for cell in translated_source["cells"] if cell.get("cell_type") == "markdown"}
+    nb = copy.deepcopy(english_release)
+    missing = []
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "markdown" or notebooks.is_solution(nbformat.from_dict(cell)):
+            continue
+        other = translated.get(cell.get("id"))
+        if other is None:
+            missing.append(str(cell.get("id")))
+            continue
+        cell["source"] = copy.deepcopy(other["source"])
+    if missing:
+        raise TranslationError(f"no {lang} markdown cell with id {', '.join(missing)}")
+    nb.setdefault("metadata", {})["resumable"] = {"lang": lang}
+    return nb
+
+
+def release_translations(root: Path, assignment: str) -> list[Path]:
+    """Write ``exercises/<assignment>/<lang>/<assignment>.ipynb`` for each translated source the assignment has."""
+    english = notebook_path(assignment, root, RELEASE_DIR)
+    out = []
+    for lang in TRANSLATIONS:
+        source = translated_path(assignment, lang, root)
+        if not source.exists():
+            continue
+        try:
+            nb = translate_release(
+                json.loads(english.read_text(encoding="utf-8")), json.loads(source.read_text(encoding="utf-8")), lang
+            )
+        except TranslationError as e:
+            raise TranslationError(f"{source.relative_to(root)}: {e}") from None
+        target = translated_path(assignment, lang, root, RELEASE_DIR)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(nbformat.writes(nbformat.from_dict(nb)) + "\n", encoding="utf-8")  # as nbgrader writes
+        out.append(target)
+    return out
+
+
 # -- nbgrader (through :mod:`.nbgrader_cli`, the one wrapper) ------------------------------
 
 
 def release(course_root: str | Path = COURSE_ROOT, assignments: Iterable[str] = ASSIGNMENTS) -> list[Path]:
     """Regenerate ``exercises/<assignment>/`` from ``solutions/`` with ``nbgrader generate_assignment --force``.
 
+    Then each translation of it (:func:`release_translations`).
+
     It also fills the course gradebook (the one ``nbgrader_config.py`` names) with each assignment,
     its cells and points. On an empty database, SQLite or PostgreSQL, nbgrader's first open creates
     the schema and stamps alembic's head revision, so a later ``nbgrader db upgrade`` works (on an
     empty PostgreSQL database it fails: its first migration alters tables that are not there yet).
-    Refuses (:class:`.grading.errors.GradingError`) a gradebook on a database server without a course id.
+    Refuses (:class:`.grading.errors.GradingError`) a gradebook on a database server without a course id,
+    and (:class:`TranslationError`) a translated source that lacks one of the release's markdown cells.
     """
     from .grading.publish import find_course  # the grading wing imports this module
 
@@ -116,6 +184,7 @@ def release(course_root: str | Path = COURSE_ROOT, assignments: Iterable[str] = 
         if not released.exists():
             raise RuntimeError(f"nbgrader did not write {released}")
         out.append(released)
+        out += release_translations(root, assignment)
     return out
 
 
@@ -222,7 +291,9 @@ def tree_differences(committed: dict[str, Path], fresh: dict[str, Path]) -> list
     problems += [
         f"{RELEASE_DIR}/{n}: not produced by generate_assignment"
         for n in sorted(set(committed) - set(fresh))
-        if Path(n).parts[0] not in assignments  # in an assignment's folder: the learner's copy or scratch file
+        # in an assignment's folder: the learner's copy or scratch file, but not a translation's release
+        # whose source is gone (<assignment>/<lang>/<assignment>.ipynb)
+        if Path(n).parts[0] not in assignments or _is_translated_release(n)
     ]
     for name in sorted(set(fresh) & set(committed)):
         if name.endswith(".ipynb"):
@@ -230,6 +301,12 @@ def tree_differences(committed: dict[str, Path], fresh: dict[str, Path]) -> list
         elif committed[name].read_bytes() != fresh[name].read_bytes():
             problems.append(f"{RELEASE_DIR}/{name}: differs")
     return problems
+
+
+def _is_translated_release(name: str) -> bool:
+    """``<assignment>/<lang>/<assignment>.ipynb`` (a path under ``exercises/``): what :func:`release_translations` writes."""
+    parts = Path(name).parts
+    return len(parts) == 3 and parts[1] in TRANSLATIONS and parts[2] == f"{parts[0]}.ipynb"
 
 
 def autograde(course_root: str | Path, assignment: str, *, students: Iterable[str] = ()) -> subprocess.CompletedProcess:
@@ -288,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "release":
         try:
             released = release(args.root)
-        except GradingError as e:
+        except (GradingError, TranslationError) as e:
             print(f"release: {e}", file=sys.stderr)
             return 2
         for path in released:

@@ -12,7 +12,15 @@ in each exercise a worked solution folded after each answer cell (:func:`fold_so
 own files are those of ``kit/self-study/``, laid over the student kit's.
 ``tests/test_self_study_kit.py`` checks it.
 
-    python -m resumable_core.course.student_kit [--edition student-kit|self-study-kit] [--out DIR]
+The Korean kits (``--lang ko``, ``make student-kit LANG=ko``; :func:`localize`) are the same
+editions in Korean: their ``lessons/`` and ``simulator/`` are the repository's ``lessons/ko/`` and
+``simulator/ko/``, each ``exercises/<a>/<a>.ipynb`` is the Korean release
+(``exercises/<a>/ko/<a>.ipynb``, :func:`.release.translate_release`), and a kit template named
+``<name>.ko.<ext>`` replaces ``<name>.<ext>`` (``README.ko.md``, ``kit.ko.mk``, which makes the
+kit's ``make lab`` speak Korean). An English kit ships no ``ko/`` folder but the ko↔en glossary,
+``lessons/ko/GLOSSARY.md``. ``tests/test_korean_kit.py`` checks them.
+
+    python -m resumable_core.course.student_kit [--edition student-kit|self-study-kit] [--lang en|ko] [--out DIR]
 """
 
 from __future__ import annotations
@@ -83,12 +91,32 @@ class Edition:
     """Folders of the kit's own files; a later one's file replaces an earlier one's of the same name."""
     worked_solutions: bool
     """Fold the instructor's solution after each answer cell of each exercise (:func:`fold_solutions`)."""
+    lang: str = "en"
+    """The kit's language: ``en``, or a translation's (``ko``): see :func:`localize`."""
 
 
 SELF_STUDY_TEMPLATES = TEMPLATES / "self-study"
 STUDENT = Edition(KIT_NAME, MANIFEST, (TEMPLATES,), worked_solutions=False)
 SELF_STUDY = Edition("self-study-kit", SELF_STUDY_MANIFEST, (TEMPLATES, SELF_STUDY_TEMPLATES), worked_solutions=True)
 EDITIONS = {edition.name: edition for edition in (STUDENT, SELF_STUDY)}
+LANGUAGES = ("en", "ko")
+"""The kit's languages: English, and each translation (:data:`.release.TRANSLATIONS`)."""
+TRANSLATED_FOLDERS = ("lessons", "simulator")
+"""Folders whose Korean edition is ``<folder>/ko/``: in a Korean kit its files replace the folder's."""
+GLOSSARY = "lessons/ko/GLOSSARY.md"
+"""The ko↔en glossary: in every kit (the Korean kits' ``lessons/GLOSSARY.md``), once it is written."""
+UNTRANSLATED_OK = frozenset({"lessons/GLOSSARY.md"})
+"""English files a Korean kit keeps while they have no Korean edition (the ko↔en glossary is not written yet)."""
+
+
+def edition(name: str, lang: str = "en") -> Edition:
+    """The edition ``name`` (``student-kit``, ``self-study-kit``) in ``lang``: the Korean ones are named ``<name>-ko``."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"no kit in {lang!r}: the kit's languages are {', '.join(LANGUAGES)}")
+    base = EDITIONS[name]
+    if lang == "en":
+        return base
+    return Edition(f"{base.name}-{lang}", base.manifest, base.templates, base.worked_solutions, lang=lang)
 
 
 class StudentKitError(Exception):
@@ -181,22 +209,98 @@ def template_files(folder: Path) -> Iterator[Path]:
     return (relative for relative in _files_under(folder, folder) if relative.parts[0] != inner)
 
 
+def template_language(relative: Path) -> tuple[str | None, Path]:
+    """A template's language and the kit file it makes: ``README.ko.md`` is Korean and makes ``README.md``."""
+    parts = relative.name.split(".")
+    for lang in LANGUAGES[1:]:
+        if lang in parts[1:]:
+            parts.remove(lang)
+            return lang, relative.with_name(".".join(parts))
+    return None, relative
+
+
+def translation_of(name: str) -> tuple[str, str] | None:
+    """``(lang, kit path)`` for a repository file that is a translation, else None.
+
+    ``lessons/ko/X`` and ``simulator/ko/X`` make the Korean kit's ``lessons/X`` and ``simulator/X``;
+    ``exercises/<a>/ko/<a>.ipynb`` its ``exercises/<a>/<a>.ipynb``; a translated nbgrader source,
+    ``solutions/<a>/ko/...``, makes nothing (kit path ``""``): its answers are folded from it, not shipped.
+    """
+    parts = Path(name).parts
+    for lang in LANGUAGES[1:]:
+        if len(parts) > 2 and parts[0] in TRANSLATED_FOLDERS and parts[1] == lang:
+            return lang, Path(parts[0], *parts[2:]).as_posix()
+        if len(parts) > 3 and parts[0] in ("exercises", "solutions") and parts[2] == lang:
+            return lang, (Path(parts[0], parts[1], *parts[3:]).as_posix() if parts[0] == "exercises" else "")
+    return None
+
+
+def needs_translation(name: str) -> bool:
+    """Whether a Korean kit must have its own edition of this English kit path (a lesson, the simulator, an exercise)."""
+    parts = Path(name).parts
+    exercise = parts[0] == "exercises" and name.endswith(".ipynb")
+    return (parts[0] in TRANSLATED_FOLDERS or exercise) and name not in UNTRANSLATED_OK
+
+
+def localize(files: dict[str, Path], lang: str) -> dict[str, Path]:
+    """The repository files of a kit in ``lang`` (kit path -> source file), from the English kit's.
+
+    English: every translation left out but the ko↔en glossary (:data:`GLOSSARY`). A translation:
+    each of its files in place of the English one of the same kit path (:func:`translation_of`). An
+    English lesson, simulator page or exercise without its translation is an error that names them
+    all (but the glossary while it is not written: :data:`UNTRANSLATED_OK`).
+    """
+    english: dict[str, Path] = {}
+    translated: dict[str, Path] = {}
+    for name, source in files.items():
+        of = translation_of(name)
+        if of is None or (lang == "en" and name == GLOSSARY):
+            english[name] = source
+        elif of[0] == lang and of[1]:
+            translated[of[1]] = source
+    if lang == "en":
+        return english
+    missing = sorted(n for n in english if needs_translation(n) and n not in translated)
+    if missing:
+        raise StudentKitError(
+            Path(lang),
+            f"no {lang} edition of {', '.join(missing)} (write lessons/{lang}/, simulator/{lang}/; make release)",
+        )
+    return dict(sorted({**english, **translated}.items()))
+
+
 def kit_contents(root: Path = REPO_ROOT, edition: Edition = STUDENT) -> dict[str, bytes]:
-    """Every file of the kit: kit path -> bytes, the repository's files and the kit's own."""
-    contents = {name: source.read_bytes() for name, source in repository_files(root, edition).items()}
+    """Every file of the kit: kit path -> bytes, the repository's files and the kit's own, in the edition's language."""
+    files = localize(repository_files(root, edition), edition.lang)
+    contents = {name: source.read_bytes() for name, source in files.items()}
     if edition.worked_solutions:
         for name in [n for n in contents if n.startswith("exercises/") and n.endswith(".ipynb")]:
-            source = root / "solutions" / Path(name).relative_to("exercises")
-            contents[name] = fold_solutions(contents[name], source)
+            released = Path(name).relative_to("exercises")
+            source = root / "solutions" / released
+            if edition.lang != "en":  # the Korean source: its written answers are in Korean, its code the same
+                source = root / "solutions" / released.parent / edition.lang / released.name
+            contents[name] = fold_solutions(contents[name], source, WORKED_SUMMARIES[edition.lang])
     fields = template_fields(root)
     for folder in edition.templates:
         for relative in template_files(folder):
-            name = relative.as_posix()
+            lang, made = template_language(relative)
+            if lang not in (None, edition.lang) or (lang is None and _has_translation(folder, relative, edition.lang)):
+                continue  # another language's template, or the English one of a template this kit has translated
+            name = made.as_posix()
             if name.endswith(TEMPLATE_SUFFIX):
                 contents[name.removesuffix(TEMPLATE_SUFFIX)] = render(folder / relative, fields)
             else:
                 contents[name] = (folder / relative).read_bytes()
     return dict(sorted(contents.items()))
+
+
+def _has_translation(folder: Path, relative: Path, lang: str) -> bool:
+    """Whether the template ``relative`` of ``folder`` has a ``lang`` edition beside it (``README.md``: ``README.ko.md``)."""
+    if lang == "en":
+        return False
+    stem, dot, suffix = relative.name.partition(".")
+    translated = relative.with_name(f"{stem}.{lang}{dot}{suffix}" if dot else f"{stem}.{lang}")
+    return (folder / translated).exists()
 
 
 # -- the self-study edition's worked solutions ------------------------------------------------
@@ -205,6 +309,7 @@ SOLUTION_MARKER_LINES = ("### BEGIN SOLUTION", "### END SOLUTION")
 WORKED_SUFFIX = "-worked"
 """Appended to an answer cell's id to make the id of its worked solution's cell."""
 WORKED_SUMMARY = "Worked solution (the instructor's): open it after your own attempt"
+WORKED_SUMMARIES = {"en": WORKED_SUMMARY, "ko": "풀이 예시(강사의 풀이): 먼저 스스로 풀어 본 다음에 여십시오"}
 
 
 def _grade(cell: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +327,7 @@ def without_markers(text: str) -> str:
     return "\n".join(kept).strip("\n")
 
 
-def worked_cell(answer: dict[str, Any], solution: dict[str, Any]) -> dict[str, Any]:
+def worked_cell(answer: dict[str, Any], solution: dict[str, Any], summary: str = WORKED_SUMMARY) -> dict[str, Any]:
     """The markdown cell that holds ``solution`` (a source notebook's answer cell) folded in a ``<details>``.
 
     Markdown, not a code cell with ``jupyter.source_hidden``: a hidden code cell still runs on Run
@@ -235,11 +340,11 @@ def worked_cell(answer: dict[str, Any], solution: dict[str, Any]) -> dict[str, A
     if solution.get("cell_type") == "code":
         fence = "`" * max(3, 1 + max((len(run) for run in re.findall(r"`+", body)), default=0))
         body = f"{fence}python\n{body}\n{fence}"
-    source = f"<details>\n<summary><b>{WORKED_SUMMARY}</b></summary>\n\n{body}\n\n</details>"
+    source = f"<details>\n<summary><b>{summary}</b></summary>\n\n{body}\n\n</details>"
     return {"cell_type": "markdown", "id": f"{answer['id']}{WORKED_SUFFIX}"[:64], "metadata": {}, "source": source}
 
 
-def fold_solutions(released: bytes, source: Path) -> bytes:
+def fold_solutions(released: bytes, source: Path, summary: str = WORKED_SUMMARY) -> bytes:
     """A released exercise notebook with the source notebook's solution folded after each answer cell."""
     nb = json.loads(released)
     if not source.exists():
@@ -256,7 +361,7 @@ def fold_solutions(released: bytes, source: Path) -> bytes:
         if grade.get("solution"):
             if grade.get("grade_id") not in solutions:
                 raise StudentKitError(source, f"has no answer cell {grade.get('grade_id')!r}; run make release")
-            cells.append(worked_cell(cell, solutions[grade["grade_id"]]))
+            cells.append(worked_cell(cell, solutions[grade["grade_id"]], summary))
     nb["cells"] = cells
     return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
@@ -335,6 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--edition", choices=list(EDITIONS), default=KIT_NAME, help=f"which kit to build (default: {KIT_NAME})"
     )
     parser.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default="en",
+        help="the kit's language (ko: OUT/<kit>-ko/ and its zip; default: en)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "dist", metavar="OUT", help="folder to write into (default: dist/)"
     )
     return parser
@@ -343,10 +454,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The command line: build the kit and say where it is."""
     args = build_parser().parse_args(argv)
+    kit = edition(args.edition, args.lang)
     try:
-        folder, archive = build(args.out, edition=EDITIONS[args.edition])
+        folder, archive = build(args.out, edition=kit)
     except StudentKitError as error:
-        print(f"{args.edition}: {error}", file=sys.stderr)
+        print(f"{kit.name}: {error}", file=sys.stderr)
         return 1
     count = sum(1 for p in folder.rglob("*") if p.is_file())
     print(f"{archive} ({archive.stat().st_size // 1024} KiB, {count} files); unpacked in {folder}")

@@ -18,6 +18,7 @@ from ..checkpoint import Checkpoint, pending_calls, text_of
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS, points_passed
 from ..scenarios import SCENARIOS
 from ..tools import DEFAULT_TOOLS, Effect
+from .fonts import use_hangul_fallback
 from .matrix import Cell, MatrixRow, where_in_turn
 
 __all__ = [
@@ -410,6 +411,7 @@ def _quiet_pyplot_free_matplotlib() -> Any:
         from matplotlib.patches import Patch
 
         matplotlib.font_manager.fontManager  # noqa: B018 - builds the font cache here, quietly
+        use_hangul_fallback()  # every figure the kit draws comes through here: Korean labels have a font
     finally:
         log.setLevel(old)
     return Figure, ListedColormap, Patch

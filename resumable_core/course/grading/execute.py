@@ -36,6 +36,8 @@ from nbgrader.coursedir import CourseDirectory
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Enum, Float, Integer, Unicode
 
+from resumable_core.lab import i18n
+
 from .budget import DEFAULT_TIMEOUT, code_cells, graded_cells, recheck_budget, wall_budget
 from .isolation import BACKENDS, Backend, Limits, make_backend
 from .learner_view import kernel_notebook
@@ -132,14 +134,16 @@ class SandboxedExecute(NbGraderPreprocessor):
         RESULT_CAP, help="bytes of the executed notebook: the cells from the one whose outputs pass it are not run"
     ).tag(config=True)
 
-    def backend(self) -> Backend:
+    def backend(self, lang: str | None = None) -> Backend:
         """The backend this config runs learner code in, with the full library: the one factory of its limits.
 
         The learner's process sees the learner view of that library; the re-check's checker gets the
-        same backend (:func:`.workers.backend_of`); each job sets its own wall clock.
+        same backend (:func:`.workers.backend_of`); each job sets its own wall clock. ``lang``: the
+        notebook's language (:func:`notebook_language`), which its jobs speak (``RESUMABLE_LANG``).
         """
         library = Path(self.library) if self.library else None
-        return make_backend(self.isolation, library=library, limits=Limits(memory=self.memory, cpus=self.cpus))
+        env = {i18n.SETTING: lang} if lang else {}
+        return make_backend(self.isolation, library=library, limits=Limits(memory=self.memory, cpus=self.cpus), env=env)
 
     def release_notebook(self, resources: Any) -> Path | None:
         """The trusted copy of the notebook being graded: the course's ``release/``, else ``source/``; None if neither."""
@@ -179,7 +183,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             timeout=int(self.timeout),
             wall=self.wall_clock(nb, resources)
             + recheck_budget(n_graded, self.timeout),  # the cells, then the re-check
-            backend=self.backend(),
+            backend=self.backend(notebook_language(nb)),  # a Korean notebook's learner reads Korean messages
             output_cap=int(self.result_cap),
         )
         started = time.monotonic()
@@ -194,6 +198,13 @@ class SandboxedExecute(NbGraderPreprocessor):
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
         return nb, resources
+
+
+def notebook_language(nb: Any) -> str:
+    """The language a notebook's metadata names (``resumable.lang``, the Korean release's ``ko``), else English."""
+    meta = (nb.get("metadata") or {}).get("resumable") or {}
+    lang = meta.get("lang") if isinstance(meta, dict) else None
+    return lang if lang in i18n.LANGUAGES else i18n.DEFAULT  # the learner's file: only a known language counts
 
 
 RUNNING: dict[tuple[str, str, str], LearnerProcess] = {}

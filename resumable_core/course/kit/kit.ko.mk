@@ -1,0 +1,3 @@
+# The Korean kit's language: `make lab`, `make test` and `make check` run with RESUMABLE_LANG=ko,
+# so the checks' messages, the reveals and the feedback are Korean. `make lab RESUMABLE_LANG=en`: English.
+export RESUMABLE_LANG ?= ko
