@@ -138,6 +138,11 @@ def _untranslated(english: str, korean: str) -> bool:
     return bool(_WORD.search(_CODE_SPAN.sub(" ", english)))
 
 
+def _answer_area(cell: dict[str, Any]) -> bool:
+    # a written answer's cell (nbgrader's solution cell): the learner writes there, in either language
+    return bool(cell.get("metadata", {}).get("nbgrader", {}).get("solution"))
+
+
 def _cells(path: Path) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return cells
@@ -175,7 +180,7 @@ def drift(english: Path, korean: Path) -> list[str]:
             out.append(
                 f"{where}: its code differs from the English (only comments may); run `python -m resumable_core.lab.editions sync`"
             )
-        elif e["cell_type"] == "markdown" and _untranslated(_source(e), _source(k)):
+        elif e["cell_type"] == "markdown" and not _answer_area(e) and _untranslated(_source(e), _source(k)):
             out.append(f"{where}: not translated (no Korean in it)")
         if e["cell_type"] == "code" and (k.get("outputs") or k.get("execution_count")):
             out.append(f"{where}: has outputs; clear them (no outputs are committed)")
