@@ -223,6 +223,41 @@ def test_feedback_renders_markdown_sanitized_and_puts_each_message_beside_its_ro
     assert "<tr><td>why</td><td>3/3</td><td></td></tr>" in page
 
 
+def test_a_korean_notebooks_page_speaks_korean_with_the_korean_releases_text(tmp_path):
+    """A notebook whose metadata says ko gets a Korean page: its words, and its locked text from the source's ko/
+    edition (nbgrader put the gradebook's English back); the learner's written answer stays the learner's."""
+    nb = nbformat.v4.new_notebook(metadata={"resumable": {"lang": "ko"}})
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## Exercise 2", id="intro", metadata=_meta("intro", locked=True)),
+        nbformat.v4.new_markdown_cell(
+            "my own answer", id="why", metadata=_meta("why", grade=True, solution=True, points=3)
+        ),
+        nbformat.v4.new_code_cell("check()", id="t", metadata=_meta("test_x", grade=True, locked=True, points=2)),
+    ]
+    nbformat.write(nb, str(tmp_path / "nb.ipynb"))
+    source = tmp_path / "source" / "nb.ipynb"
+    (source.parent / "ko").mkdir(parents=True)
+    korean = nbformat.v4.new_notebook()
+    korean.cells = [
+        nbformat.v4.new_markdown_cell("## 연습 2", id="intro", metadata=_meta("intro", locked=True)),
+        nbformat.v4.new_markdown_cell(
+            "강사의 모범 답안", id="why", metadata=_meta("why", grade=True, solution=True, points=3)
+        ),
+    ]
+    nbformat.write(korean, str(source.parent / "ko" / "nb.ipynb"))
+    grades = {"why": CellGrade(2, 3, "좋습니다"), "test_x": CellGrade(0, 2)}
+    page = write_feedback(tmp_path / "nb.ipynb", grades, tmp_path / "p.html", title="t", source=source).read_text()
+    assert '<html lang="ko">' in page and "<h2>연습 2</h2>" in page and "Exercise 2" not in page
+    assert "my own answer" in page and "모범 답안" not in page  # never the instructor's answer
+    assert (
+        "점수: 2 / 5" in page and "<th>점검</th>" in page and "test_x</b> 0/2 실패" in page and "강사의 코멘트:" in page
+    )
+    english = write_feedback(
+        tmp_path / "nb.ipynb", grades, tmp_path / "e.html", title="t"
+    )  # no source: the notebook's own text
+    assert "Exercise 2" in english.read_text()
+
+
 def test_recheck_outcomes_become_feedback_messages():
     """Zeroed cells keep their worded reason on the page; cells left for review say so, with the reason."""
     got = report.recheck_messages(

@@ -49,3 +49,15 @@ def is_blank_answer(cell: Any) -> bool:
 def read(path: str | Path) -> nbformat.NotebookNode:
     """A notebook file as an nbformat v4 node (no validation: callers decide what to refuse)."""
     return nbformat.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def language(nb: Any) -> str:
+    """The language a notebook's metadata names (``resumable.lang``: the Korean release's ``ko``), else English.
+
+    The learner's file says it: only a language of the kit counts, anything else is English.
+    """
+    from resumable_core.lab import i18n
+
+    meta = (nb.get("metadata") or {}).get("resumable") or {}
+    lang = meta.get("lang") if isinstance(meta, dict) else None
+    return lang if lang in i18n.LANGUAGES else i18n.DEFAULT

@@ -127,7 +127,14 @@ def _student(
             try:
                 page = feedback / f"{check_id(sub.student)}{f'-{nb.name}' if several else ''}.html"
                 title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
-                write_feedback(autograded, nb.cells, page, title=title, messages=(messages or {}).get(nb.name))
+                write_feedback(
+                    autograded,
+                    nb.cells,
+                    page,
+                    title=title,
+                    messages=(messages or {}).get(nb.name),
+                    source=course.source(assignment) / f"{nb.name}.ipynb",
+                )
             except (OSError, ValueError) as e:  # ValueError: an id that is no safe file name, or a broken notebook
                 phrases.append(reasons.feedback_not_written(e))
     return phrases

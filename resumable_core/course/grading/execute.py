@@ -38,6 +38,7 @@ from traitlets import Enum, Float, Integer, Unicode
 
 from resumable_core.lab import i18n
 
+from .. import notebooks
 from .budget import DEFAULT_TIMEOUT, code_cells, graded_cells, recheck_budget, wall_budget
 from .isolation import BACKENDS, Backend, Limits, make_backend
 from .learner_view import kernel_notebook
@@ -201,10 +202,8 @@ class SandboxedExecute(NbGraderPreprocessor):
 
 
 def notebook_language(nb: Any) -> str:
-    """The language a notebook's metadata names (``resumable.lang``, the Korean release's ``ko``), else English."""
-    meta = (nb.get("metadata") or {}).get("resumable") or {}
-    lang = meta.get("lang") if isinstance(meta, dict) else None
-    return lang if lang in i18n.LANGUAGES else i18n.DEFAULT  # the learner's file: only a known language counts
+    """The language a notebook's metadata names (:func:`..notebooks.language`)."""
+    return notebooks.language(nb)
 
 
 RUNNING: dict[tuple[str, str, str], LearnerProcess] = {}

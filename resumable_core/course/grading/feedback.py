@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import html
 import re
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from .. import notebooks
 from . import reasons
 from .collect import check_id
 from .errors import StudentIdError
+from .i18n import GRADING
 from .model import CellGrade
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -41,6 +43,18 @@ MARKDOWN_TAGS = frozenset(
     | {"ul", "ol", "li", "a", "table", "thead", "tbody", "tr", "th", "td"}
 )
 """What rendered markdown may keep: text structure and links; no image (it would fetch), no style, no form."""
+_LANG: contextvars.ContextVar[str] = contextvars.ContextVar("feedback_language", default="en")
+"""The language of the page being rendered (its notebook's): each grading thread renders its own."""
+
+
+def _(message: str) -> str:
+    return GRADING.gettext(message, _LANG.get())
+
+
+def _CUT() -> str:  # noqa: N802 - a message, named as the constant it would be
+    return _("({cut} more characters not shown)")
+
+
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough")
 HIDDEN_MARKER = "BEGIN HIDDEN TESTS"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -87,7 +101,10 @@ def _capped(text: str) -> str:
     if len(text) <= MAX_OUTPUT_CHARS:
         return html.escape(text)
     cut = len(text) - MAX_OUTPUT_CHARS
-    return html.escape(text[:MAX_OUTPUT_CHARS]) + f'</pre><p class="note">({cut} more characters not shown)</p><pre>'
+    return (
+        html.escape(text[:MAX_OUTPUT_CHARS])
+        + f'</pre><p class="note">{_CUT().format(cut=cut)}</p><pre>'
+    )
 
 
 def png_data(value: Any) -> str | None:
@@ -117,10 +134,12 @@ def _output(output: Any) -> str:
     data = output.get("data", {}) if kind in ("execute_result", "display_data") else {}
     png = png_data(data["image/png"]) if "image/png" in data else None
     if png is not None:
-        return f'<img alt="a figure" src="data:image/png;base64,{png}">'
+        alt = _("a figure")
+        return f'<img alt="{alt}" src="data:image/png;base64,{png}">'
     if "text/plain" in data:
         return f"<pre>{_capped(_text(data['text/plain']))}</pre>"
-    return '<p class="note">(an output that is not plain text or a PNG image is not shown)</p>'
+    note = _("(an output that is not plain text or a PNG image is not shown)")
+    return f'<p class="note">{note}</p>'
 
 
 def failure_message(cell: Any) -> str | None:
@@ -150,13 +169,15 @@ def _test_cell(gid: str, cell: Any, grade: CellGrade | None, message: str | None
     if state == "failed" and why is None:
         why = reasons.NO_POINTS
     body = f"<pre>{_capped(why)}</pre>" if state == "failed" and why else ""
-    return f'<div class="cell test {state}"><p><b>{html.escape(gid)}</b> {_points(grade)} {state}</p>{body}</div>'
+    said = {"passed": _("passed"), "failed": _("failed"), "pending": _("pending")}[state]
+    return f'<div class="cell test {state}"><p><b>{html.escape(gid)}</b> {_points(grade)} {said}</p>{body}</div>'
 
 
 def _comment(grade: CellGrade | None) -> str:
     if grade is None or not grade.comment:
         return ""
-    return f'<p class="note">Instructor\'s comment:</p><pre>{html.escape(grade.comment)}</pre>'
+    said = _("Instructor's comment:")
+    return f'<p class="note">{said}</p><pre>{html.escape(grade.comment)}</pre>'
 
 
 def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
@@ -197,23 +218,52 @@ def _summary(nb: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, st
     score = sum(g.score or 0.0 for g in known)
     total = sum(g.max_score for g in known)
     pending = f" ({reasons.SOME_POINTS_WAIT})" if any(g.score is None for g in known) else ""
-    return (
-        f"<p>Score: {score:g} / {total:g}{pending}</p>"
-        f"<table><tr><th>check</th><th>points</th><th>message</th></tr>{rows}</table>"
-    )
+    said = _("Score: {score} / {total}").format(score=f"{score:g}", total=f"{total:g}")
+    head = "".join(f"<th>{word}</th>" for word in (_("check"), _("points"), _("message")))
+    return f"<p>{said}{pending}</p><table><tr>{head}</tr>{rows}</table>"
 
 
 def render_feedback(
-    nb: Any, grades: Mapping[str, CellGrade], title: str, messages: Mapping[str, str] | None = None
+    nb: Any,
+    grades: Mapping[str, CellGrade],
+    title: str,
+    messages: Mapping[str, str] | None = None,
+    *,
+    lang: str = "en",
+    texts: Mapping[str, str] | None = None,
 ) -> str:
-    """The whole page for one notebook. ``messages``: {grade_id: why} from the trusted side (the re-check)."""
-    cells = "".join(_cell(c, grades, messages or {}) for c in nb.cells)
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
-        f"<body><h1>{html.escape(title)}</h1>{_summary(nb, grades, messages or {})}{cells}</body></html>\n"
-    )
+    """The whole page for one notebook, in ``lang``. ``messages``: {grade_id: why} from the trusted side (the
+    re-check). ``texts``: {cell id: markdown} of the release's text in the notebook's language, which the
+    page shows instead of the gradebook's copy nbgrader put back (a locked cell; never a written answer)."""
+    token = _LANG.set(lang)
+    try:
+        if texts:
+            nb = nbformat.from_dict(nb)
+            for cell in nb.cells:
+                if cell.get("cell_type") == "markdown" and not notebooks.is_solution(cell) and cell.get("id") in texts:
+                    cell.source = texts[cell["id"]]
+        cells = "".join(_cell(c, grades, messages or {}) for c in nb.cells)
+        return (
+            f'<!DOCTYPE html>\n<html lang="{html.escape(lang)}"><head><meta charset="utf-8">'
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head>"
+            f"<body><h1>{html.escape(title)}</h1>{_summary(nb, grades, messages or {})}{cells}</body></html>\n"
+        )
+    finally:
+        _LANG.reset(token)
+
+
+def _edition_texts(source: Path, lang: str) -> dict[str, str] | None:
+    """{cell id: markdown} of the locked markdown cells of ``source``'s edition in ``lang``, or None without one."""
+    edition = source.parent / lang / source.name
+    if not edition.is_file():
+        return None
+    nb = nbformat.read(str(edition), as_version=4)
+    return {
+        c["id"]: notebooks.source(c)
+        for c in nb.cells
+        if c.get("cell_type") == "markdown" and not notebooks.is_solution(c) and "id" in c
+    }
 
 
 def write_feedback(
@@ -223,9 +273,17 @@ def write_feedback(
     *,
     title: str,
     messages: Mapping[str, str] | None = None,
+    source: Path | None = None,
 ) -> Path:
-    """Render ``autograded`` (a notebook nbgrader graded) with ``grades`` into the HTML file ``out``."""
+    """Render ``autograded`` (a notebook nbgrader graded) with ``grades`` into the HTML file ``out``.
+
+    In the notebook's language (its metadata's ``resumable.lang``); for a translated one, the text
+    of its locked markdown cells is read from the source's edition in that language (``source``'s
+    ``<lang>/`` folder, the instructor's trusted copy), when there is one.
+    """
     nb = nbformat.read(str(autograded), as_version=4)
+    lang = notebooks.language(nb)
+    texts = _edition_texts(source, lang) if source is not None and lang != "en" else None
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_feedback(nb, grades, title, messages), encoding="utf-8")
+    out.write_text(render_feedback(nb, grades, title, messages, lang=lang, texts=texts), encoding="utf-8")
     return out

@@ -58,6 +58,10 @@ class Course:
         """``autograded/<student>/<assignment>/`` as the course's config lays it out."""
         return Path(self.directory.format_path(self.directory.autograded_directory, student, assignment))
 
+    def source(self, assignment: str) -> Path:
+        """``source/<assignment>/`` (the instructor's notebooks) as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.source_directory, ".", assignment))
+
     def feedback(self, student: str, assignment: str) -> Path:
         """``feedback/<student>/<assignment>/`` as the course's config lays it out."""
         return Path(self.directory.format_path(self.directory.feedback_directory, student, assignment))

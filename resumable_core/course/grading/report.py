@@ -63,7 +63,12 @@ def write_student_feedback(sub: Submission, out: Path, assignment: str, name: st
         target = feedback_path(out / "feedback", sub.student, name, assignment)
         grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)
         write_feedback(
-            autograded, grades, target, title=f"{assignment}: {name}.ipynb, {sub.student}", messages=messages
+            autograded,
+            grades,
+            target,
+            title=f"{assignment}: {name}.ipynb, {sub.student}",
+            messages=messages,
+            source=out / "source" / assignment / f"{name}.ipynb",  # its ko/ edition gives a Korean page its text
         )
     except (OSError, NotJSONError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
         sub.notes.append(reasons.feedback_not_written(e))
