@@ -65,3 +65,85 @@ def test_check_on_a_released_exercise_reports_in_korean(korean: None, capsys: py
     # a visible check's message, raised in the kernel, which keeps RESUMABLE_LANG
     assert "가운데 하나를 고르세요" in out
     assert "visible tests pass" not in out and "Next:" not in out
+
+
+# -- the lab: formative feedback, the simulator page, the crash tests, the figures -------------------
+
+
+def test_the_formative_feedback_is_korean(korean: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """A practice checkpoint's feedback, blank, right and wrong, comes whole from the lab's catalog."""
+    from resumable_core.lab.formative import RIGHT_ACTIONS, formative_check
+
+    formative_check("D", None)
+    formative_check("E", RIGHT_ACTIONS["E"][0])
+    formative_check("F", "rerun_tool")
+    out = capsys.readouterr().out
+    assert "체크포인트 D: 아직 답을 쓰지 않았습니다" in out
+    assert "체크포인트 E: 맞았습니다" in out and "읽기 전용" in out
+    assert "체크포인트 F: rerun_tool이(가) 아닙니다" in out and "대기 중인 것이 없습니다" in out
+
+
+def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
+    """core_words copies every crash point's, scenario's and kit strategy's help as the core writes it."""
+    from resumable_core.crash import CRASH_POINT_HELP
+    from resumable_core.lab.core_words import CORE_WORDS
+    from resumable_core.scenarios import SCENARIOS
+    from resumable_core.strategies import STRATEGIES
+
+    shown = {*CRASH_POINT_HELP.values(), *(s.help for s in SCENARIOS.values())}
+    shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")}
+    assert shown == set(CORE_WORDS)
+
+
+def test_the_simulator_page_speaks_korean(korean: None) -> None:
+    """The simulator's labels, its settings' help (the core's words too) and its panels' notes are Korean."""
+    from resumable_core.lab import render
+    from resumable_core.lab.widgets import CrashSimulator, MatrixHeatmap
+
+    sim = CrashSimulator()
+    assert (sim.scenario.description, sim.crash_point.description, sim.strategy.description) == (
+        "시나리오",
+        "크래시 지점",
+        "전략",
+    )
+    assert sim.run_button.description == "실행"
+    assert "도구가 실행된 뒤, 저장 지점 B 전" in sim.help.value and "부수 효과" in sim.help.value
+    assert "체크포인트 파일이 없었습니다" in render.checkpoint_html(None)
+    assert "행렬 계산" in MatrixHeatmap().run_button.description
+
+
+@pytest.mark.slow
+def test_a_simulated_crash_is_told_in_korean(korean: None) -> None:
+    """The story of one real crash and resume (what the simulator's "What happened" shows) is Korean."""
+    from resumable_core import lab
+
+    story = lab.run_cell("after_tool", "send_email", "rerun").story()
+    assert "크래시: send_email을(를) 호출하는 턴의 도구가 실행된 뒤, 저장 지점 B 전" in story
+    assert "1. 실행이 SIGKILL로 강제 종료되었습니다." in story and "크래시한 호출의 효과" in story
+
+
+def test_the_crash_tests_tables_speak_korean(korean: None) -> None:
+    """crash_test's and crash_test_journal's tables name their columns in Korean."""
+    from resumable_core.lab.crash_test import CrashTestRow, CrashTestTable, JournalStep, JournalTable
+
+    row = CrashTestRow("after_tool", True, "send_email", 1, 3, True, "accepted")
+    text = str(CrashTestTable("send_email", (row,)))
+    assert "크래시 지점" in text and "보낸 이메일" in text and "받아들임" in text
+    assert "단계" in JournalTable((JournalStep("x", "y", 3),))._repr_html_()
+
+
+def test_the_figures_are_labelled_in_korean(korean: None) -> None:
+    """The turn diagram's and the heatmap's words are Korean (the Hangul font is installed elsewhere)."""
+    import warnings
+
+    from resumable_core import lab
+    from resumable_core.lab.render import heatmap_figure
+
+    svg = lab.turn_diagram().svg
+    assert "크래시 지점 8곳" in svg and "에이전트 루프" in svg and "모델 호출:" in svg
+    with warnings.catch_warnings():  # no Hangul font on a machine without fonts-noto-cjk: missing glyphs
+        warnings.simplefilter("ignore")
+        fig = heatmap_figure(lab.recorded_matrix())
+    words = [fig.get_suptitle(), *(ax.get_title() for ax in fig.axes), fig.axes[0].get_ylabel()]
+    words += [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert any("크래시 행렬" in w for w in words) and "크래시 지점" in words and "정확히 한 번" in words
