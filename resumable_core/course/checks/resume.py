@@ -416,7 +416,7 @@ def check_reconciled_state_saved(fn: Resume) -> None:
             "after reconcile the file still has send_email pending: save the reconciled "
             "state before anything else, so a second crash does not settle the same call "
             "again ({from_the_top})"
-        ).format(from_the_top=FROM_THE_TOP),
+        ).format(from_the_top=_(FROM_THE_TOP)),
     )
 
 
@@ -443,11 +443,13 @@ def check_another_task_refused(fn: Resume) -> None:
     )
     require(
         not trial.calls(),
-        _("{what}: refuse it before any model call ({another_task})").format(what=what, another_task=ANOTHER_TASK),
+        _("{what}: refuse it before any model call ({another_task})").format(what=what, another_task=_(ANOTHER_TASK)),
     )
     require(
         trial.path.read_bytes() == before,
-        _("{what}: refuse it without changing the file ({another_task})").format(what=what, another_task=ANOTHER_TASK),
+        _("{what}: refuse it without changing the file ({another_task})").format(
+            what=what, another_task=_(ANOTHER_TASK)
+        ),
     )
     own = trial.resume(fn, _answer_send_email, task=NOTES_TASK)  # refusing everything is no task check
     require(
@@ -455,7 +457,10 @@ def check_another_task_refused(fn: Resume) -> None:
         _(
             "the same checkpoint resumed for its own task (a finished notes run) must be "
             "returned, finished; resume {value} ({another_task})"
-        ).format(value="raised " + str(own.error) if own.ended == "raised" else own.ended, another_task=ANOTHER_TASK),
+        ).format(
+            value=_("raised {error}").format(error=own.error) if own.ended == "raised" else own.ended,
+            another_task=_(ANOTHER_TASK),
+        ),
     )
 
 
@@ -707,7 +712,7 @@ def require_report_end(
             "{where}: {value} is not recorded as it is now (never read, or changed since: "
             "its doc_sha256 differs from the record), yet resume_report did not read it "
             "({checklist}: record vs reality)"
-        ).format(where=where, value=stale[0] if stale else "", checklist=CHECKLIST),
+        ).format(where=where, value=stale[0] if stale else "", checklist=_(CHECKLIST)),
     )
     want = trial.expected_sha256()
     pings = trial.world.notifications()
@@ -721,7 +726,7 @@ def require_report_end(
             "notification the checkpoint records as not confirmed is settled with "
             "notification_status(key), never simply sent again; and record the key before "
             "you send ({checklist}: uncertain effects first)"
-        ).format(where=where, value=twice[0] if twice else "", checklist=CHECKLIST),
+        ).format(where=where, value=twice[0] if twice else "", checklist=_(CHECKLIST)),
     )
     require(
         any(p["report_sha256"] == want for p in pings),
@@ -738,7 +743,7 @@ def require_report_end(
             "{where}: no saved report holds the report of the documents as they are now: "
             "check the recorded report with report_sha256(path) and save it again when it is "
             "missing or differs ({checklist}: record vs reality)"
-        ).format(where=where, checklist=CHECKLIST),
+        ).format(where=where, checklist=_(CHECKLIST)),
     )
     cp = trial.checkpoint()
     require(

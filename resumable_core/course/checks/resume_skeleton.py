@@ -333,7 +333,7 @@ def whole_journal(data: bytes, name: str) -> list[Any]:
             _(
                 "line {number} of {name}: its checksum must be the CRC-32 of the JSON before the "
                 'tab, as f"{{zlib.crc32(data):08x}}" ({reread_layout})'
-            ).format(number=number, name=name, reread_layout=REREAD_LAYOUT),
+            ).format(number=number, name=name, reread_layout=_(REREAD_LAYOUT)),
         )
         records.append(json.loads(text))
     return records
@@ -455,7 +455,7 @@ def check_journal_round_trip(append: Append, read: Read) -> None:
             same_data(whole_journal(path.read_bytes(), JOURNAL), records[:n]),
             _(
                 "after append {n}, the journal must hold the header and {n} record line(s), in order ({reread_layout})"
-            ).format(n=n, reread_layout=REREAD_LAYOUT),
+            ).format(n=n, reread_layout=_(REREAD_LAYOUT)),
         )
     leftovers = sorted(p.name for p in folder.iterdir() if p.name != JOURNAL)
     require(
