@@ -147,3 +147,23 @@ def test_the_figures_are_labelled_in_korean(korean: None) -> None:
     words = [fig.get_suptitle(), *(ax.get_title() for ax in fig.axes), fig.axes[0].get_ylabel()]
     words += [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     assert any("크래시 행렬" in w for w in words) and "크래시 지점" in words and "정확히 한 번" in words
+
+
+# -- the hidden checks (their own catalog, never in the student kit) ----------------------------------
+
+
+def test_a_hidden_checks_message_is_korean(korean: None) -> None:
+    """A hidden check's CheckFailed comes from the hidden catalog, in the language in force when it is raised."""
+    from resumable_core.course.hidden import reconcile as hidden_reconcile
+    from resumable_core.course.hidden import resume_skeleton as hidden_skeleton
+
+    def ran_a_tool(cp, tools):  # executes something although nothing is pending
+        tools.execute("list_dir", {"path": "."})
+        return cp
+
+    with pytest.raises(CheckFailed) as caught:
+        hidden_reconcile.check_nothing_pending(ran_a_tool)
+    assert "대기 중인 것이 없는데 reconcile이 실행했습니다" in caught.value.reason
+    with pytest.raises(CheckFailed) as caught:
+        hidden_skeleton.check_replay_rules(lambda records: {})
+    assert caught.value.reason.startswith("레코드가 없으면 replay는")
