@@ -7,6 +7,7 @@ The English texts themselves are asserted by the areas' own tests, which stay as
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,27 @@ def test_a_hidden_checks_message_is_korean(korean: None) -> None:
     with pytest.raises(CheckFailed) as caught:
         hidden_skeleton.check_replay_rules(lambda records: {})
     assert caught.value.reason.startswith("레코드가 없으면 replay는")
+
+
+# -- Level 1 stays secret in Korean too ---------------------------------------------------------------
+
+_KO_NAMED = {letter: re.compile(rf"체크포인트 ?{letter}(?![A-Za-z])") for letter in "ABC"}
+_KO_FACTS = re.compile(
+    r"끝난|끝남|대기 중인 것이 없|다시 실행|읽기 전용|read_file|is_error|알 수 없|send_email|보낸 편지함|부수 효과"
+)
+
+
+def _ko_leaks(text: str) -> list[str]:
+    return [line for line in text.splitlines() for n in _KO_NAMED.values() if n.search(line) and _KO_FACTS.search(line)]
+
+
+def test_no_shipped_korean_message_gives_level1_away() -> None:
+    """What test_level1_secret asks of the English holds for the shipped catalogs' Korean: no line names
+    graded checkpoint A, B or C beside a fact that decides its action."""
+    from resumable_core.lab import catalogs
+
+    every = catalogs._all_catalogs()
+    for domain in ("course", "lab", "lessons"):
+        text = "\n".join(str(m.string) for m in catalogs.read(every[domain], "ko") if m.id)
+        assert _ko_leaks(text) == [], domain
+    assert _ko_leaks("체크포인트 C: send_email은 다시 실행하지 않습니다") != []  # the scan is not blind
