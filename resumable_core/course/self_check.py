@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from resumable_core.course.i18n import _
+from resumable_core.lab.i18n import N_, SETTING
+
 # nbformat and nbclient are imported where they are used: importing nbformat takes seconds (its
 # JSON schema validators), and `python -m resumable_core --help` builds this command's parser.
 
@@ -49,11 +52,11 @@ OUTPUT_MARGIN = 1 << 20
 ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
 """What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
 
-PASSED, FAILED, HIDDEN, OPTIONAL = "passed", "FAILED", "hidden", "optional"
+PASSED, FAILED, HIDDEN, OPTIONAL = N_("passed"), N_("FAILED"), N_("hidden"), N_("optional")
 OPTIONAL_PREFIX = "bonus_"
 """A test cell whose grade_id starts with this is an optional bonus; its answers are the answer cells
 since the test cell before it. Left as released, it is "optional, not attempted", never a failure."""
-KERNEL_DIED = (
+KERNEL_DIED = N_(
     "{path}: the kernel died while running the notebook (os._exit, a crash or out of memory),\n"
     "so no test after that point ran; grading would score them 0.\n"
     "Next: find the cell that ends the process, fix it, and run\n  {command}\nagain."
@@ -80,7 +83,8 @@ class SelfCheckError(Exception):
 
 def kernel_env(home: Path) -> dict[str, str]:
     """The kernel's environment: offline (the scripted Claude), quiet, no user profile, this library first."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RESUMABLE_", "ANTHROPIC_"))}
+    # The language setting goes through: the checks' messages are in the learner's language.
+    env = {k: v for k, v in os.environ.items() if k == SETTING or not k.startswith(("RESUMABLE_", "ANTHROPIC_"))}
     env.update(
         JUPYTER_PLATFORM_DIRS="1",  # jupyter_core's own deprecation warning otherwise
         PYDEVD_DISABLE_FILE_VALIDATION="1",  # the debugger's "frozen modules" note otherwise
@@ -204,11 +208,11 @@ def _where(error: Any) -> list[str]:
 def _message(error: Any) -> list[str]:
     """An error output as lines: ``Name: the whole message``, then where it was raised unless it is a check's."""
     if error.ename in ("CellTimeoutError", "KeyboardInterrupt"):
-        return ["interrupted: the cell ran past the timeout, as grading would stop it (an endless loop?)"]
+        return [_("interrupted: the cell ran past the timeout, as grading would stop it (an endless loop?)")]
     text = f"{error.ename}: {error.evalue}".rstrip(": ") if error.evalue else error.ename
     lines = text.splitlines()
     if error.ename == "NotImplementedError":
-        lines.append("(an answer cell still raises NotImplementedError: write your code there)")
+        lines.append(_("(an answer cell still raises NotImplementedError: write your code there)"))
     if error.ename not in ("CheckFailed", "AssertionError"):
         lines += _where(error)
     return lines
@@ -255,7 +259,7 @@ def result_of(cell: Any) -> TestResult:
     if error is not None:
         return TestResult(name, points, FAILED, checks, tuple(_message(error)))
     if stderr:
-        lines = ["wrote to stderr, and grading scores a test cell that does 0:", *stderr.rstrip().splitlines()]
+        lines = [_("wrote to stderr, and grading scores a test cell that does 0:"), *stderr.rstrip().splitlines()]
         return TestResult(name, points, FAILED, checks, tuple(lines))
     return TestResult(name, points, PASSED, checks)
 
@@ -274,8 +278,10 @@ def syntax_errors(nb: Any) -> list[str]:
         error = error_of(cell)
         if error is not None and error.ename in SYNTAX_ERRORS:
             grade_id = _nbgrader(cell).get("grade_id")
-            label = "a cell you added" if grade_id is None else f"answer {grade_id}"
-            out.append(f"cell {index} ({label}): " + "\n      ".join(_message(error)))
+            label = _("a cell you added") if grade_id is None else _("answer {grade_id}").format(grade_id=grade_id)
+            out.append(
+                _("cell {index} ({label}): ").format(index=index, label=label) + "\n      ".join(_message(error))
+            )
     return out
 
 
@@ -288,23 +294,33 @@ def other_errors(nb: Any) -> Iterator[str]:
         error = error_of(cell)
         if error is not None:
             grade_id = _nbgrader(cell).get("grade_id")
-            label = "a cell you added" if grade_id is None else f"answer {grade_id}" if is_answer(cell) else grade_id
-            yield f"cell {index} ({label}): " + "\n      ".join(_message(error))
+            label = (
+                _("a cell you added")
+                if grade_id is None
+                else _("answer {grade_id}").format(grade_id=grade_id)
+                if is_answer(cell)
+                else grade_id
+            )
+            yield _("cell {index} ({label}): ").format(index=index, label=label) + "\n      ".join(_message(error))
 
 
 # -- the report ----------------------------------------------------------------------------
 
 
 def _points(value: float) -> str:
-    return f"{value:g} pt"
+    return _("{value:g} pt").format(value=value)
 
 
 def _result_lines(result: TestResult) -> list[str]:
-    head = f"  {result.status:<7} {result.name} ({_points(result.points)})"
+    head = f"  {_(result.status):<7} {result.name} ({_points(result.points)})"
     if result.status == HIDDEN:
-        return [f"{head}: added and run when your instructor grades"]
+        return [_("{head}: added and run when your instructor grades").format(head=head)]
     if result.status == OPTIONAL:
-        return [f"{head}: optional, not attempted; answering it can add {_points(result.points)}: {result.checks}"]
+        return [
+            _("{head}: optional, not attempted; answering it can add {points}: {checks}").format(
+                head=head, points=_points(result.points), checks=result.checks
+            )
+        ]
     lines = [f"{head}: {result.checks}" if result.checks else head]
     return lines + [f"          {line}" for line in result.message]
 
@@ -358,24 +374,33 @@ def report(path: Path, nb: Any, command: str, *, every: bool = False) -> tuple[s
     ]
     visible = [r for r in results if r.status not in (HIDDEN, OPTIONAL)]
     failed = [r for r in visible if r.status == FAILED]
-    which = "every test, the hidden ones included," if every else "the visible tests,"
-    lines = [f"{path}: {which} run top to bottom on a fresh kernel as grading runs them", ""]
+    if every:
+        title = _(
+            "{path}: every test, the hidden ones included, run top to bottom on a fresh kernel as grading runs them"
+        )
+    else:
+        title = _("{path}: the visible tests, run top to bottom on a fresh kernel as grading runs them")
+    lines = [title.format(path=path), ""]
     broken = syntax_errors(nb)
     if broken:  # first: every test after such a cell fails with a NameError that says nothing of why
-        lines += ["Fix this first: Python cannot read this cell, so nothing it defines exists for the tests:"]
+        lines += [_("Fix this first: Python cannot read this cell, so nothing it defines exists for the tests:")]
         lines += [f"  {error}" for error in broken] + [""]
     for result in results:
         lines += _result_lines(result)
     errors = list(other_errors(nb))
     if errors:
-        lines += ["", "Cells that raised outside the tests (grading runs them too; fix these first):"]
+        lines += ["", _("Cells that raised outside the tests (grading runs them too; fix these first):")]
         lines += [f"  {error}" for error in errors]
     passed_points = sum(r.points for r in visible if r.status == PASSED)
-    kind = "tests (hidden ones included)" if every else "visible tests"
+    tally = (
+        _("{passed} of {count} tests (hidden ones included) pass ({points} of {total}).")
+        if every
+        else _("{passed} of {count} visible tests pass ({points} of {total}).")
+    )
+    total = _points(sum(r.points for r in visible))
     lines += [
         "",
-        f"{len(visible) - len(failed)} of {len(visible)} {kind} pass "
-        f"({_points(passed_points)} of {_points(sum(r.points for r in visible))}).",
+        tally.format(passed=len(visible) - len(failed), count=len(visible), points=_points(passed_points), total=total),
     ]
     flood, over = output_warning(nb, command)
     if over:  # graded, the tests after the flood score 0: no "submit"
@@ -390,25 +415,36 @@ def next_steps(path: Path, nb: Any, results: list[TestResult], command: str, *, 
     """What to do now: fix and re-run, or submit; which answers are graded by hand; what runs at grading."""
     failed = any(r.status == FAILED for r in results)
     if failed:
-        steps = [
-            "Next: fix the answer cells the FAILED tests above check, save the notebook, and run",
-            f"  {command}",
-            "again. Each message above is whole, as the grader's feedback will show it.",
-        ]
+        steps = (
+            _(
+                "Next: fix the answer cells the FAILED tests above check, save the notebook, and run\n"
+                "  {command}\n"
+                "again. Each message above is whole, as the grader's feedback will show it."
+            )
+            .format(command=command)
+            .splitlines()
+        )
     elif every:
-        steps = ["Next: every test passes, the hidden ones too; compare your answers with the worked solutions."]
+        steps = [_("Next: every test passes, the hidden ones too; compare your answers with the worked solutions.")]
     else:
-        steps = [f"Next: every visible test passes; submit {path} as your instructor asks."]
+        steps = [_("Next: every visible test passes; submit {path} as your instructor asks.").format(path=path)]
     hidden = [r for r in results if r.status == HIDDEN]
     if hidden:
         hidden_points = _points(sum(r.points for r in hidden))
-        steps.append(f"Hidden tests ({hidden_points}) run only at grading: passing the visible ones is not enough.")
+        steps.append(
+            _("Hidden tests ({points}) run only at grading: passing the visible ones is not enough.").format(
+                points=hidden_points
+            )
+        )
     for cell in written_answers(nb):
         grade = _nbgrader(cell)
-        state = "NOT WRITTEN YET, " if is_blank(cell) else ""
-        steps.append(
-            f"Written answer {grade.get('grade_id')} ({state}{_points(grade.get('points', 0))}): graded by hand."
+        points = _points(grade.get("points", 0))
+        written = (
+            _("Written answer {grade_id} (NOT WRITTEN YET, {points}): graded by hand.")
+            if is_blank(cell)
+            else _("Written answer {grade_id} ({points}): graded by hand.")
         )
+        steps.append(written.format(grade_id=grade.get("grade_id"), points=points))
     return steps
 
 
@@ -422,19 +458,33 @@ def read_exercise(path: Path) -> Any:
     example = "e.g. exercises/reconcile/reconcile.ipynb"
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.ipynb"))
-        hint = f"give the notebook in it: {path / inside[0]}" if inside else f"give an exercise notebook, {example}"
-        raise SelfCheckError(path, f"is a folder; {hint}")
+        hint = (
+            _("give the notebook in it: {notebook}").format(notebook=path / inside[0])
+            if inside
+            else _("give an exercise notebook, {example}").format(example=example)
+        )
+        raise SelfCheckError(path, _("is a folder; {hint}").format(hint=hint))
     if not path.exists():
-        raise SelfCheckError(path, f"no such file; give the path of an exercise notebook, {example}")
+        raise SelfCheckError(
+            path, _("no such file; give the path of an exercise notebook, {example}").format(example=example)
+        )
     try:
         nb = nbformat.read(path, as_version=4)
     # nbformat's errors on what is not a notebook: ValueError (not JSON, not UTF-8), ValidationError,
     # and TypeError, KeyError or AttributeError from converting JSON of another shape
     except (ValueError, TypeError, KeyError, AttributeError, nbformat.ValidationError, OSError) as e:
         first = (str(e).splitlines() or [type(e).__name__])[0][:120]
-        raise SelfCheckError(path, f"is not a Jupyter notebook ({first}); give an .ipynb file, {example}") from None
+        raise SelfCheckError(
+            path,
+            _("is not a Jupyter notebook ({error}); give an .ipynb file, {example}").format(
+                error=first, example=example
+            ),
+        ) from None
     if not graded_cells(nb):
-        raise SelfCheckError(path, f"has no graded test cells, so nothing to check; give an exercise, {example}")
+        raise SelfCheckError(
+            path,
+            _("has no graded test cells, so nothing to check; give an exercise, {example}").format(example=example),
+        )
     return nb
 
 
@@ -448,8 +498,10 @@ def source_notebook(path: Path) -> Path:
     if not source.exists():
         raise SelfCheckError(
             path,
-            f"--all runs the hidden tests, and this kit does not hold them (no {source.relative_to(LIBRARY_ROOT)}); "
-            "they are in the self-study kit (make self-study-kit in the course's repository)",
+            _(
+                "--all runs the hidden tests, and this kit does not hold them (no {source}); "
+                "they are in the self-study kit (make self-study-kit in the course's repository)"
+            ).format(source=source.relative_to(LIBRARY_ROOT)),
         )
     return source
 
@@ -496,7 +548,7 @@ def run_check(
         try:
             nb = execute(path.resolve(), Path(tmp), timeout=timeout, allow_errors=True, tests=tests)
         except DeadKernelError:
-            return KERNEL_DIED.format(path=path, command=command), False
+            return _(KERNEL_DIED).format(path=path, command=command), False
     return report(path, nb, command, every=every)
 
 

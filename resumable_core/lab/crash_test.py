@@ -21,6 +21,7 @@ import io
 import json
 import os
 import tempfile
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +34,14 @@ from ..errors import CheckpointError
 from ..run_folder import RunFolder, count_effects, reference_turn
 from ..scenarios import scenario as scenario_for
 from ..strategies import STATUS_UNKNOWN, Reconcile, answer_pending, strategy_named
+from .i18n import N_, _
 from .render import esc, has_side_effect
 
 __all__ = ["CrashTestRow", "CrashTestTable", "JournalStep", "JournalTable", "crash_test", "crash_test_journal"]
 
 RESUME_TIMEOUT = 60.0
 """Seconds the reader's ``resume`` may run in its child before it counts as hung."""
-ACCEPTED = "accepted"
+ACCEPTED = N_("accepted")
 """The API's verdict when no request of the resume was refused."""
 
 
@@ -73,6 +75,16 @@ class CrashTestRow:
     """``accepted``, the API's 400 text, what the resume raised, or that it hung."""
 
 
+def _width(text: str) -> int:
+    """The columns ``text`` takes in a terminal: a wide character (Hangul, say) takes two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _ljust(text: str, width: int) -> str:
+    """``text`` padded with spaces to ``width`` terminal columns."""
+    return text + " " * (width - _width(text))
+
+
 @dataclass(frozen=True)
 class CrashTestTable:
     """The rows of :func:`crash_test`; a notebook draws it as a table."""
@@ -81,26 +93,34 @@ class CrashTestTable:
     rows: tuple[CrashTestRow, ...]
 
     def _columns(self) -> list[str]:
-        effect = "emails sent" if self.tool == "send_email" else f"{self.tool} effects"
-        return ["crash point", "killed", "pending at crash", effect, "turns", "finished", "API's verdict"]
+        effect = _("emails sent") if self.tool == "send_email" else _("{tool} effects").format(tool=self.tool)
+        return [
+            _("crash point"),
+            _("killed"),
+            _("pending at crash"),
+            effect,
+            _("turns"),
+            _("finished"),
+            _("API's verdict"),
+        ]
 
     def _cells(self, row: CrashTestRow) -> list[str]:
         turns = "" if row.turns is None else str(row.turns)
-        pending = row.pending_at_crash or "nothing"
+        pending = row.pending_at_crash or _("nothing")
         return [
             row.crash_point,
-            "yes" if row.killed else "no",
+            _("yes") if row.killed else _("no"),
             pending,
             str(row.effects),
             turns,
             str(row.finished),
-            row.verdict,
+            _(row.verdict) if row.verdict == ACCEPTED else row.verdict,
         ]
 
     def __str__(self) -> str:
         data = [self._columns(), *(self._cells(r) for r in self.rows)]
-        widths = [max(len(line[i]) for line in data) for i in range(len(data[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in data]
+        widths = [max(_width(line[i]) for line in data) for i in range(len(data[0]))]
+        lines = ["  ".join(_ljust(c, w) for c, w in zip(line, widths)).rstrip() for line in data]
         return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
 
     def _repr_html_(self) -> str:
@@ -113,9 +133,13 @@ class CrashTestTable:
             cells = "".join(f"<td style='padding:2px 8px'>{esc(c)}</td>" for c in self._cells(row))
             body.append(f"<tr title='{esc(CRASH_POINT_HELP.get(row.crash_point, ''))}'{style}>{cells}</tr>")
         note = (
-            f"<p>Your resume of the {esc(self.tool)} run, killed (SIGKILL) at each crash point. "
-            "A pink row: the run did not finish, the API refused it or the resume raised, or a side effect "
-            "did not happen exactly once.</p>"
+            "<p>"
+            + _(
+                "Your resume of the {tool} run, killed (SIGKILL) at each crash point. A pink "
+                "row: the run did not finish, the API refused it or the resume raised, or a side "
+                "effect did not happen exactly once."
+            ).format(tool=esc(self.tool))
+            + "</p>"
         )
         return f"{note}<table class='rs-crash-test'><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -143,12 +167,14 @@ def _resume_in_child(resume_fn: Callable[..., Any], args: tuple[Any, ...], recon
         body = e.body if isinstance(e.body, dict) else {}
         record = {"verdict": "400: " + ((body.get("error") or {}).get("message") or str(e))}
     except Exception as e:  # noqa: BLE001 - the reader's error is a row of the table
-        record = {"verdict": f"resume raised {type(e).__name__}: {e}"}
+        record = {"verdict": _("resume raised {error_type}: {error}").format(error_type=type(e).__name__, error=e)}
     else:
         if isinstance(result, Checkpoint):
             record = {"verdict": ACCEPTED, "checkpoint": result.model_dump(mode="json")}
         else:
-            record = {"verdict": f"resume returned {type(result).__name__}, not the final Checkpoint"}
+            record = {
+                "verdict": _("resume returned {name}, not the final Checkpoint").format(name=type(result).__name__)
+            }
     out.write_text(json.dumps(record), encoding="utf-8")
 
 
@@ -171,9 +197,11 @@ def _one_crash(
     args = (str(box.checkpoint_path), chosen.task, box.toolbox, make_client(live=False))
     try:
         run_in_child(lambda: _resume_in_child(resume_fn, args, reconcile, out), timeout=RESUME_TIMEOUT)
-        record = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"verdict": "resume was killed"}
+        record = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {"verdict": _("resume was killed")}
     except CrashError:
-        record = {"verdict": f"resume hung (still running after {RESUME_TIMEOUT:g} s)"}
+        record = {
+            "verdict": _("resume hung (still running after {resume_timeout:g} s)").format(resume_timeout=RESUME_TIMEOUT)
+        }
     returned = Checkpoint.model_validate(record["checkpoint"]) if "checkpoint" in record else None
     final = returned or _on_disk(box.checkpoint_path)
     return CrashTestRow(
@@ -247,8 +275,13 @@ class JournalTable:
     steps: tuple[JournalStep, ...]
 
     def __str__(self) -> str:
-        width = max(len(s.step) for s in self.steps)
-        return "\n".join(f"{s.step.ljust(width)}  {s.size:>6} bytes  read_journal: {s.read}" for s in self.steps)
+        width = max(_width(s.step) for s in self.steps)
+        return "\n".join(
+            _("{step}  {size:>6} bytes  read_journal: {read}").format(
+                step=_ljust(s.step, width), size=s.size, read=s.read
+            )
+            for s in self.steps
+        )
 
     def _repr_html_(self) -> str:
         rows = "".join(
@@ -257,7 +290,8 @@ class JournalTable:
             for s in self.steps
         )
         head = (
-            "<tr><th style='text-align:left'>step</th><th>bytes</th><th style='text-align:left'>read_journal</th></tr>"
+            "<tr><th style='text-align:left'>" + esc(_("step")) + "</th><th>" + esc(_("bytes")) + "</th>"
+            "<th style='text-align:left'>read_journal</th></tr>"
         )
         return f"<table class='rs-crash-test-journal'>{head}{rows}</table>"
 
@@ -328,11 +362,11 @@ def _read(read_journal: Callable[[str], Any], path: Path) -> str:
     try:
         records = read_journal(str(path))
     except Exception as e:  # noqa: BLE001 - what the reader's function raised is the finding
-        return f"raised {type(e).__name__}: {e}"
+        return _("raised {error_type}: {error}").format(error_type=type(e).__name__, error=e)
     if not isinstance(records, list):
-        return f"returned {type(records).__name__}, not a list of records"
+        return _("returned {name}, not a list of records").format(name=type(records).__name__)
     turns = [r.get("turn") if isinstance(r, dict) else "?" for r in records]
-    return f"{len(records)} records (turns {turns})"
+    return _("{count} records (turns {turns})").format(count=len(records), turns=turns)
 
 
 def _size(path: Path) -> int:
@@ -355,9 +389,9 @@ def crash_test_journal(
         try:
             for record in JOURNAL_RECORDS:
                 append_record(str(path), dict(record))
-            appended = f"appended {len(JOURNAL_RECORDS)} records"
+            appended = _("appended {count} records").format(count=len(JOURNAL_RECORDS))
         except Exception as e:  # noqa: BLE001 - shown, and the steps after it still run
-            appended = f"append_record raised {type(e).__name__}: {e}"
+            appended = _("append_record raised {error_type}: {error}").format(error_type=type(e).__name__, error=e)
         steps.append(JournalStep(appended, _read(read_journal, path), _size(path)))
         good = path.read_bytes() if path.exists() else b""
 
@@ -369,22 +403,29 @@ def crash_test_journal(
                 undo()
 
         try:
-            how = "killed (SIGKILL) half-way through" if run_in_child(doomed) == "killed" else "no write in"
-            killed = f"{how} appending turn 4"
+            killed = (
+                _("killed (SIGKILL) half-way through appending turn 4")
+                if run_in_child(doomed) == "killed"
+                else _("no write in appending turn 4")
+            )
         except CrashError as e:
             lines = [ln for ln in str(e).splitlines() if ln.strip()]
-            killed = f"append_record failed in the child: {lines[-1] if lines else e}"
+            killed = _("append_record failed in the child: {reason}").format(reason=lines[-1] if lines else e)
         steps.append(JournalStep(killed, _read(read_journal, path), _size(path)))
         try:
             append_record(str(path), dict(KILLED_RECORD))
-            again = "appended turn 4 again, after the kill"
+            again = _("appended turn 4 again, after the kill")
         except Exception as e:  # noqa: BLE001 - shown
-            again = f"appending turn 4 again raised {type(e).__name__}: {e}"
+            again = _("appending turn 4 again raised {error_type}: {error}").format(
+                error_type=type(e).__name__, error=e
+            )
         steps.append(JournalStep(again, _read(read_journal, path), _size(path)))
         if len(good) > 8:
             corrupt = Path(tmp) / "corrupt"
             middle = len(good) // 2  # NUL bytes are valid nowhere in a text record, in a string neither
             corrupt.write_bytes(good[: middle - 2] + b"\0" * 4 + good[middle + 2 :])
-            label = f"a copy of the {len(JOURNAL_RECORDS)}-record journal, 4 bytes in its middle zeroed"
+            label = _("a copy of the {count}-record journal, 4 bytes in its middle zeroed").format(
+                count=len(JOURNAL_RECORDS)
+            )
             steps.append(JournalStep(label, _read(read_journal, corrupt), len(good)))
     return JournalTable(tuple(steps))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import crash
+from .i18n import N_, _
 from .render import _quiet_pyplot_free_matplotlib, esc
 
 __all__ = [
@@ -59,7 +60,7 @@ def _png(fig: Any) -> PngFigure:
 
 
 def _new_figure(width: float, height: float) -> Any:
-    Figure, _, _ = _quiet_pyplot_free_matplotlib()
+    Figure = _quiet_pyplot_free_matplotlib()[0]
     return Figure(figsize=(width, height), dpi=100)
 
 
@@ -67,9 +68,9 @@ def _new_figure(width: float, height: float) -> Any:
 
 _LANES = {"loop": 330, "claude": 500, "tool": 660, "disk": 820}
 _LANE_TITLES = {
-    "loop": "agent loop",
-    "claude": "Claude (Messages API)",
-    "tool": "tool (world)",
+    "loop": N_("agent loop"),
+    "claude": N_("Claude (Messages API)"),
+    "tool": N_("tool (world)"),
     "disk": "checkpoint.json",
 }
 
@@ -84,11 +85,11 @@ class _Step:
 
 
 _STEPS = (
-    _Step("model_call", "loop", "claude", "model call: messages.create(messages)"),
-    _Step("response", "claude", "loop", "response: text + tool_use", reply=True),
-    _Step("save_a", "loop", "disk", "save A: + assistant message, pending_tool_uses = its calls"),
-    _Step("tool", "loop", "tool", "the tool runs (read_file, send_email …)"),
-    _Step("save_b", "loop", "disk", "save B: + the call's tool_result (the turn's last: all in one message)"),
+    _Step("model_call", "loop", "claude", N_("model call: messages.create(messages)")),
+    _Step("response", "claude", "loop", N_("response: text + tool_use"), reply=True),
+    _Step("save_a", "loop", "disk", N_("save A: + assistant message, pending_tool_uses = its calls")),
+    _Step("tool", "loop", "tool", N_("the tool runs (read_file, send_email …)")),
+    _Step("save_b", "loop", "disk", N_("save B: + the call's tool_result (the turn's last: all in one message)")),
 )
 _STEP_INDEX = {s.key: i for i, s in enumerate(_STEPS)}
 _ROW, _TOP = 46, 70
@@ -153,7 +154,7 @@ def _arrow(step: _Step, y: float) -> str:
     dash = ' stroke-dasharray="5,4"' if step.reply else ""
     return (
         f'<line x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" stroke="#333" stroke-width="1.5"{dash} marker-end="url(#head)"/>'
-        f'<text x="{min(x1, x2) + 6}" y="{y - 6}" font-size="11" fill="#222">{esc(step.label)}</text>'
+        f'<text x="{min(x1, x2) + 6}" y="{y - 6}" font-size="11" fill="#222">{esc(_(step.label))}</text>'
     )
 
 
@@ -190,20 +191,21 @@ def turn_diagram() -> SvgFigure:
             0,
             f'<rect x="{_LANES["disk"] - 9}" y="{top}" width="18" height="{bottom - top}" fill="#ffb300" opacity="0.45"/>'
             f'<text x="{_LANES["disk"] + 14}" y="{(top + bottom) / 2}" font-size="10.5" fill="#8a5a00">'
-            "pending</text>",
+            + esc(_("pending"))
+            + "</text>",
         )
     lanes = "".join(
         f'<line x1="{x}" y1="{_TOP - 10}" x2="{x}" y2="{height - 20}" stroke="#bbb"/>'
-        f'<text x="{x}" y="{_TOP - 20}" text-anchor="middle" font-size="12" font-weight="700">{_LANE_TITLES[k]}</text>'
+        f'<text x="{x}" y="{_TOP - 20}" text-anchor="middle" font-size="12" font-weight="700">{esc(_(_LANE_TITLES[k]))}</text>'
         for k, x in _LANES.items()
     )
+    title = _("One tool-use turn and its {count} crash points").format(count=len(points))
     return SvgFigure(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="900" height="{height}" viewBox="0 0 900 {height}" '
         'font-family="Helvetica, Arial, sans-serif">'
         '<defs><marker id="head" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto">'
         '<path d="M0,0 L8,4 L0,8 z" fill="#333"/></marker></defs>'
-        f'<text x="12" y="22" font-size="14" font-weight="700">One tool-use turn and its '
-        f"{len(points)} crash points</text>" + lanes + "".join(parts) + "</svg>"
+        f'<text x="12" y="22" font-size="14" font-weight="700">{esc(title)}</text>' + lanes + "".join(parts) + "</svg>"
     )
 
 
@@ -218,8 +220,10 @@ def resume_vs_restart_chart(rows: Sequence[dict[str, int]]) -> PngFigure:
     fig = _new_figure(8, 3.2)
     ax = fig.subplots()
     turns = [r["turn"] for r in rows]
-    ax.bar([k - 0.2 for k in turns], [r["resume"] for r in rows], width=0.4, label="resume: tokens after the crash")
-    ax.bar([k + 0.2 for k in turns], [r["restart"] for r in rows], width=0.4, label="restart: tokens after the crash")
+    ax.bar([k - 0.2 for k in turns], [r["resume"] for r in rows], width=0.4, label=_("resume: tokens after the crash"))
+    ax.bar(
+        [k + 0.2 for k in turns], [r["restart"] for r in rows], width=0.4, label=_("restart: tokens after the crash")
+    )
     ax.bar(
         [k + 0.2 for k in turns],
         [r["spent_before_crash"] for r in rows],
@@ -227,11 +231,11 @@ def resume_vs_restart_chart(rows: Sequence[dict[str, int]]) -> PngFigure:
         bottom=[r["restart"] for r in rows],
         color="lightgray",
         hatch="//",
-        label="restart also throws these away",
+        label=_("restart also throws these away"),
     )
-    ax.set_xlabel("crash just before model call number …")
-    ax.set_ylabel("tokens")
-    ax.set_title("The notes run, crashed at each turn: resume vs restart")
+    ax.set_xlabel(_("crash just before model call number …"))
+    ax.set_ylabel(_("tokens"))
+    ax.set_title(_("The notes run, crashed at each turn: resume vs restart"))
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     return _png(fig)
@@ -243,12 +247,20 @@ def _timeline_turn(ax: Any, x: float, turn: int, message: dict[str, Any]) -> flo
 
     use = next((b for b in message["content"] if b["type"] == "tool_use"), None)
     ax.add_patch(Rectangle((x, 0.35), 1, 0.3, color="#4c72b0"))
-    ax.text(x + 0.5, 0.5, f"model\n#{turn}", ha="center", va="center", color="white", fontsize=7)
+    ax.text(
+        x + 0.5,
+        0.5,
+        _("model\n#{turn}").format(turn=turn),
+        ha="center",
+        va="center",
+        color="white",
+        fontsize=7,
+    )
     x += 1.15
     ax.plot(x, 0.5, "D", color="#1f77b4", ms=9)
     ax.text(x, 0.8, "A", ha="center", fontsize=9, weight="bold")
     if use is None:
-        ax.text(x + 0.2, 0.5, "final answer:\nfinished", va="center", fontsize=8)
+        ax.text(x + 0.2, 0.5, _("final answer:\nfinished"), va="center", fontsize=8)
         return x
     ax.axvspan(x, x + 1.6, ymin=0.15, ymax=0.85, color="orange", alpha=0.25)
     ax.add_patch(Rectangle((x + 0.2, 0.35), 1, 0.3, color="#55a868"))
@@ -276,7 +288,7 @@ def save_timeline(messages: Sequence[dict[str, Any]]) -> PngFigure:
     ax.set_xlim(-0.2, x + 1.6)
     ax.set_ylim(0, 1)
     ax.axis("off")
-    ax.set_title("Save A after every model response, save B after every tool result (orange: a call is pending)")
+    ax.set_title(_("Save A after every model response, save B after every tool result (orange: a call is pending)"))
     fig.tight_layout()
     return _png(fig)
 
@@ -289,27 +301,30 @@ def crash_loop_chart(carried: Sequence[dict[str, Any]], reset: Sequence[dict[str
     fig = _new_figure(7, 3.2)
     ax = fig.subplots()
     ax.plot(
-        range(1, len(carried) + 1), [h["model_calls"] for h in carried], "o-", label="turns carried over (task-wide)"
+        range(1, len(carried) + 1),
+        [h["model_calls"] for h in carried],
+        "o-",
+        label=_("turns carried over (task-wide)"),
     )
     ax.plot(
         range(1, len(reset) + 1),
         [h["model_calls"] for h in reset],
         "s--",
         color="crimson",
-        label="turns reset on resume (per process)",
+        label=_("turns reset on resume (per process)"),
     )
     ax.plot(
         range(1, len(reset) + 1),
         [h["turns"] for h in reset],
         ":",
         color="crimson",
-        label="what the reset counter believes",
+        label=_("what the reset counter believes"),
     )
     ax.axhline(max_turns, color="gray", lw=1)
-    ax.text(1, max_turns + 0.5, f"max_turns = {max_turns}", color="gray", fontsize=8)
-    ax.set_xlabel("process number (each one killed, then resumed)")
-    ax.set_ylabel("model calls made for the task")
-    ax.set_title("A stuck task in a crash loop")
+    ax.text(1, max_turns + 0.5, _("max_turns = {max_turns}").format(max_turns=max_turns), color="gray", fontsize=8)
+    ax.set_xlabel(_("process number (each one killed, then resumed)"))
+    ax.set_ylabel(_("model calls made for the task"))
+    ax.set_title(_("A stuck task in a crash loop"))
     ax.legend(fontsize=8)
     fig.tight_layout()
     return _png(fig)
@@ -331,10 +346,10 @@ def crash_window(points: Sequence[str], *, pending: Sequence[bool], sent: Sequen
     ax.imshow(rows, cmap="Oranges", vmin=0, vmax=1.6, aspect="auto")
     for i, row in enumerate(rows):
         for j, value in enumerate(row):
-            ax.text(j, i, "yes" if value else "no", ha="center", va="center", fontsize=9)
+            ax.text(j, i, _("yes") if value else _("no"), ha="center", va="center", fontsize=9)
     ax.set_xticks(range(len(points)), list(points), rotation=20, fontsize=8)
-    ax.set_yticks([0, 1], ["checkpoint: call pending?", "world: email sent?"], fontsize=9)
-    ax.set_title("Crash on the send_email turn: what the checkpoint says vs what happened", fontsize=10)
+    ax.set_yticks([0, 1], [_("checkpoint: call pending?"), _("world: email sent?")], fontsize=9)
+    ax.set_title(_("Crash on the send_email turn: what the checkpoint says vs what happened"), fontsize=10)
     fig.tight_layout()
     return _png(fig)
 
@@ -360,19 +375,19 @@ def retry_arrivals(
     fig = _new_figure(11, 3.2)
     left, right = fig.subplots(1, 2)
     bins = [i * 0.1 for i in range(161)]
-    left.hist(plain, bins=bins, color="crimson", alpha=0.7, label="no jitter")
-    left.hist(jittered, bins=bins, color="#4c72b0", alpha=0.7, label="full jitter")
-    left.set_xlabel("seconds after the outage began")
-    left.set_ylabel("retries per 0.1 s")
-    left.set_title(f"{clients} clients, {attempts} retries each")
+    left.hist(plain, bins=bins, color="crimson", alpha=0.7, label=_("no jitter"))
+    left.hist(jittered, bins=bins, color="#4c72b0", alpha=0.7, label=_("full jitter"))
+    left.set_xlabel(_("seconds after the outage began"))
+    left.set_ylabel(_("retries per 0.1 s"))
+    left.set_title(_("{clients} clients, {attempts} retries each").format(clients=clients, attempts=attempts))
     left.legend()
     for n, delays in enumerate(samples, start=1):
         right.scatter([n] * len(delays), delays, s=4, alpha=0.3, color="#4c72b0")
     ns = range(1, len(samples) + 1)
     right.plot(ns, [min(cap, base * 2 ** (n - 1)) for n in ns], "k--", label="min(cap, base·2^(n-1))")
-    right.set_xlabel("attempt n")
-    right.set_ylabel("delay (s)")
-    right.set_title("full jitter: uniform under the exponential ceiling")
+    right.set_xlabel(_("attempt n"))
+    right.set_ylabel(_("delay (s)"))
+    right.set_title(_("full jitter: uniform under the exponential ceiling"))
     right.legend(fontsize=8)
     fig.tight_layout()
     return _png(fig)

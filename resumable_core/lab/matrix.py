@@ -19,6 +19,8 @@ from ..run_folder import RunFolder, count_effects, crash_plan
 from ..scenarios import Scenario, one_call_scenarios
 from ..scenarios import scenario as scenario_for
 from ..strategies import Reconcile, matrix_strategies, strategy_named
+from .core_words import core
+from .i18n import _
 
 RECORDED_MATRIX = Path(__file__).resolve().parent / "fixtures" / "recorded_matrix.json"
 """The answer strategies' crash matrix rows, recorded on the instructor's side
@@ -70,50 +72,73 @@ class Cell:
         r = self.row
         cp = self.checkpoint_at_crash
         if r.crash_point == RANDOM_INSTANT:
-            where = f"Crash at a random instant of the run that calls {r.tool}"
+            where = _("Crash at a random instant of the run that calls {tool}").format(tool=r.tool)
         else:
-            where = f"Crash {where_in_turn(r.crash_point, scenario_for(r.tool))}"
-        lines = [f"{where}; resume with {r.strategy!r}."]
+            where = _("Crash {where_in_turn}").format(where_in_turn=where_in_turn(r.crash_point, scenario_for(r.tool)))
+        lines = [_("{where}; resume with {strategy}.").format(where=where, strategy=repr(r.strategy))]
         lines.append(
-            "1. The run was killed with SIGKILL." if self.killed else "1. The run ended before the crash point."
+            _("1. The run was killed with SIGKILL.") if self.killed else _("1. The run ended before the crash point.")
         )
         if cp is None:
-            lines.append("2. No checkpoint was on disk: the resume starts the task afresh.")
+            lines.append(_("2. No checkpoint was on disk: the resume starts the task afresh."))
         else:
             pending = ", ".join(f"{p['name']} ({p['id']})" for p in pending_calls(cp))
             recorded = ", ".join(f"{_call_name(cp, b)} ({b.get('tool_use_id')})" for b in _recorded(cp))
             lines.append(
-                f"2. Checkpoint on disk: turn {cp['turns']}, {len(cp['messages'])} messages, "
-                + (f"result recorded for {recorded}, " if recorded else "")
-                + (f"pending {pending}." if pending else "nothing pending.")
+                _("2. Checkpoint on disk: turn {turns}, {n_messages} messages, ").format(
+                    turns=cp["turns"], n_messages=len(cp["messages"])
+                )
+                + (_("result recorded for {recorded}, ").format(recorded=recorded) if recorded else "")
+                + (_("pending {pending}.").format(pending=pending) if pending else _("nothing pending."))
             )
-        lines.append(f"3. Emails in the outbox at the crash: {len(self.outbox_at_crash)}.")
+        lines.append(
+            _("3. Emails in the outbox at the crash: {n_outbox_at_crash}.").format(
+                n_outbox_at_crash=len(self.outbox_at_crash)
+            )
+        )
         if self.error:
-            lines.append(f"4. The resume was refused by the API (400): {self.error}")
+            lines.append(_("4. The resume was refused by the API (400): {error}").format(error=self.error))
         else:
-            lines.append(f"4. The resumed run {'finished' if r.completed else 'did not finish'}: {self.final_text!r}")
-        lines.append(f"5. Effects of the crashed call: {r.effects}; emails in the outbox now: {len(self.outbox)}.")
+            finished = (
+                _("4. The resumed run finished: {final_text}")
+                if r.completed
+                else _("4. The resumed run did not finish: {final_text}")
+            )
+            lines.append(finished.format(final_text=repr(self.final_text)))
+        lines.append(
+            _("5. Effects of the crashed call: {effects}; emails in the outbox now: {n_outbox}.").format(
+                effects=r.effects, n_outbox=len(self.outbox)
+            )
+        )
         if len(self.turn_effects) > 1:
             each = ", ".join(f"{name} {n}" for name, n in self.turn_effects.items())
-            lines.append(f"   Effects of each call of the crashed turn: {each}.")
-        lines.append(f"   Totals across the crash: {r.turns} turns, {r.tokens} tokens.")
+            lines.append(_("   Effects of each call of the crashed turn: {each}.").format(each=each))
+        lines.append(
+            _("   Totals across the crash: {turns} turns, {tokens} tokens.").format(turns=r.turns, tokens=r.tokens)
+        )
         return "\n".join(lines)
 
 
 def where_in_turn(point: str, chosen: Scenario) -> str:
     """Where ``point`` falls in ``chosen``'s crashed turn: the rest of a sentence that starts "Crash "."""
-    help_ = CRASH_POINT_HELP[point]
+    help_ = core(CRASH_POINT_HELP[point])
     if chosen.calls == 1:
-        return f"{help_} on the turn that calls {chosen.tool}"
+        return _("{help} on the turn that calls {tool}").format(help=help_, tool=chosen.tool)
     first, second, last = chosen.tools[0], chosen.tools[1], chosen.tools[-1]
-    turn = f"on the turn that asks for {' and '.join(chosen.tools)} at once"
+    turn = _("on the turn that asks for {tools} at once").format(tools=_(" and ").join(chosen.tools))
     if point in ("after_tool", "during_save_b"):
-        return f"{help_}, at {first}, the first of its {chosen.calls} calls ({second} not run yet), {turn}"
+        return _("{help}, at {first}, the first of its {calls} calls ({second} not run yet), {turn}").format(
+            help=help_, first=first, calls=chosen.calls, second=second, turn=turn
+        )
     if point == "between_tools":
-        return f"between {first} (its result saved) and {second} (not run yet), {turn}"
+        return _("between {first} (its result saved) and {second} (not run yet), {turn}").format(
+            first=first, second=second, turn=turn
+        )
     if point == "after_save_b":
-        return f"after {last}'s save point B, the turn's last (every call answered), {turn}"
-    return f"{help_} (none of its calls has run), {turn}"
+        return _("after {last}'s save point B, the turn's last (every call answered), {turn}").format(
+            last=last, turn=turn
+        )
+    return _("{help} (none of its calls has run), {turn}").format(help=help_, turn=turn)
 
 
 def _recorded(cp: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,7 +18,9 @@ from ..checkpoint import Checkpoint, pending_calls, text_of
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS, points_passed
 from ..scenarios import SCENARIOS
 from ..tools import DEFAULT_TOOLS, Effect
+from .core_words import core
 from .fonts import use_hangul_fallback
+from .i18n import N_, _
 from .matrix import Cell, MatrixRow, where_in_turn
 
 __all__ = [
@@ -194,8 +196,12 @@ def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
     """The checkpoint JSON on disk as HTML, with the pending tool_use (and its record) highlighted."""
     if checkpoint is None:
         return (
-            '<div class="rs-help">No checkpoint file was on disk at the crash: the run died before its '
-            "first save, so the resume starts the task afresh.</div>"
+            '<div class="rs-help">'
+            + _(
+                "No checkpoint file was on disk at the crash: the run died before its "
+                "first save, so the resume starts the task afresh."
+            )
+            + "</div>"
         )
     pending = [p for p in pending_calls(checkpoint) if isinstance(p, dict) and p.get("id")]
     pending_ids = {p.get("id") for p in pending}
@@ -210,25 +216,36 @@ def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
     kept = ""
     if recorded:
         ids = ", ".join(f"<code>{esc(b.get('tool_use_id'))}</code>" for b in recorded)
-        kept = (
-            f" The turn asked for {len(recorded) + len(pending)} tools at once and the crash fell between them: "
-            f"the result of {ids} is already recorded (<code>recorded_results</code>) and must be kept."
-        )
+        kept = _(
+            " The turn asked for {count} tools at once and the crash fell between them: "
+            "the result of {ids} is already recorded (<code>recorded_results</code>) and must be kept."
+        ).format(count=len(recorded) + len(pending), ids=ids)
     if len(pending) == 1:
         only = pending[0]
         note = (
-            f'<div class="rs-help">Pending call: <code>{esc(only.get("name"))}</code> '
-            f"(<code>{esc(only.get('id'))}</code>), asked for by the last assistant message and never "
-            f"answered with a tool_result. This is the dangling call reconcile must settle.{kept}</div>"
+            '<div class="rs-help">'
+            + _(
+                "Pending call: <code>{name}</code> (<code>{id}</code>), asked for by the last assistant message "
+                "and never answered with a tool_result. This is the dangling call reconcile must settle."
+            ).format(name=esc(only.get("name")), id=esc(only.get("id")))
+            + f"{kept}</div>"
         )
     elif pending:
         calls = ", ".join(f"<code>{esc(p.get('name'))}</code> (<code>{esc(p.get('id'))}</code>)" for p in pending)
         note = (
-            f'<div class="rs-help">Pending calls: {calls}, asked for at once by the last assistant message and '
-            f"never answered with a tool_result. These are the dangling calls reconcile must settle.{kept}</div>"
+            '<div class="rs-help">'
+            + _(
+                "Pending calls: {calls}, asked for at once by the last assistant message and "
+                "never answered with a tool_result. These are the dangling calls reconcile must settle."
+            ).format(calls=calls)
+            + f"{kept}</div>"
         )
     else:
-        note = '<div class="rs-help">Nothing pending: every tool_use in this checkpoint has its tool_result.</div>'
+        note = (
+            '<div class="rs-help">'
+            + _("Nothing pending: every tool_use in this checkpoint has its tool_result.")
+            + "</div>"
+        )
     body = _json_html(checkpoint, 0, is_pending)
     return f'{note}<pre class="rs-json rs-checkpoint">{body}</pre>'
 
@@ -239,23 +256,28 @@ def checkpoint_html(checkpoint: dict[str, Any] | None) -> str:
 def email_count_html(outbox: list[dict[str, Any]] | None, outbox_at_crash: list[dict[str, Any]] | None = None) -> str:
     """The big "Emails sent: N" badge (N = emails in the outbox after the resume)."""
     if outbox is None:
-        return '<div class="rs-count">Emails sent: –</div><div class="rs-sub">Press Run.</div>'
+        return (
+            '<div class="rs-count">' + _("Emails sent: –") + '</div><div class="rs-sub">' + _("Press Run.") + "</div>"
+        )
     n = len(outbox)
     subjects = [e.get("subject") for e in outbox]
     dup = len(subjects) != len(set(subjects))
     cls = "rs-count rs-dup" if dup else ("rs-count rs-one" if n else "rs-count")
     sub = ""
     if outbox_at_crash is not None:
-        sub = f"{len(outbox_at_crash)} in the outbox at the crash, {n} after the resume"
+        sub = _("{at_crash} in the outbox at the crash, {n} after the resume").format(
+            at_crash=len(outbox_at_crash), n=n
+        )
         if dup:
-            sub += " — the team got the same email twice"
-    return f'<div class="{cls}">Emails sent: {n}</div><div class="rs-sub">{esc(sub)}</div>'
+            sub += _(" — the team got the same email twice")
+    sent = _("Emails sent: {n}").format(n=n)
+    return f'<div class="{cls}">{sent}</div><div class="rs-sub">{esc(sub)}</div>'
 
 
 def outbox_html(outbox: list[dict[str, Any]]) -> str:
     """The outbox table: one entry per email actually sent, duplicates marked."""
     if not outbox:
-        return '<div class="rs-help">The outbox is empty.</div>'
+        return '<div class="rs-help">' + _("The outbox is empty.") + "</div>"
     seen: set[str] = set()
     parts = []
     for e in outbox:
@@ -265,8 +287,8 @@ def outbox_html(outbox: list[dict[str, Any]]) -> str:
         parts.append(
             f'<div class="rs-mail{" rs-mail-dup" if dup else ""}">'
             f"<b>#{esc(e.get('id'))}</b> to {esc(e.get('to'))} — “{esc(e.get('subject'))}”"
-            + (" <b>(duplicate)</b>" if dup else "")
-            + (f'<br><span class="rs-sub">idempotency key: <code>{esc(key)}</code></span>' if key else "")
+            + (" <b>" + _("(duplicate)") + "</b>" if dup else "")
+            + ('<br><span class="rs-sub">' + _("idempotency key:") + f" <code>{esc(key)}</code></span>" if key else "")
             + "</div>"
         )
     return "".join(parts)
@@ -275,11 +297,9 @@ def outbox_html(outbox: list[dict[str, Any]]) -> str:
 def error_html(error: str | None) -> str:
     """The API's 400 text in a red box, or a green note that the API accepted the resume."""
     if error is None:
-        return '<div class="rs-ok">No API error: the Messages API accepted the resumed conversation.</div>'
-    return (
-        '<div class="rs-error"><b>400 invalid_request_error</b> — the Messages API refused the resume:\n'
-        f"{esc(error)}</div>"
-    )
+        return '<div class="rs-ok">' + _("No API error: the Messages API accepted the resumed conversation.") + "</div>"
+    refused = _("the Messages API refused the resume:")
+    return f'<div class="rs-error"><b>400 invalid_request_error</b> — {refused}\n{esc(error)}</div>'
 
 
 def _short(value: Any, limit: int = 220) -> str:
@@ -310,9 +330,10 @@ def _block_html(block: dict[str, Any]) -> str:
 def conversation_html(messages: list[dict[str, Any]], last: int = 4) -> str:
     """The last ``last`` messages of the conversation, block by block."""
     if not messages:
-        return '<div class="rs-help">No conversation.</div>'
+        return '<div class="rs-help">' + _("No conversation.") + "</div>"
     skipped = max(0, len(messages) - last)
-    parts = [f'<div class="rs-sub">… {skipped} earlier message(s) not shown</div>'] if skipped else []
+    hidden = _("… {count} earlier message(s) not shown").format(count=skipped)
+    parts = [f'<div class="rs-sub">{hidden}</div>'] if skipped else []
     for i, m in enumerate(messages[-last:], start=skipped):
         role = m.get("role", "?")
         content = m.get("content")
@@ -331,7 +352,8 @@ def counted_tool(scenario: str) -> str:
 
 
 def _effect_words(tool: str) -> str:
-    return f"times the crashed {tool} took effect" if has_side_effect(tool) else f"times the crashed {tool} ran"
+    words = _("times the crashed {tool} took effect") if has_side_effect(tool) else _("times the crashed {tool} ran")
+    return words.format(tool=tool)
 
 
 def cell_summary_html(cell: Cell) -> str:
@@ -341,26 +363,30 @@ def cell_summary_html(cell: Cell) -> str:
     each = ""
     if len(cell.turn_effects) > 1:
         each = (
-            "Each call of the crashed turn: "
+            _("Each call of the crashed turn: ")
             + ", ".join(f"{esc(_effect_words(t))}: <b>{n}</b>" for t, n in cell.turn_effects.items())
             + "<br>"
         )
     return (
         '<div class="rs-help">'
-        f'Effects of the crashed call ({esc(_effect_words(tool))}): <b class="rs-effects">{r.effects}</b><br>'
+        + _("Effects of the crashed call ({words}): ").format(words=esc(_effect_words(tool)))
+        + f'<b class="rs-effects">{r.effects}</b><br>'
         + each
-        + f"Run completed: <b>{'yes' if r.completed else 'no'}</b> · turns {r.turns} · tokens {r.tokens}"
-        + (f"<br>Final answer: “{esc(cell.final_text)}”" if cell.final_text else "")
+        + _("Run completed: <b>{completed}</b> · turns {turns} · tokens {tokens}").format(
+            completed=_("yes") if r.completed else _("no"), turns=r.turns, tokens=r.tokens
+        )
+        + (_("<br>Final answer: “{text}”").format(text=esc(cell.final_text)) if cell.final_text else "")
         + "</div>"
     )
 
 
 def settings_help_html(scenario: str, crash_point: str, strategy: str, strategy_help: str) -> str:
     """One line each on the chosen scenario, crash point and strategy."""
+    crash_where = _("crash {where}").format(where=_where(crash_point, scenario))
     return (
         '<div class="rs-help">'
-        f"<b>{esc(scenario)}</b>: {esc(SCENARIOS[scenario].help)}<br>"
-        f"<b>{esc(crash_point)}</b>: crash {esc(_where(crash_point, scenario))}<br>"
+        f"<b>{esc(scenario)}</b>: {esc(core(SCENARIOS[scenario].help))}<br>"
+        f"<b>{esc(crash_point)}</b>: {esc(crash_where)}<br>"
         f"<b>{esc(strategy)}</b>: {esc(strategy_help)}</div>"
     )
 
@@ -369,21 +395,21 @@ def _where(crash_point: str, scenario: str) -> str:
     """Where the crash falls in the scenario's crashed turn; a point that turn never passes says so."""
     chosen = SCENARIOS[scenario]
     if crash_point not in points_passed(chosen.calls):
-        return (
-            f"{CRASH_POINT_HELP[crash_point]}: a turn that calls only {chosen.tool} never passes it, so the run "
+        return _(
+            "{help}: a turn that calls only {tool} never passes it, so the run "
             "is not killed (pick the send_email+read_file scenario)"
-        )
+        ).format(help=core(CRASH_POINT_HELP[crash_point]), tool=chosen.tool)
     return where_in_turn(crash_point, chosen)
 
 
 # -- the crash matrix as a heatmap -------------------------------------------------------------
 
 CATEGORIES: tuple[tuple[str, str], ...] = (
-    ("exactly once", "#4caf50"),
-    ("harmless re-read", "#fff59d"),
-    ("duplicate side effect", "#ef6c00"),
-    ("API 400 (run stuck)", "#c62828"),
-    ("never happened", "#9e9e9e"),
+    (N_("exactly once"), "#4caf50"),
+    (N_("harmless re-read"), "#fff59d"),
+    (N_("duplicate side effect"), "#ef6c00"),
+    (N_("API 400 (run stuck)"), "#c62828"),
+    (N_("never happened"), "#9e9e9e"),
 )
 """The heatmap's colour for each kind of outcome, in legend order."""
 
@@ -442,9 +468,12 @@ def _draw_panel(ax: Any, cmap: Any, tool: str, rows: list[MatrixRow], points: li
     ax.tick_params(which="minor", length=0)
     chosen = SCENARIOS.get(tool)
     if chosen is not None and chosen.calls > 1:  # the parallel turn: its counted tool is named in the title
-        ax.set_title(f"crash in the turn calling {' + '.join(chosen.tools)}\n(counted: {chosen.tool})", fontsize=11)
+        title = _("crash in the turn calling {tools}\n(counted: {tool})").format(
+            tools=" + ".join(chosen.tools), tool=chosen.tool
+        )
+        ax.set_title(title, fontsize=11)
     else:
-        ax.set_title(f"crash on the turn that calls {tool}", fontsize=11)
+        ax.set_title(_("crash on the turn that calls {tool}").format(tool=tool), fontsize=11)
 
 
 def heatmap_figure(rows: list[MatrixRow], *, dpi: int = 100) -> Any:
@@ -464,19 +493,19 @@ def heatmap_figure(rows: list[MatrixRow], *, dpi: int = 100) -> Any:
     axes = fig.subplots(1, len(tools), sharey=True, squeeze=False)[0]
     for ax, tool in zip(axes, tools):
         _draw_panel(ax, cmap, tool, rows, points, strategies)
-    axes[0].set_ylabel("crash point")
+    axes[0].set_ylabel(_("crash point"))
     labels = axes[0].get_yticklabels()
     if "after_tool" in points and len(labels) == len(points):  # the postmortem's crash, in bold
         labels[points.index("after_tool")].set_fontweight("bold")
     fig.legend(
-        handles=[Patch(facecolor=c, edgecolor="#888", label=n) for n, c in CATEGORIES],
+        handles=[Patch(facecolor=c, edgecolor="#888", label=_(n)) for n, c in CATEGORIES],
         loc="outside lower center",
         ncol=len(CATEGORIES),
         fontsize=9,
         frameon=False,
     )
     fig.suptitle(
-        "Crash matrix: how often the crashed call's effect happened (400 = API refused the resume)", fontsize=11
+        _("Crash matrix: how often the crashed call's effect happened (400 = API refused the resume)"), fontsize=11
     )
     return fig
 

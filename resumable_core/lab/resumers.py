@@ -26,6 +26,8 @@ from ..loop import MAX_TURNS
 from ..run_folder import RunFolder, count_effects, crash_plan
 from ..scenarios import SCENARIOS
 from ..strategies import Reconcile
+from .core_words import core
+from .i18n import _
 from .matrix import resolve_strategy
 
 START_TIMEOUT = 60.0
@@ -74,12 +76,28 @@ class RaceOutcome:
         """The outcome in plain lines."""
         return "\n".join(
             [
-                f"Crash {CRASH_POINT_HELP[self.crash_point]} on the turn that calls {self.tool}; "
-                f"{self.resumers} resumers start at once with {self.strategy!r}.",
-                f"Completed: {self.completed}; found it finished: {self.found_finished}; "
-                f"refused by the lease: {self.refused}; "
-                f"refused by the API: {self.api_error}; other: {len(self.other)}.",
-                f"Effects of the crashed call: {self.effects}; emails in the outbox: {self.emails}.",
+                _(
+                    "Crash {crash_point_help} on the turn that calls {tool}; {resumers} resumers "
+                    "start at once with {strategy}."
+                ).format(
+                    crash_point_help=core(CRASH_POINT_HELP[self.crash_point]),
+                    tool=self.tool,
+                    resumers=self.resumers,
+                    strategy=repr(self.strategy),
+                ),
+                _(
+                    "Completed: {completed}; found it finished: {found_finished}; refused by the "
+                    "lease: {refused}; refused by the API: {api_error}; other: {n_other}."
+                ).format(
+                    completed=self.completed,
+                    found_finished=self.found_finished,
+                    refused=self.refused,
+                    api_error=self.api_error,
+                    n_other=len(self.other),
+                ),
+                _("Effects of the crashed call: {effects}; emails in the outbox: {emails}.").format(
+                    effects=self.effects, emails=self.emails
+                ),
                 *self.other,
             ]
         )
@@ -190,10 +208,18 @@ class CrashLoopOutcome:
 
     def story(self) -> str:
         """The outcome in plain lines."""
-        return (
-            f"{self.crashes} restarts of the {self.tool} run, each killed {CRASH_POINT_HELP[self.crash_point]}, "
-            f"with max_turns={self.max_turns}: {self.killed} killed, {self.model_calls} model calls, "
-            f"{self.turns} turns charged."
+        return _(
+            "{crashes} restarts of the {tool} run, each killed {crash_point_help}, with "
+            "max_turns={max_turns}: {killed} killed, {model_calls} model calls, {turns} "
+            "turns charged."
+        ).format(
+            crashes=self.crashes,
+            tool=self.tool,
+            crash_point_help=core(CRASH_POINT_HELP[self.crash_point]),
+            max_turns=self.max_turns,
+            killed=self.killed,
+            model_calls=self.model_calls,
+            turns=self.turns,
         )
 
 

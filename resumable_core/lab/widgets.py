@@ -31,6 +31,8 @@ import ipywidgets as widgets
 from ..crash import CRASH_POINTS, points_passed
 from ..scenarios import SCENARIOS, one_call_scenarios
 from ..strategies import STRATEGIES, Reconcile
+from .core_words import core
+from .i18n import N_, _
 from .matrix import Cell, MatrixRow, run_cell, run_matrix
 from .render import (
     CSS,
@@ -52,13 +54,18 @@ __all__ = ["MY_RECONCILE", "CrashSimulator", "MatrixHeatmap"]
 
 MY_RECONCILE = "my reconcile"
 """The strategy menu's label for the learner's own function."""
-MY_RECONCILE_HELP = "your reconcile(cp, tools) function"
+MY_RECONCILE_HELP = N_("your reconcile(cp, tools) function")
 
 RECORDED = " (recorded)"
 """Appended to the heatmap's label of a strategy whose rows were recorded, not run here."""
 
 DUPLICATE = 2
 """The index of "duplicate side effect" in :data:`~resumable_core.lab.render.CATEGORIES`."""
+
+
+def _help(text: str, *, italic: bool = False) -> str:
+    """A line of help or status as the widgets show it (``text`` is HTML)."""
+    return f'<div class="rs-help"><i>{text}</i></div>' if italic else f'<div class="rs-help">{text}</div>'
 
 
 def _panel(title: str, child: widgets.Widget, **layout: Any) -> widgets.VBox:
@@ -113,16 +120,16 @@ class CrashSimulator:
             dropdown.add_class(css_class)
             return dropdown
 
-        self.scenario = menu(list(SCENARIOS), _postmortem_scenario(), "Scenario", "210px", "rs-scenario")
-        self.crash_point = menu(list(CRASH_POINTS), "after_tool", "Crash point", "260px", "rs-crash-point")
+        self.scenario = menu(list(SCENARIOS), _postmortem_scenario(), _("Scenario"), "210px", "rs-scenario")
+        self.crash_point = menu(list(CRASH_POINTS), "after_tool", _("Crash point"), "260px", "rs-crash-point")
         mine = [MY_RECONCILE] if self.reconcile is not None else []
         first = MY_RECONCILE if mine else "rerun"
-        self.strategy = menu([*STRATEGIES, *mine], first, "Strategy", "250px", "rs-strategy")
+        self.strategy = menu([*STRATEGIES, *mine], first, _("Strategy"), "250px", "rs-strategy")
         self.run_button = widgets.Button(
-            description="Run",
+            description=_("Run"),
             button_style="danger",
             icon="bolt",
-            tooltip="Crash the run for real (fork + SIGKILL) and resume it",
+            tooltip=_("Crash the run for real (fork + SIGKILL) and resume it"),
             layout=widgets.Layout(width="100px"),
         )
         self.run_button.add_class("rs-run")
@@ -133,9 +140,7 @@ class CrashSimulator:
         self.email_count = _html("rs-email-count", email_count_html(None))
         self.summary = _html("rs-summary")
         self.error = _html("rs-api-error")
-        self.checkpoint = _html(
-            "rs-checkpoint-view", '<div class="rs-help">The checkpoint on disk at the crash appears here.</div>'
-        )
+        self.checkpoint = _html("rs-checkpoint-view", _help(_("The checkpoint on disk at the crash appears here.")))
         self.outbox = _html("rs-outbox")
         self.conversation = _html("rs-conversation")
         self.story = _html("rs-story-view")
@@ -146,24 +151,24 @@ class CrashSimulator:
             layout=widgets.Layout(flex_flow="row wrap", align_items="center"),
         )
         left = widgets.VBox(
-            [_panel("Checkpoint on disk at the crash", self.checkpoint)],
+            [_panel(_("Checkpoint on disk at the crash"), self.checkpoint)],
             layout=widgets.Layout(width="52%", min_width="320px"),
         )
         # Only a scenario whose tool has a side effect (send_email) has an outbox worth showing.
-        self.outbox_panel = _panel("Outbox", widgets.VBox([self.email_count, self.outbox]))
+        self.outbox_panel = _panel(_("Outbox"), widgets.VBox([self.email_count, self.outbox]))
         self.outbox_panel.add_class("rs-outbox-panel")
         right = widgets.VBox(
             [
                 self.outbox_panel,
                 _panel("API", self.error),
-                _panel("After the resume", self.summary),
-                _panel("Conversation tail", self.conversation),
+                _panel(_("After the resume"), self.summary),
+                _panel(_("Conversation tail"), self.conversation),
             ],
             layout=widgets.Layout(width="46%", min_width="300px"),
         )
         results = widgets.HBox([left, right], layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
         view = widgets.VBox(
-            [widgets.HTML(CSS), controls, self.help, self.status, results, _panel("What happened", self.story)],
+            [widgets.HTML(CSS), controls, self.help, self.status, results, _panel(_("What happened"), self.story)],
             layout=widgets.Layout(border="1px solid #ddd", padding="8px", width="100%"),
         )
         view.add_class("rs-sim")
@@ -179,7 +184,7 @@ class CrashSimulator:
 
     def _show_help(self) -> None:
         label = self.strategy.value
-        strategy_help = MY_RECONCILE_HELP if label == MY_RECONCILE else STRATEGIES[label].help
+        strategy_help = _(MY_RECONCILE_HELP) if label == MY_RECONCILE else core(STRATEGIES[label].help)
         self.help.value = settings_help_html(self.scenario.value, self.crash_point.value, label, strategy_help)
 
     def _show_outbox_for(self, scenario: str) -> None:
@@ -191,7 +196,7 @@ class CrashSimulator:
         if self.cell is None:  # nothing shown yet: the panels follow the menu
             self._show_outbox_for(self.scenario.value)
         else:
-            self.status.value = '<div class="rs-help"><i>Settings changed: press Run to see this case.</i></div>'
+            self.status.value = _help(_("Settings changed: press Run to see this case."), italic=True)
 
     def _on_click(self, _button: widgets.Button) -> None:
         with contextlib.suppress(Exception):  # run() shows it in the widget; never to stderr
@@ -203,14 +208,14 @@ class CrashSimulator:
         """Crash and resume with the current settings (``run_cell``), show it, return the Cell."""
         scenario, point, label = self.scenario.value, self.crash_point.value, self.strategy.value
         self.run_button.disabled = True
-        self.status.value = '<div class="rs-help"><i>Running: fork, SIGKILL, resume…</i></div>'
+        self.status.value = _help(_("Running: fork, SIGKILL, resume…"), italic=True)
         try:
             cell = run_cell(point, scenario, self._strategy_fn())
         except Exception as e:
             self.cell = None
             self.email_count.value = email_count_html(None)
-            where = "your reconcile" if label == MY_RECONCILE else f"the run ({label})"
-            self.status.value = _error_box(e, f" raised in {esc(where)}")
+            where = _("your reconcile") if label == MY_RECONCILE else _("the run ({label})").format(label=label)
+            self.status.value = _error_box(e, _(" raised in {where}").format(where=esc(where)))
             for w in (self.summary, self.error, self.checkpoint, self.outbox, self.conversation, self.story):
                 w.value = ""
             raise
@@ -223,10 +228,17 @@ class CrashSimulator:
     def show(self, cell: Cell, label: str | None = None) -> None:
         """Render a Cell into the views."""
         r = cell.row
-        self.status.value = (
-            f'<div class="rs-help">Showing <b>{esc(r.tool)}</b> · crash <b>{esc(r.crash_point)}</b> · '
-            f"strategy <b>{esc(label or r.strategy)}</b> — the child was "
-            f"{'killed with SIGKILL' if cell.killed else 'not killed (it finished first)'}.</div>"
+        showing = (
+            _(
+                "Showing <b>{tool}</b> · crash <b>{crash_point}</b> · strategy <b>{strategy}</b> — the child was killed with SIGKILL."
+            )
+            if cell.killed
+            else _(
+                "Showing <b>{tool}</b> · crash <b>{crash_point}</b> · strategy <b>{strategy}</b> — the child was not killed (it finished first)."
+            )
+        )
+        self.status.value = _help(
+            showing.format(tool=esc(r.tool), crash_point=esc(r.crash_point), strategy=esc(label or r.strategy))
         )
         self._show_outbox_for(r.tool)
         self.email_count.value = email_count_html(cell.outbox, cell.outbox_at_crash)
@@ -271,7 +283,7 @@ class MatrixHeatmap:
         cells = sum(len(self._points(s)) for s in self.scenarios)
         total = cells * (len(self.strategies) + (reconcile is not None))
         self.run_button = widgets.Button(
-            description=f"Compute the matrix ({total} crashes)",
+            description=_("Compute the matrix ({total} crashes)").format(total=total),
             button_style="primary",
             icon="th",
             layout=widgets.Layout(width="260px"),
@@ -281,8 +293,12 @@ class MatrixHeatmap:
         self.progress.add_class("rs-matrix-progress")
         self.status = _html(
             "rs-matrix-status",
-            '<div class="rs-help">Every crash point × strategy, crashed for real and resumed. '
-            "Colour = what happened to the crashed call; the number = how many times its effect happened.</div>",
+            _help(
+                _(
+                    "Every crash point × strategy, crashed for real and resumed. "
+                    "Colour = what happened to the crashed call; the number = how many times its effect happened."
+                )
+            ),
         )
         # Hidden until the first matrix is drawn: an Image with no bytes shows a broken-image icon.
         self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", width="auto", display="none"))
@@ -331,7 +347,7 @@ class MatrixHeatmap:
         """Run the matrix, draw the heatmap with the recorded rows, return them all."""
         self.run_button.disabled = True
         self.progress.value = 0
-        self.status.value = '<div class="rs-help"><i>Crashing and resuming…</i></div>'
+        self.status.value = _help(_("Crashing and resuming…"), italic=True)
         try:
             rows = self._rows() + self.recorded
             self.image.value = heatmap_png(rows)
@@ -344,15 +360,18 @@ class MatrixHeatmap:
         self.rows = rows
         dup = sum(1 for r in rows if cell_category(r) == DUPLICATE)
         err = sum(1 for r in rows if r.api_error)
-        recorded = f" ({len(self.recorded)} of them recorded, not run here)" if self.recorded else ""
-        self.status.value = (
-            f'<div class="rs-help">{len(rows)} cells{recorded}: <b>{dup}</b> repeated a side effect (a duplicate email), '
-            f"<b>{err}</b> were refused by the API (400). Bold row: <code>after_tool</code>, the postmortem's crash."
+        recorded = (
+            _(" ({count} of them recorded, not run here)").format(count=len(self.recorded)) if self.recorded else ""
+        )
+        self.status.value = _help(
+            _(
+                "{cells} cells{recorded}: <b>{dup}</b> repeated a side effect (a duplicate email), "
+                "<b>{err}</b> were refused by the API (400). Bold row: <code>after_tool</code>, the postmortem's crash."
+            ).format(cells=len(rows), recorded=recorded, dup=dup, err=err)
             + (
-                " Row <code>between_tools</code>: the turn's first call answered and saved, the next not run yet."
+                _(" Row <code>between_tools</code>: the turn's first call answered and saved, the next not run yet.")
                 if "between_tools" in self.crash_points
                 else ""
             )
-            + "</div>"
         )
         return rows

@@ -20,11 +20,13 @@ from typing import Any
 from ...checkpoint import consistency_problem, text_of
 from ...crash import run_in_child
 from ...errors import CrashError, IdempotencyConflictError, ToolError, ToolTimeoutError, ToolUnavailableError
+from ...lab.i18n import N_
 from ...lab.payments import Fault, Provider, refund_tool, shop
 from ...run_folder import finished_turns
 from ...strategies import Reconcile
 from ...tools import Tool, Toolbox
 from ...world import NOTES, World
+from ..i18n import _
 from .support import (
     CheckFailed,
     FailedAfterRestart,
@@ -41,15 +43,15 @@ from .support import (
 def check_incident(fn: Reconcile) -> None:
     """The postmortem's crash (SIGKILL after send_email, before save point B): one email, run finishes."""
     r = replay(fn, "after_tool", "send_email")
-    require(r.killed and r.emails_at_crash == 1, "the replay should crash after the email went out")
-    require(r.error is None, f"the resume failed: {r.error}")
-    require(r.emails == 1, f"the team received {r.emails} emails; exactly one is correct")
-    require(r.checkpoint is not None and r.checkpoint.is_finished(), "the resumed run must finish")
+    require(r.killed and r.emails_at_crash == 1, _("the replay should crash after the email went out"))
+    require(r.error is None, _("the resume failed: {error}").format(error=r.error))
+    require(r.emails == 1, _("the team received {emails} emails; exactly one is correct").format(emails=r.emails))
+    require(r.checkpoint is not None and r.checkpoint.is_finished(), _("the resumed run must finish"))
     problem = consistency_problem(r.checkpoint) if r.checkpoint is not None else None
-    require(problem is None, f"the resumed checkpoint contradicts itself: {problem}")
+    require(problem is None, _("the resumed checkpoint contradicts itself: {problem}").format(problem=problem))
     block = r.pending_result()
     if block is None:
-        raise CheckFailed("the dangling send_email was never answered: every tool_use needs its tool_result")
+        raise CheckFailed(_("the dangling send_email was never answered: every tool_use needs its tool_result"))
     require_status_unknown(block)  # nobody knows whether it went out: claiming success is a guess
 
 
@@ -57,24 +59,28 @@ def check_read_file_rerun(fn: Reconcile) -> None:
     """A crash before read_file ran: resume re-runs it and its tool_result holds the file's text."""
     r = replay(fn, "after_save_a", "read_file")
     pending = r.pending_at_crash
-    require(r.killed and pending and pending["name"] == "read_file", "the replay should crash with read_file pending")
-    require(r.error is None, f"the resume failed: {r.error}")
+    require(
+        r.killed and pending and pending["name"] == "read_file", _("the replay should crash with read_file pending")
+    )
+    require(r.error is None, _("the resume failed: {error}").format(error=r.error))
     block = r.pending_result()
     if block is None or pending is None:
-        raise CheckFailed("the dangling read_file call was never answered: read-only calls are re-run, not dropped")
+        raise CheckFailed(_("the dangling read_file call was never answered: read-only calls are re-run, not dropped"))
     path = pending["input"]["path"]
     require(
         not block.get("is_error") and text_of(block.get("content")) == NOTES[path.split("/")[-1]],
-        "the read_file tool_result must hold the file's text (re-run it: it is read-only)",
+        _("the read_file tool_result must hold the file's text (re-run it: it is read-only)"),
     )
-    require(r.reads == 1, f"read_file ran {r.reads} times for the crashed call; once is right")
+    require(r.reads == 1, _("read_file ran {reads} times for the crashed call; once is right").format(reads=r.reads))
     if r.checkpoint is None or not r.checkpoint.is_finished():
-        raise CheckFailed("the resumed run must finish")
+        raise CheckFailed(_("the resumed run must finish"))
     expected = finished_turns("read_file")
     require(
         r.checkpoint.turns == expected,
-        f"the run took {r.checkpoint.turns} model calls, an uncrashed run takes {expected}: "
-        "answering the dangling call costs no extra turn, dropping it does",
+        _(
+            "the run took {turns} model calls, an uncrashed run takes {expected}: answering "
+            "the dangling call costs no extra turn, dropping it does"
+        ).format(turns=r.checkpoint.turns, expected=expected),
     )
 
 
@@ -83,19 +89,31 @@ def check_ledger_incident(fn: Reconcile) -> None:
     expected = finished_turns("send_email")
     for point in ("after_save_a", "after_tool"):
         r = replay(fn, point, "send_email", ledger=True)
-        where = f"crash {point} on the send_email turn"
-        require(r.error is None, f"{where}: the resume failed: {r.error}")
-        require(r.emails == 1, f"{where}: {r.emails} emails; the idempotency key makes it exactly one")
+        where = _("crash {point} on the send_email turn").format(point=point)
+        require(r.error is None, _("{where}: the resume failed: {error}").format(where=where, error=r.error))
+        require(
+            r.emails == 1,
+            _("{where}: {emails} emails; the idempotency key makes it exactly one").format(
+                where=where, emails=r.emails
+            ),
+        )
         block = r.pending_result()
         require(
             block is not None and not block.get("is_error"),
-            f"{where}: with a ledger the call can be finished under its idempotency key: no is_error fallback",
+            _("{where}: with a ledger the call can be finished under its idempotency key: no is_error fallback").format(
+                where=where
+            ),
         )
         turns = r.checkpoint.turns if r.checkpoint is not None and r.checkpoint.is_finished() else None
-        require(turns is not None, f"{where}: the resumed run must finish")
-        require(turns == expected, f"{where}: the run took {turns} model calls, an uncrashed run takes {expected}")
+        require(turns is not None, _("{where}: the resumed run must finish").format(where=where))
+        require(
+            turns == expected,
+            _("{where}: the run took {turns} model calls, an uncrashed run takes {expected}").format(
+                where=where, turns=turns, expected=expected
+            ),
+        )
     r = replay(fn, "after_save_a", "read_file", ledger=True)
-    require(r.error is None and r.reads == 1, "read-only calls are still re-run when a ledger is present")
+    require(r.error is None and r.reads == 1, _("read-only calls are still re-run when a ledger is present"))
 
 
 # -- Part 2: the refund that a retry repeated ----------------------------------------------------
@@ -112,22 +130,21 @@ REQUEST_CAP = 25
 CALL_TIMEOUT = 60.0
 """Seconds one call of ``refund`` may take."""
 
-KEY_LESSON = "reread lesson 3, section 5, 'Beyond the fix: the ledger'"
-TAXONOMY_LESSON = "reread lesson 4, section 2, 'A typed error taxonomy'"
-RETRY_LESSON = "reread lesson 4, section 4, 'Retries inside a real run, with a budget'"
-
+KEY_LESSON = N_("reread lesson 3, section 5, 'Beyond the fix: the ledger'")
+TAXONOMY_LESSON = N_("reread lesson 4, section 2, 'A typed error taxonomy'")
+RETRY_LESSON = N_("reread lesson 4, section 4, 'Retries inside a real run, with a budget'")
 _KINDS: tuple[tuple[type[Exception], str], ...] = (
-    (ToolTimeoutError, "a timeout"),
-    (ToolUnavailableError, "an unavailable provider"),
-    (IdempotencyConflictError, "a key reused with other parameters"),
-    (ToolError, "a refusal"),
+    (ToolTimeoutError, N_("a timeout")),
+    (ToolUnavailableError, N_("an unavailable provider")),
+    (IdempotencyConflictError, N_("a key reused with other parameters")),
+    (ToolError, N_("a refusal")),
 )
 """What each kit error says about a refund's request, most specific first."""
 
 
 def kind_of_error(e: BaseException) -> str:
     """What an exception ``refund`` raised stands for, in the taxonomy's words."""
-    return next((kind for cls, kind in _KINDS if isinstance(e, cls)), "another error")
+    return next((kind for cls, kind in _KINDS if isinstance(e, cls)), N_("another error"))
 
 
 @dataclass
@@ -184,7 +201,7 @@ class Shop:
     def open(cls, charges: dict[str, int] | None = None) -> Shop:
         """A fresh world whose customers paid ``charges`` (the incident's order by default)."""
         root = scratch("shop")
-        provider, _ = shop(root / "world", {ORDER: CHARGED} if charges is None else charges)
+        provider = shop(root / "world", {ORDER: CHARGED} if charges is None else charges)[0]
         return cls(provider, root)
 
     def call(
@@ -220,16 +237,23 @@ class Shop:
 
 def require_ended(call: Call, where: str) -> None:
     """The call neither hung nor retried without a bound."""
-    require(call.ended != "hung", f"{where}: refund was still running after {CALL_TIMEOUT:g} s; does its loop end?")
+    require(
+        call.ended != "hung",
+        _("{where}: refund was still running after {call_timeout:g} s; does its loop end?").format(
+            where=where, call_timeout=CALL_TIMEOUT
+        ),
+    )
     require(
         call.ended != "killed",
-        f"{where}: refund sent {REQUEST_CAP} requests and was stopped: retries need a bound "
-        f"(at most {MAX_ATTEMPTS} attempts; {RETRY_LESSON})",
+        _(
+            "{where}: refund sent {request_cap} requests and was stopped: retries need a "
+            "bound (at most {max_attempts} attempts; {retry_lesson})"
+        ).format(where=where, request_cap=REQUEST_CAP, max_attempts=MAX_ATTEMPTS, retry_lesson=_(RETRY_LESSON)),
     )
 
 
-PER_ATTEMPT = "every attempt at one refund must carry the same idempotency key, never a fresh one per attempt"
-PER_CALL = (
+PER_ATTEMPT = N_("every attempt at one refund must carry the same idempotency key, never a fresh one per attempt")
+PER_CALL = N_(
     "a restarted harness must send the killed call's key: derive it from what names the refund, "
     "never from a uuid drawn per call or once per process"
 )
@@ -256,26 +280,45 @@ def require_one_refund(
     if call.ended == "raised":
         if call.kind in ("a timeout", "an unavailable provider"):
             raise CheckFailed(
-                f"{where}: refund gave up on {call.kind} ({call.error}): that is a transient outcome, not a "
-                f"failure; retry it under the same idempotency key ({TAXONOMY_LESSON})"
+                _(
+                    "{where}: refund gave up on {kind} ({error}): that is a transient outcome, not a "
+                    "failure; retry it under the same idempotency key ({taxonomy_lesson})"
+                ).format(where=where, kind=_(call.kind), error=call.error, taxonomy_lesson=_(TAXONOMY_LESSON))
             )
-        raise CheckFailed(f"{where}: refund raised {call.error}")
+        raise CheckFailed(_("{where}: refund raised {error}").format(where=where, error=call.error))
     keys = {r["idempotency_key"] for r in shop_.requests() if r["order_id"] == order_id}
     done = shop_.refunds(order_id)
     require(
         keys != {None},
-        f"{where}: the requests carried no idempotency key, so the provider could not tell a retry from a "
-        f"new refund; pass idempotency_key= to tools.execute ({KEY_LESSON})",
+        _(
+            "{where}: the requests carried no idempotency key, so the provider could not "
+            "tell a retry from a new refund; pass idempotency_key= to tools.execute "
+            "({key_lesson})"
+        ).format(where=where, key_lesson=_(KEY_LESSON)),
     )
     require(
         len(done) == 1,
-        f"{where}: the customer was refunded {len(done)} times; {same_key} ({KEY_LESSON})",
+        _("{where}: the customer was refunded {n_done} times; {same_key} ({key_lesson})").format(
+            where=where, n_done=len(done), same_key=_(same_key), key_lesson=_(KEY_LESSON)
+        ),
     )
-    require(len(keys) == 1, f"{where}: the attempts at one refund carried {len(keys)} different keys; one is right")
+    require(
+        len(keys) == 1,
+        _("{where}: the attempts at one refund carried {n_keys} different keys; one is right").format(
+            where=where, n_keys=len(keys)
+        ),
+    )
     require(
         call.value == done[0]["id"],
-        f"{where}: refund must return the provider's refund id (the tool's output, here {done[0]['id']!r}); "
-        f"it returned a {call.returned}" + (f" {call.value!r}" if call.value is not None else ""),
+        _(
+            "{where}: refund must return the provider's refund id (the tool's output, here {refund_id}); "
+            "it returned a {returned}{value}"
+        ).format(
+            where=where,
+            refund_id=repr(done[0]["id"]),
+            returned=call.returned,
+            value=f" {call.value!r}" if call.value is not None else "",
+        ),
     )
     return done[0]["id"]
 
@@ -286,21 +329,34 @@ def require_permanent(shop_: Shop, call: Call, where: str, kind: str) -> None:
     sent = len(shop_.requests())
     require(
         sent <= 1,
-        f"{where}: refund sent {sent} requests; {kind} is permanent and does not get better by waiting: "
-        f"raise it at once, retry only timeouts and unavailability ({TAXONOMY_LESSON})",
+        _(
+            "{where}: refund sent {sent} requests; {kind} is permanent and does not get "
+            "better by waiting: raise it at once, retry only timeouts and unavailability "
+            "({taxonomy_lesson})"
+        ).format(where=where, sent=sent, kind=_(kind), taxonomy_lesson=_(TAXONOMY_LESSON)),
     )
-    require(call.ended == "raised", f"{where}: {kind} must be raised to the caller, not answered with a return")
-    require(call.kind == kind, f"{where}: refund must raise the provider's error ({kind}), it raised {call.error}")
+    require(
+        call.ended == "raised",
+        _("{where}: {kind} must be raised to the caller, not answered with a return").format(where=where, kind=_(kind)),
+    )
+    require(
+        call.kind == kind,
+        _("{where}: refund must raise the provider's error ({kind}), it raised {error}").format(
+            where=where, kind=_(kind), error=call.error
+        ),
+    )
 
 
 def check_refund_after_timeout(refund: Refund) -> None:
     """The incident: the provider refunds, its answer times out; the retry refunds nothing more."""
     s = Shop.open()
     call = s.call(refund, [Fault.TIMEOUT])
-    require_one_refund(s, call, "a timeout after the provider refunded")
+    require_one_refund(s, call, _("a timeout after the provider refunded"))
     require(
         len(s.requests()) >= 2,
-        f"a timeout is not an answer: the refund's outcome is unknown, so retry it ({TAXONOMY_LESSON})",
+        _("a timeout is not an answer: the refund's outcome is unknown, so retry it ({taxonomy_lesson})").format(
+            taxonomy_lesson=_(TAXONOMY_LESSON)
+        ),
     )
 
 
@@ -308,8 +364,8 @@ def check_refund_refused(refund: Refund) -> None:
     """A refund of more than the charge is refused: raised at once, never retried."""
     s = Shop.open()
     call = s.call(refund, amount_cents=CHARGED + 1)
-    require_permanent(s, call, "a refund of more than the customer paid", "a refusal")
-    require(not s.refunds(), "a refused refund must leave the provider's book empty")
+    require_permanent(s, call, _("a refund of more than the customer paid"), "a refusal")
+    require(not s.refunds(), _("a refused refund must leave the provider's book empty"))
 
 
 def check_refund_after_kill(refund: Refund) -> None:
@@ -323,21 +379,25 @@ def check_refund_after_kill(refund: Refund) -> None:
     first = s.call(refund, die_after_refund=True)
     require(
         first.ended == "killed" and len(s.refunds()) == 1,
-        f"refund never reached the provider (it {first.ended}{': ' + first.error if first.error else ''}); "
-        "it must call tools.execute('refund_payment', ...)",
+        _(
+            "refund never reached the provider (it {ended}{value}); it must call tools.execute('refund_payment', ...)"
+        ).format(ended=first.ended, value=": " + first.error if first.error else ""),
     )
     again = s.call(restarted(refund))
-    require_one_refund_after_restart(s, again, "the re-run after a SIGKILL that fell after the refund")
+    require_one_refund_after_restart(s, again, _("the re-run after a SIGKILL that fell after the refund"))
 
 
 def check_two_refunds(refund: Refund) -> None:
     """Two orders refunded by one process: two refunds, each under its own key."""
     s = Shop.open({ORDER: CHARGED, "A-1043": 1250})
-    require_one_refund(s, s.call(refund), f"order {ORDER}")
+    require_one_refund(s, s.call(refund), _("order {order}").format(order=ORDER))
     second = s.call(refund, order_id="A-1043", amount_cents=1250)
     if second.kind == "a key reused with other parameters":
         raise CheckFailed(
-            "the second order's refund was refused: it carried the first order's key. One key per logical "
-            f"refund: derive it from the refund, not once per process ({KEY_LESSON})"
+            _(
+                "the second order's refund was refused: it carried the first order's key. One "
+                "key per logical refund: derive it from the refund, not once per process "
+                "({key_lesson})"
+            ).format(key_lesson=_(KEY_LESSON))
         )
-    require_one_refund(s, second, "order A-1043", order_id="A-1043")
+    require_one_refund(s, second, _("order A-1043"), order_id="A-1043")

@@ -13,6 +13,7 @@ from ...lab.exercise_checkpoints import ACTIONS
 from ...scenarios import RETRO_NOTE
 from ...strategies import Reconcile
 from ...world import NOTES
+from ..i18n import _
 from .support import (
     PARALLEL_LESSON,
     UNKNOWN_TOOLS_LESSON,
@@ -36,11 +37,13 @@ def chosen_action(answers: Any, checkpoint: str) -> str:
     Reads with the plain dict's own lookup and accepts only a plain ``str``, so no method of the
     learner's runs while it is checked.
     """
-    require(isinstance(answers, dict), "RESUME_ACTION must be a dict of answers, one per checkpoint")
+    require(isinstance(answers, dict), _("RESUME_ACTION must be a dict of answers, one per checkpoint"))
     value = dict.get(answers, checkpoint)
     require(
         type(value) is str and value in ACTIONS,
-        f"RESUME_ACTION[{checkpoint!r}]: choose one of {sorted(ACTIONS)}, not {value!r}",
+        _("RESUME_ACTION[{checkpoint}]: choose one of {actions}, not {value}").format(
+            checkpoint=repr(checkpoint), actions=sorted(ACTIONS), value=repr(value)
+        ),
     )
     return str(value)
 
@@ -56,10 +59,12 @@ def check_checkpoint_a(fn: Reconcile) -> None:
 
     box = fresh_toolbox()
     before, out = run_reconcile(fn, load_exercise_checkpoint("A"), box)
-    require(box.count() == 0, f"nothing is pending, yet reconcile executed {box.executed}")
-    require(out.messages == before.messages, "nothing is pending: the messages must be returned unchanged")
-    require(not out.pending_tool_uses, "nothing is pending: pending_tool_uses stays empty")
-    require(out.is_finished() == before.is_finished(), "a checkpoint with nothing pending must be returned as it was")
+    require(box.count() == 0, _("nothing is pending, yet reconcile executed {executed}").format(executed=box.executed))
+    require(out.messages == before.messages, _("nothing is pending: the messages must be returned unchanged"))
+    require(not out.pending_tool_uses, _("nothing is pending: pending_tool_uses stays empty"))
+    require(
+        out.is_finished() == before.is_finished(), _("a checkpoint with nothing pending must be returned as it was")
+    )
 
 
 def check_checkpoint_b(fn: Reconcile) -> None:
@@ -75,7 +80,9 @@ def check_checkpoint_b(fn: Reconcile) -> None:
     block = answered(before, out)
     require(
         box.count() == 1 and box.executed[0] == (p.name, p.input),
-        f"read_file is read-only: execute it exactly once with the pending input; execute calls were {box.executed}",
+        _(
+            "read_file is read-only: execute it exactly once with the pending input; execute calls were {executed}"
+        ).format(executed=box.executed),
     )
     require_rerun(block, NOTES[p.input["path"].split("/")[-1]])
 
@@ -93,9 +100,11 @@ def check_checkpoint_c(fn: Reconcile) -> None:
     before, out = run_reconcile(fn, cp, box)
     require(
         box.count() == 0,
-        f"send_email has a side effect: it must not be executed again; execute calls were {box.executed}",
+        _("send_email has a side effect: it must not be executed again; execute calls were {executed}").format(
+            executed=box.executed
+        ),
     )
-    require(len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email")
+    require(len(box.world.sent_emails()) == 1, _("the outbox must still hold exactly one email"))
     require_status_unknown(answered(before, out))
 
 
@@ -105,8 +114,10 @@ def check_unknown_tool_not_run(fn: Reconcile) -> None:
     before, out = run_reconcile(fn, dangling("delete_database", {"name": "prod"}), box)
     require(
         box.count() == 0,
-        "delete_database is not in the toolbox: an unknown tool is never assumed safe, so it is not run "
-        f"(reread {UNKNOWN_TOOLS_LESSON}); execute calls were {box.executed}",
+        _(
+            "delete_database is not in the toolbox: an unknown tool is never assumed safe, "
+            "so it is not run (reread {unknown_tools_lesson}); execute calls were {executed}"
+        ).format(unknown_tools_lesson=_(UNKNOWN_TOOLS_LESSON), executed=box.executed),
     )
     require_status_unknown(answered(before, out))
 
@@ -123,8 +134,10 @@ def check_turn_between_tools(reconcile_turn: Reconcile) -> None:
     blocks = answered_turn(before, out)
     require(
         counting.executed == [(read.name, read.input)],
-        "send_email's result is recorded and read_file is read-only: run read_file once and nothing else "
-        f"({PARALLEL_LESSON}); execute calls were {counting.executed}",
+        _(
+            "send_email's result is recorded and read_file is read-only: run read_file once "
+            "and nothing else ({parallel_lesson}); execute calls were {executed}"
+        ).format(parallel_lesson=_(PARALLEL_LESSON), executed=counting.executed),
     )
     require_rerun(blocks[read.id], NOTES[RETRO_NOTE])
-    require(len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email")
+    require(len(box.world.sent_emails()) == 1, _("the outbox must still hold exactly one email"))

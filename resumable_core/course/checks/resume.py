@@ -36,11 +36,13 @@ from ...claude import make_client
 from ...crash import CrashError, CrashPlan, run_in_child
 from ...errors import CheckpointError
 from ...lab import report_agent as ra
+from ...lab.i18n import N_
 from ...loop import run_agent
 from ...run_folder import RunFolder, count_effects
 from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
+from ..i18n import _
 from .support import CheckFailed, call_learner, die, handed, is_remote, require, scratch
 
 Resume = Callable[..., Any]
@@ -110,7 +112,10 @@ def require_own_loop(fn: Any) -> None:
     if is_remote(fn):
         return
     loop = delegated_to(fn)
-    require(loop is None, f"resume calls {loop}, the library's loop; write the loop yourself (that is the exercise)")
+    require(
+        loop is None,
+        _("resume calls {loop}, the library's loop; write the loop yourself (that is the exercise)").format(loop=loop),
+    )
 
 
 # -- counting model calls across processes -------------------------------------------------------
@@ -195,14 +200,18 @@ def _record(fn: Resume, args: tuple[Any, ...], kwargs: dict[str, Any], out: Path
         result = call_learner(fn, *args, **kwargs)
     except anthropic.BadRequestError as e:
         body = e.body if isinstance(e.body, dict) else {}
-        record = {"error": "the API refused it with a 400: " + ((body.get("error") or {}).get("message") or str(e))}
+        record = {"error": _("the API refused it with a 400: ") + ((body.get("error") or {}).get("message") or str(e))}
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the check's message
         record = {"error": f"{type(e).__name__}: {e}", "refused": isinstance(e, CheckpointError | ValueError)}
     else:
         if isinstance(result, Checkpoint):
             record = {"checkpoint": result.model_dump(mode="json")}
         else:
-            record = {"error": f"resume must return the final Checkpoint, it returned {type(result).__name__}"}
+            record = {
+                "error": _("resume must return the final Checkpoint, it returned {name}").format(
+                    name=type(result).__name__
+                )
+            }
     out.write_text(json.dumps(record), encoding="utf-8")
 
 
@@ -265,7 +274,12 @@ class Trial:
                 lambda: _record(fn, args, {"reconcile": reconcile, **kwargs}, out), timeout=RESUME_TIMEOUT
             )
         except CrashError:
-            return Outcome("hung", error=f"resume was still running after {RESUME_TIMEOUT:g} s; does its loop end?")
+            return Outcome(
+                "hung",
+                error=_("resume was still running after {resume_timeout:g} s; does its loop end?").format(
+                    resume_timeout=RESUME_TIMEOUT
+                ),
+            )
         if ended == "killed":
             return Outcome("killed")
         record = json.loads(out.read_text(encoding="utf-8"))
@@ -282,12 +296,12 @@ class Trial:
                 continue
             at = order.get(reply_key(m.get("content")))
             if at is None:
-                return (
-                    "the conversation holds an assistant message the model never sent: record each reply "
-                    "exactly as messages.create returned it"
+                return _(
+                    "the conversation holds an assistant message the model never sent: record each "
+                    "reply exactly as messages.create returned it"
                 )
             if at < seen:
-                return "the model's replies are out of the order it gave them in"
+                return _("the model's replies are out of the order it gave them in")
             seen = at
         return None
 
@@ -295,17 +309,19 @@ class Trial:
         """How ``cp``'s counters disagree with the model calls logged across every process, or None."""
         calls = self.calls()
         if cp.turns != len(calls):
-            return (
-                f"turns is {cp.turns}, but the model was called {len(calls)} times across the crash and the "
-                "resume: carry turns on from the checkpoint, and charge each turn (turns += 1, save) before its call"
-            )
+            return _(
+                "turns is {turns}, but the model was called {n_calls} times across the crash and "
+                "the resume: carry turns on from the checkpoint, and charge each turn (turns += "
+                "1, save) before its call"
+            ).format(turns=cp.turns, n_calls=len(calls))
         tokens = {c["key"]: c["tokens"] for c in calls}
         kept = sum(tokens.get(reply_key(m["content"]), 0) for m in cp.messages if m["role"] == "assistant")
         if cp.tokens_used != kept:
-            return (
-                f"tokens_used is {cp.tokens_used}, but the replies in the conversation cost {kept} tokens: carry "
-                "tokens_used on from the checkpoint and add each reply's tokens as you record it"
-            )
+            return _(
+                "tokens_used is {tokens_used}, but the replies in the conversation cost {kept} "
+                "tokens: carry tokens_used on from the checkpoint and add each reply's tokens as "
+                "you record it"
+            ).format(tokens_used=cp.tokens_used, kept=kept)
         return None
 
     def disk_problem(self, cp: Checkpoint) -> str | None:
@@ -313,23 +329,32 @@ class Trial:
         on_disk = load_checkpoint(self.path)
         if on_disk is None or on_disk.model_dump() != cp.model_dump():
             pending = on_disk.pending_tool_use if on_disk is not None else None
-            left = f" (the file still has {pending.name} pending)" if pending is not None else ""
-            return (
-                f"what resume returned is not what it saved{left}: save after every change "
-                "(the reconciled state, save point A after each reply, save point B after each tool result)"
-            )
+            left = _(" (the file still has {name} pending)").format(name=pending.name) if pending is not None else ""
+            return _(
+                "what resume returned is not what it saved{left}: save after every change (the "
+                "reconciled state, save point A after each reply, save point B after each tool "
+                "result)"
+            ).format(left=left)
         return None
 
 
 def require_sound_end(trial: Trial, outcome: Outcome, where: str, *, emails: int = 1) -> Checkpoint:
     """The resumed run finished: no error, ``emails`` emails, on disk as returned, counters that add up."""
     if outcome.checkpoint is None:
-        raise CheckFailed(f"{where}: {outcome.error or 'resume did not return'}")
+        raise CheckFailed(_("{where}: {error}").format(where=where, error=outcome.error or _("resume did not return")))
     cp = outcome.checkpoint
-    require(trial.emails() == emails, f"{where}: the team got {trial.emails()} emails; {emails} is right")
-    require(cp.is_finished(), f"{where}: resume returned an unfinished run; keep calling the model until it is done")
+    require(
+        trial.emails() == emails,
+        _("{where}: the team got {emails} emails; {emails2} is right").format(
+            where=where, emails=trial.emails(), emails2=emails
+        ),
+    )
+    require(
+        cp.is_finished(),
+        _("{where}: resume returned an unfinished run; keep calling the model until it is done").format(where=where),
+    )
     problem = trial.replies_problem(cp) or trial.disk_problem(cp) or trial.counter_problem(cp)
-    require(problem is None, f"{where}: {problem}")
+    require(problem is None, _("{where}: {problem}").format(where=where, problem=problem))
     return cp
 
 
@@ -337,9 +362,9 @@ def check_crash_point(fn: Resume, point: str, tool: str, reconcile: Reconcile) -
     """The email run killed at ``point`` on the ``tool`` turn, resumed by ``fn`` with ``reconcile``: a sound end."""
     require_own_loop(fn)
     trial = Trial.crashed(point, tool)
-    where = f"killed {point} on the {tool} turn"
+    where = _("killed {point} on the {tool} turn").format(point=point, tool=tool)
     if not trial.path.exists():
-        where += " (before the first save: no checkpoint yet, so start the task fresh)"
+        where += _(" (before the first save: no checkpoint yet, so start the task fresh)")
     require_sound_end(trial, trial.resume(fn, reconcile), where)
 
 
@@ -368,8 +393,8 @@ def check_crash_after_response(fn: Resume) -> None:
 
 # -- the visible checks of the old loop's lessons' warnings ----------------------------------------
 
-FROM_THE_TOP = "reread lesson 1, section 6, 'The resume branch at the top of `run_agent`'"
-ANOTHER_TASK = "reread lesson 1, section 7, 'Another task's checkpoint is refused'"
+FROM_THE_TOP = N_("reread lesson 1, section 6, 'The resume branch at the top of `run_agent`'")
+ANOTHER_TASK = N_("reread lesson 1, section 7, 'Another task's checkpoint is refused'")
 
 
 def check_reconciled_state_saved(fn: Resume) -> None:
@@ -379,13 +404,19 @@ def check_reconciled_state_saved(fn: Resume) -> None:
     turns = len(trial.calls())
     outcome = trial.resume(fn, _answer_send_email, max_turns=turns)
     if outcome.checkpoint is None:
-        raise CheckFailed(f"resume with no turn left: {outcome.error}")
-    require(len(trial.calls()) == turns, f"max_turns={turns} is already reached: resume must not call the model")
+        raise CheckFailed(_("resume with no turn left: {error}").format(error=outcome.error))
+    require(
+        len(trial.calls()) == turns,
+        _("max_turns={turns} is already reached: resume must not call the model").format(turns=turns),
+    )
     on_disk = load_checkpoint(trial.path)
     require(
         on_disk is not None and on_disk.pending_tool_use is None,
-        "after reconcile the file still has send_email pending: save the reconciled state before anything "
-        f"else, so a second crash does not settle the same call again ({FROM_THE_TOP})",
+        _(
+            "after reconcile the file still has send_email pending: save the reconciled "
+            "state before anything else, so a second crash does not settle the same call "
+            "again ({from_the_top})"
+        ).format(from_the_top=_(FROM_THE_TOP)),
     )
 
 
@@ -396,17 +427,40 @@ def check_another_task_refused(fn: Resume) -> None:
     trial.folder.run(NOTES_TASK)
     before = trial.path.read_bytes()
     outcome = trial.resume(fn, _answer_send_email, task=EMAIL_TASK)
-    what = "the checkpoint on disk is the notes task's, and resume was asked for the email task"
-    ended = "returned a Checkpoint" if outcome.ended == "returned" else outcome.ended
-    require(outcome.ended == "raised", f"{what}: resume must refuse it, but it {ended} ({ANOTHER_TASK})")
-    require(outcome.refused, f"{what}: raise rc.CheckpointTaskMismatchError, not {outcome.error} ({ANOTHER_TASK})")
-    require(not trial.calls(), f"{what}: refuse it before any model call ({ANOTHER_TASK})")
-    require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file ({ANOTHER_TASK})")
+    what = _("the checkpoint on disk is the notes task's, and resume was asked for the email task")
+    ended = _("returned a Checkpoint") if outcome.ended == "returned" else outcome.ended
+    require(
+        outcome.ended == "raised",
+        _("{what}: resume must refuse it, but it {ended} ({another_task})").format(
+            what=what, ended=ended, another_task=_(ANOTHER_TASK)
+        ),
+    )
+    require(
+        outcome.refused,
+        _("{what}: raise rc.CheckpointTaskMismatchError, not {error} ({another_task})").format(
+            what=what, error=outcome.error, another_task=_(ANOTHER_TASK)
+        ),
+    )
+    require(
+        not trial.calls(),
+        _("{what}: refuse it before any model call ({another_task})").format(what=what, another_task=_(ANOTHER_TASK)),
+    )
+    require(
+        trial.path.read_bytes() == before,
+        _("{what}: refuse it without changing the file ({another_task})").format(
+            what=what, another_task=_(ANOTHER_TASK)
+        ),
+    )
     own = trial.resume(fn, _answer_send_email, task=NOTES_TASK)  # refusing everything is no task check
     require(
         own.ended == "returned" and own.checkpoint is not None and own.checkpoint.is_finished(),
-        f"the same checkpoint resumed for its own task (a finished notes run) must be returned, finished; resume "
-        f"{'raised ' + str(own.error) if own.ended == 'raised' else own.ended} ({ANOTHER_TASK})",
+        _(
+            "the same checkpoint resumed for its own task (a finished notes run) must be "
+            "returned, finished; resume {value} ({another_task})"
+        ).format(
+            value=_("raised {error}").format(error=own.error) if own.ended == "raised" else own.ended,
+            another_task=_(ANOTHER_TASK),
+        ),
     )
 
 
@@ -421,9 +475,9 @@ def check_another_task_refused(fn: Resume) -> None:
 ResumeReport = Callable[[str, dict[str, Any], Toolbox], Any]
 """``resume_report(path, task, tools) -> dict``: the learner's resume of the report agent."""
 
-CHECKLIST = "reread lesson 4, section 1, 'The resume-order checklist'"
-LOADING = "reread lesson 1, section 5, 'Loading: the version check, and the other refusals'"
-CONTRACT_TEXT = "reread the exercise's contract for the report agent"
+CHECKLIST = N_("reread lesson 4, section 1, 'The resume-order checklist'")
+LOADING = N_("reread lesson 1, section 5, 'Loading: the version check, and the other refusals'")
+CONTRACT_TEXT = N_("reread the exercise's contract for the report agent")
 
 
 def report_checkpoint(task: dict[str, Any]) -> dict[str, Any]:
@@ -593,7 +647,12 @@ class ReportTrial:
         try:
             ended = run_in_child(lambda: _record_report(fn, args, out), timeout=RESUME_TIMEOUT)
         except CrashError:
-            return ReportOutcome("hung", error=f"resume_report was still running after {RESUME_TIMEOUT:g} s")
+            return ReportOutcome(
+                "hung",
+                error=_("resume_report was still running after {resume_timeout:g} s").format(
+                    resume_timeout=RESUME_TIMEOUT
+                ),
+            )
         if ended == "killed":
             return ReportOutcome("killed")
         record = json.loads(out.read_text(encoding="utf-8"))
@@ -613,32 +672,47 @@ def require_report_end(
     """The resumed report run finished right: the report of the documents as they are now saved and recorded,
     the reviewer notified about it exactly once, no report notified twice, no more reads or saves than needed."""
     if outcome.ended != "returned":
-        raise CheckFailed(f"{where}: resume_report {outcome.ended}: {outcome.error}")
-    reads_before, saves_before, _ = before
-    reads, saves, _ = trial.counts()
+        raise CheckFailed(
+            _("{where}: resume_report {ended}: {error}").format(where=where, ended=outcome.ended, error=outcome.error)
+        )
+    reads_before, saves_before = before[0], before[1]
+    reads, saves = trial.counts()[:2]
     for name, n in reads.items():
         again = n - reads_before[name]
         if again > allowed.reads[name]:
             why = (
-                "it was read and recorded, and has not changed since: keep its record; redo only what a change "
-                "invalidates (doc_sha256 tells whether it changed)"
+                _(
+                    "it was read and recorded, and has not changed since: keep its record; redo only "
+                    "what a change invalidates (doc_sha256 tells whether it changed)"
+                )
                 if allowed.reads[name] == 0
-                else "read it once"
+                else _("read it once")
             )
-            times = "once" if again == 1 else f"{again} times"
-            raise CheckFailed(f"{where}: resume_report read {name} {times}; {why} ({CHECKLIST})")
+            times = _("once") if again == 1 else _("{again} times").format(again=again)
+            raise CheckFailed(
+                _("{where}: resume_report read {name} {times}; {why} ({checklist})").format(
+                    where=where, name=name, times=times, why=why, checklist=_(CHECKLIST)
+                )
+            )
     if saves - saves_before > allowed.saves:
         why = (
-            "the recorded report is there with its hash and still right: keep it"
+            _("the recorded report is there with its hash and still right: keep it")
             if allowed.saves == 0
-            else "save it once"
+            else _("save it once")
         )
-        raise CheckFailed(f"{where}: resume_report saved the report {saves - saves_before} times; {why}")
+        raise CheckFailed(
+            _("{where}: resume_report saved the report {value} times; {why}").format(
+                where=where, value=saves - saves_before, why=why
+            )
+        )
     stale = [name for name, n in reads.items() if allowed.reads[name] and n == reads_before[name]]
     require(
         not stale,
-        f"{where}: {stale[0] if stale else ''} is not recorded as it is now (never read, or changed since: its "
-        f"doc_sha256 differs from the record), yet resume_report did not read it ({CHECKLIST}: record vs reality)",
+        _(
+            "{where}: {value} is not recorded as it is now (never read, or changed since: "
+            "its doc_sha256 differs from the record), yet resume_report did not read it "
+            "({checklist}: record vs reality)"
+        ).format(where=where, value=stale[0] if stale else "", checklist=_(CHECKLIST)),
     )
     want = trial.expected_sha256()
     pings = trial.world.notifications()
@@ -647,28 +721,42 @@ def require_report_end(
     )
     require(
         not twice,
-        f"{where}: the reviewer was notified twice about report {twice[0] if twice else ''}...: a notification "
-        "the checkpoint records as not confirmed is settled with notification_status(key), never simply sent "
-        f"again; and record the key before you send ({CHECKLIST}: uncertain effects first)",
+        _(
+            "{where}: the reviewer was notified twice about report {value}...: a "
+            "notification the checkpoint records as not confirmed is settled with "
+            "notification_status(key), never simply sent again; and record the key before "
+            "you send ({checklist}: uncertain effects first)"
+        ).format(where=where, value=twice[0] if twice else "", checklist=_(CHECKLIST)),
     )
     require(
         any(p["report_sha256"] == want for p in pings),
-        f"{where}: the reviewer was never notified about the report of the documents as they are now "
-        f"({want[:12]}...); a report rewritten after a change is notified again, with a new key",
+        _(
+            "{where}: the reviewer was never notified about the report of the documents as "
+            "they are now ({want}...); a report rewritten after a change is notified again, "
+            "with a new key"
+        ).format(where=where, want=want[:12]),
     )
     files = [trial.world.reports_dir / p.removeprefix("reports/") for p in trial.world.saved_reports()]
     require(
         any(ra.sha256_text(f.read_text(encoding="utf-8")) == want for f in files if f.is_file()),
-        f"{where}: no saved report holds the report of the documents as they are now: check the recorded report "
-        f"with report_sha256(path) and save it again when it is missing or differs ({CHECKLIST}: record vs reality)",
+        _(
+            "{where}: no saved report holds the report of the documents as they are now: "
+            "check the recorded report with report_sha256(path) and save it again when it is "
+            "missing or differs ({checklist}: record vs reality)"
+        ).format(where=where, checklist=_(CHECKLIST)),
     )
     cp = trial.checkpoint()
-    require(cp is not None, f"{where}: the checkpoint file is missing or not JSON after resume_report returned")
+    require(
+        cp is not None,
+        _("{where}: the checkpoint file is missing or not JSON after resume_report returned").format(where=where),
+    )
     report, note = (_field(cp, name) for name in ("report", "notification"))
     require(
         report.get("sha256") == want and note.get("report_sha256") == want and note.get("confirmed") is True,
-        f"{where}: the checkpoint on disk does not record the finished run (report.sha256 {want[:12]}..., "
-        "notification confirmed for it): save the checkpoint after every step",
+        _(
+            "{where}: the checkpoint on disk does not record the finished run (report.sha256 "
+            "{want}..., notification confirmed for it): save the checkpoint after every step"
+        ).format(where=where, want=want[:12]),
     )
 
 
@@ -688,17 +776,33 @@ def require_did_nothing(
 ) -> None:
     """A cancelled task: nothing read, saved or sent, the checkpoint untouched."""
     if outcome.ended != "returned":
-        raise CheckFailed(f"{where}: resume_report {outcome.ended}: {outcome.error}; return the checkpoint as it is")
+        raise CheckFailed(
+            _("{where}: resume_report {ended}: {error}; return the checkpoint as it is").format(
+                where=where, ended=outcome.ended, error=outcome.error
+            )
+        )
     reads, saves, pings = trial.counts()
-    rule = (
-        "check task_status(task_id) before any side effect: a permission an old checkpoint holds is no "
-        f"permission now ({CONTRACT_TEXT})"
+    rule = _(
+        "check task_status(task_id) before any side effect: a permission an old "
+        "checkpoint holds is no permission now ({contract_text})"
+    ).format(contract_text=_(CONTRACT_TEXT))
+    require(
+        pings == before[2],
+        _("{where}: the task is cancelled, yet the reviewer was notified; {rule}").format(where=where, rule=rule),
     )
-    require(pings == before[2], f"{where}: the task is cancelled, yet the reviewer was notified; {rule}")
-    require(saves == before[1], f"{where}: the task is cancelled, yet a report was saved; {rule}")
-    require(reads == before[0], f"{where}: the task is cancelled, yet a document was read; {rule}")
+    require(
+        saves == before[1],
+        _("{where}: the task is cancelled, yet a report was saved; {rule}").format(where=where, rule=rule),
+    )
+    require(
+        reads == before[0],
+        _("{where}: the task is cancelled, yet a document was read; {rule}").format(where=where, rule=rule),
+    )
     now = trial.path.read_bytes() if trial.path.exists() else None
-    require(now == file_before, f"{where}: the task is cancelled, yet the checkpoint changed; leave it as it was")
+    require(
+        now == file_before,
+        _("{where}: the task is cancelled, yet the checkpoint changed; leave it as it was").format(where=where),
+    )
 
 
 def resume_and_judge(fn: ResumeReport, trial: ReportTrial, where: str) -> None:
@@ -713,17 +817,20 @@ def resume_and_judge(fn: ResumeReport, trial: ReportTrial, where: str) -> None:
 def check_report_fresh_start(resume_report: ResumeReport) -> None:
     """No checkpoint yet: each document read once, one report saved, the reviewer notified once, recorded."""
     trial = ReportTrial.new()
-    resume_and_judge(resume_report, trial, "no checkpoint yet (a fresh start)")
+    resume_and_judge(resume_report, trial, _("no checkpoint yet (a fresh start)"))
     cp = trial.checkpoint() or {}
-    require(cp.get("version") == ra.CHECKPOINT_VERSION, f"the checkpoint must say version {ra.CHECKPOINT_VERSION}")
+    require(
+        cp.get("version") == ra.CHECKPOINT_VERSION,
+        _("the checkpoint must say version {checkpoint_version}").format(checkpoint_version=ra.CHECKPOINT_VERSION),
+    )
     require(
         cp.get("task_id") == trial.task["task_id"] and cp.get("docs") == trial.task["docs"],
-        "the checkpoint must record the task's task_id and docs (its identity and scope)",
+        _("the checkpoint must record the task's task_id and docs (its identity and scope)"),
     )
     read = cp.get("read") or {}
     require(
         set(read) == set(trial.task["docs"]) and all(set(r) == {"sha256", "summary"} for r in read.values()),
-        "the checkpoint's read must hold, for each document, exactly its sha256 and summary",
+        _("the checkpoint's read must hold, for each document, exactly its sha256 and summary"),
     )
 
 
@@ -732,12 +839,12 @@ def check_report_pending_notification(resume_report: ResumeReport) -> None:
     sent = ReportTrial.new()
     sent.state(notified="sent")
     resume_and_judge(
-        resume_report, sent, "the notification went out, and the crash lost its outcome (confirmed: false)"
+        resume_report, sent, _("the notification went out, and the crash lost its outcome (confirmed: false)")
     )
     unsent = ReportTrial.new()
     unsent.state(notified="pending")
     resume_and_judge(
-        resume_report, unsent, "the notification was recorded as about to go out, and never went (confirmed: false)"
+        resume_report, unsent, _("the notification was recorded as about to go out, and never went (confirmed: false)")
     )
 
 
@@ -748,7 +855,7 @@ def check_report_changed_doc(resume_report: ResumeReport) -> None:
     trial.world.edit_doc(
         "terms.md", "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
     )
-    resume_and_judge(resume_report, trial, "terms.md changed after the run finished")
+    resume_and_judge(resume_report, trial, _("terms.md changed after the run finished"))
 
 
 def check_report_cancelled(resume_report: ResumeReport) -> None:
@@ -757,8 +864,8 @@ def check_report_cancelled(resume_report: ResumeReport) -> None:
     trial.state(notified="pending")
     trial.world.cancel(trial.task["task_id"])
     before, file_before = trial.counts(), trial.path.read_bytes()
-    where = "the task was cancelled while its notification was pending"
+    where = _("the task was cancelled while its notification was pending")
     require_did_nothing(trial, trial.resume(resume_report), where, before=before, file_before=file_before)
     active = ReportTrial.new()  # doing nothing is no answer: the same state of an active task resumes
     active.state(notified="pending")
-    resume_and_judge(resume_report, active, "the same state, the task active")
+    resume_and_judge(resume_report, active, _("the same state, the task active"))

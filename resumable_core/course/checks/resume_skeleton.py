@@ -22,7 +22,9 @@ from ...errors import CheckpointError
 from ...lab.crash_test import (
     _die_in_first_write,
 )  # private: no public kit callable may patch open (test_no_answers tries them)
+from ...lab.i18n import N_
 from ...scenarios import NOTES_TASK
+from ..i18n import _
 from .support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
 
 Save = Callable[[dict[str, Any], str], None]
@@ -52,7 +54,9 @@ def load_or_fail(load: Load, path: Path, what: str) -> Any:
     try:
         return call_learner(load, handed(path, folder=True))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"{what}: load_state raised {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("{what}: load_state raised {error_type}: {error}").format(what=what, error_type=type(e).__name__, error=e)
+        ) from None
 
 
 def check_state_round_trip(save: Save, load: Load) -> None:
@@ -62,27 +66,30 @@ def check_state_round_trip(save: Save, load: Load) -> None:
     state = sample_state()
     call_learner(save, copy.deepcopy(state), handed(path, folder=True))
     require(
-        same_data(load_or_fail(load, path, "after a save"), state), "load_state must return the state save_state wrote"
+        same_data(load_or_fail(load, path, _("after a save")), state),
+        _("load_state must return the state save_state wrote"),
     )
     call_learner(save, sample_state(turns=4), handed(path, folder=True))
     require(
-        same_data(load_or_fail(load, path, "after a second save"), sample_state(turns=4)),
-        "a second save must replace the first",
+        same_data(load_or_fail(load, path, _("after a second save")), sample_state(turns=4)),
+        _("a second save must replace the first"),
     )
     call_learner(save, plain_state(), handed(path, folder=True))
     require(
-        same_data(load_or_fail(load, path, "after saving a state that is no checkpoint"), plain_state()),
-        "save_state must write any JSON object with a version, not only a checkpoint",
+        same_data(load_or_fail(load, path, _("after saving a state that is no checkpoint")), plain_state()),
+        _("save_state must write any JSON object with a version, not only a checkpoint"),
     )
     leftovers = sorted(p.name for p in folder.iterdir() if p.name != "state.json")
-    require(not leftovers, f"a finished save leaves only the state file; found {leftovers}")
+    require(
+        not leftovers, _("a finished save leaves only the state file; found {leftovers}").format(leftovers=leftovers)
+    )
 
 
 def check_state_missing(load: Load) -> None:
     """load_state returns None when there is no file (a fresh start), and creates none."""
     path = scratch("state") / "state.json"
-    require(load_or_fail(load, path, "with no file") is None, "with no file, load_state must return None")
-    require(not path.exists(), "load_state must not create the file")
+    require(load_or_fail(load, path, _("with no file")) is None, _("with no file, load_state must return None"))
+    require(not path.exists(), _("load_state must not create the file"))
 
 
 def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> None:
@@ -97,20 +104,24 @@ def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> N
             pass
         except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
             raise CheckFailed(
-                f"version {version!r}: raise a ValueError (subclass), not {type(e).__name__}: {e}"
+                _("version {version}: raise a ValueError (subclass), not {error_type}: {error}").format(
+                    version=repr(version), error_type=type(e).__name__, error=e
+                )
             ) from None
         else:
             raise CheckFailed(
-                f"a file of version {version!r} must be refused, load_state returned {type(got).__name__}"
+                _("a file of version {version} must be refused, load_state returned {name}").format(
+                    version=repr(version), name=type(got).__name__
+                )
             )
-        require(path.read_bytes() == before, "load_state must never change the file, even one it refuses")
+        require(path.read_bytes() == before, _("load_state must never change the file, even one it refuses"))
     path = scratch("state") / "state.json"  # and the right version, written by someone else, is read
     path.write_text(json.dumps(sample_state(turns=5)))
     require(
         same_data(
-            load_or_fail(load, path, "a file of this version that save_state did not write"), sample_state(turns=5)
+            load_or_fail(load, path, _("a file of this version that save_state did not write")), sample_state(turns=5)
         ),
-        "load_state must read a file of its own version whoever wrote it: refusing every file is no version check",
+        _("load_state must read a file of its own version whoever wrote it: refusing every file is no version check"),
     )
 
 
@@ -225,21 +236,26 @@ def check_kill_during_save(save: Save, load: Load) -> None:
     if is_remote(save):
         seen = observed_save(save, path, new)
         atomic = seen.atomic_problem()
-        require(atomic is None, f"a kill in the middle of this save would lose the state: {atomic}")
         require(
-            same_data(load_or_fail(load, path, "after the save"), new), "load_state must return the state just saved"
+            atomic is None, _("a kill in the middle of this save would lose the state: {atomic}").format(atomic=atomic)
+        )
+        require(
+            same_data(load_or_fail(load, path, _("after the save")), new),
+            _("load_state must return the state just saved"),
         )
         return
     how = kill_during_save(save, path, new)
-    require(how == "killed mid-write", f"the save was expected to be killed while writing, but it {how}")
-    got = load_or_fail(load, path, "after a kill in the middle of a save")
     require(
-        same_data(got, good), "after a kill in the middle of a save, load_state must return the previous good state"
+        how == "killed mid-write", _("the save was expected to be killed while writing, but it {how}").format(how=how)
+    )
+    got = load_or_fail(load, path, _("after a kill in the middle of a save"))
+    require(
+        same_data(got, good), _("after a kill in the middle of a save, load_state must return the previous good state")
     )
     call_learner(save, copy.deepcopy(new), handed(path, folder=True))
     require(
-        same_data(load_or_fail(load, path, "saving again after the kill"), new),
-        "a save after the crash must work and be read back",
+        same_data(load_or_fail(load, path, _("saving again after the kill")), new),
+        _("a save after the crash must work and be read back"),
     )
 
 
@@ -252,10 +268,10 @@ Replay = Callable[[list[dict[str, Any]]], Any]
 JOURNAL_HEADER: dict[str, Any] = {"format": "resumable-journal", "version": 1}
 """The journal's first line, as the exercise fixes it."""
 JOURNAL = "journal.jsonl"
-REREAD_LAYOUT = "reread the exercise's journal format"
-REREAD_KILL = "reread lesson 1, section 4, 'The atomic save, tested with a real kill'"
-REREAD_VERSION = "reread lesson 1, section 5, 'Loading: the version check, and the other refusals'"
-REREAD_CARRY = "reread lesson 1, section 8, '`turns` and `tokens_used` carry over'"
+REREAD_LAYOUT = N_("reread the exercise's journal format")
+REREAD_KILL = N_("reread lesson 1, section 4, 'The atomic save, tested with a real kill'")
+REREAD_VERSION = N_("reread lesson 1, section 5, 'Loading: the version check, and the other refusals'")
+REREAD_CARRY = N_("reread lesson 1, section 8, '`turns` and `tokens_used` carry over'")
 
 
 def turn_record(turn: int, *, size: int = 0) -> dict[str, Any]:
@@ -288,7 +304,10 @@ def whole_journal(data: bytes, name: str) -> list[Any]:
     """The records of a journal the learner's append_record wrote, every line whole; :class:`CheckFailed` saying what is off."""
     lines = data.split(b"\n")
     require(
-        lines[-1] == b"", f"{name} must end with a newline: every line, the last too, ends in \\n ({REREAD_LAYOUT})"
+        lines[-1] == b"",
+        _("{name} must end with a newline: every line, the last too, ends in \\n ({reread_layout})").format(
+            name=name, reread_layout=_(REREAD_LAYOUT)
+        ),
     )
     try:
         header = json.loads(lines[0])
@@ -296,16 +315,25 @@ def whole_journal(data: bytes, name: str) -> list[Any]:
         header = None
     require(
         same_data(header, JOURNAL_HEADER),
-        f"the first line of {name} must be the header {json.dumps(JOURNAL_HEADER)}, not {lines[0][:80]!r} ({REREAD_LAYOUT})",
+        _("the first line of {name} must be the header {dumps}, not {lines} ({reread_layout})").format(
+            name=name, dumps=json.dumps(JOURNAL_HEADER), lines=repr(lines[0][:80]), reread_layout=_(REREAD_LAYOUT)
+        ),
     )
     records = []
     for number, line in enumerate(lines[1:-1], 2):
         text, tab, crc = line.rpartition(b"\t")
-        require(tab, f"line {number} of {name} has no tab between the record's JSON and its checksum ({REREAD_LAYOUT})")
+        require(
+            tab,
+            _("line {number} of {name} has no tab between the record's JSON and its checksum ({reread_layout})").format(
+                number=number, name=name, reread_layout=_(REREAD_LAYOUT)
+            ),
+        )
         require(
             crc == f"{zlib.crc32(text):08x}".encode(),
-            f"line {number} of {name}: its checksum must be the CRC-32 of the JSON before the tab, "
-            f'as f"{{zlib.crc32(data):08x}}" ({REREAD_LAYOUT})',
+            _(
+                "line {number} of {name}: its checksum must be the CRC-32 of the JSON before the "
+                'tab, as f"{{zlib.crc32(data):08x}}" ({reread_layout})'
+            ).format(number=number, name=name, reread_layout=_(REREAD_LAYOUT)),
         )
         records.append(json.loads(text))
     return records
@@ -316,7 +344,11 @@ def read_or_fail(read: Read, path: Path, what: str) -> Any:
     try:
         return call_learner(read, handed(path, folder=True))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"{what}: read_journal raised {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("{what}: read_journal raised {error_type}: {error}").format(
+                what=what, error_type=type(e).__name__, error=e
+            )
+        ) from None
 
 
 def append_or_fail(append: Append, path: Path, record: dict[str, Any], what: str) -> None:
@@ -324,7 +356,11 @@ def append_or_fail(append: Append, path: Path, record: dict[str, Any], what: str
     try:
         call_learner(append, handed(path, folder=True), copy.deepcopy(record))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"{what}: append_record raised {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("{what}: append_record raised {error_type}: {error}").format(
+                what=what, error_type=type(e).__name__, error=e
+            )
+        ) from None
 
 
 def require_read(read: Read, path: Path, expected: list[Any], what: str, why: str) -> None:
@@ -332,9 +368,14 @@ def require_read(read: Read, path: Path, expected: list[Any], what: str, why: st
     before = path.read_bytes() if path.exists() else None
     got = read_or_fail(read, path, what)
     n = len(got) if isinstance(got, list) else type(got).__name__
-    require(same_data(got, expected), f"{what}, read_journal must return {len(expected)} record(s), got {n}: {why}")
+    require(
+        same_data(got, expected),
+        _("{what}, read_journal must return {n_expected} record(s), got {n}: {why}").format(
+            what=what, n_expected=len(expected), n=n, why=why
+        ),
+    )
     after = path.read_bytes() if path.exists() else None
-    require(after == before, f"{what}: read_journal must never change the file (it only reads)")
+    require(after == before, _("{what}: read_journal must never change the file (it only reads)").format(what=what))
 
 
 def require_refused(read: Read, path: Path, what: str, why: str) -> None:
@@ -345,10 +386,21 @@ def require_refused(read: Read, path: Path, what: str, why: str) -> None:
     except ValueError:
         pass
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"{what}: raise a ValueError (subclass), not {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("{what}: raise a ValueError (subclass), not {error_type}: {error}").format(
+                what=what, error_type=type(e).__name__, error=e
+            )
+        ) from None
     else:
-        raise CheckFailed(f"{what}, read_journal must raise ValueError, it returned {type(got).__name__}: {why}")
-    require(path.read_bytes() == before, f"{what}: read_journal must never change the file, even one it refuses")
+        raise CheckFailed(
+            _("{what}, read_journal must raise ValueError, it returned {name}: {why}").format(
+                what=what, name=type(got).__name__, why=why
+            )
+        )
+    require(
+        path.read_bytes() == before,
+        _("{what}: read_journal must never change the file, even one it refuses").format(what=what),
+    )
 
 
 def observed_append(append: Append, path: Path, record: dict[str, Any], what: str) -> Any:
@@ -360,7 +412,11 @@ def observed_append(append: Append, path: Path, record: dict[str, Any], what: st
     try:
         seen = call_learner(observe, append, handed(path, folder=True), copy.deepcopy(record))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"{what}: append_record raised {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("{what}: append_record raised {error_type}: {error}").format(
+                what=what, error_type=type(e).__name__, error=e
+            )
+        ) from None
     return seen.append(before, path.read_bytes() if path.exists() else None)
 
 
@@ -368,18 +424,19 @@ def require_appends_only(append: Append, path: Path, record: dict[str, Any], wha
     """Append ``record`` and require that nothing but new bytes at the end changed (traced in the re-check); the trace's reading, or None here."""
     before = path.read_bytes() if path.exists() else b""
     kept = before[: before.rfind(b"\n") + 1]  # every complete line: what an append leaves as it was
-    rewrote = (
-        f"{what}: append_record must add one line at the end of the journal, never write over its lines or replace "
-        f"the file (a snapshot is rewritten whole; a journal only grows; {REREAD_LAYOUT})"
-    )
+    rewrote = _(
+        "{what}: append_record must add one line at the end of the journal, never write "
+        "over its lines or replace the file (a snapshot is rewritten whole; a journal "
+        "only grows; {reread_layout})"
+    ).format(what=what, reread_layout=_(REREAD_LAYOUT))
     if is_remote(append):
         seen = observed_append(append, path, record, what)
-        require(seen.problem is None, f"{what}: {seen.problem}")
+        require(seen.problem is None, _("{what}: {problem}").format(what=what, problem=seen.problem))
         require(seen.start is None or seen.start >= len(kept), rewrote)
         return seen
     inode = path.stat().st_ino if path.exists() else None
     append_or_fail(append, path, record, what)
-    require(path.exists(), f"{what}: append_record left no file")
+    require(path.exists(), _("{what}: append_record left no file").format(what=what))
     require(inode is None or path.stat().st_ino == inode, rewrote)
     require(path.read_bytes().startswith(kept), rewrote)
     return None
@@ -389,18 +446,23 @@ def check_journal_round_trip(append: Append, read: Read) -> None:
     """No file reads as []; three appends to a new journal write the header and three lines in the fixed format, and read back in order."""
     folder = scratch("journal")
     path = folder / JOURNAL
-    require_read(read, path, [], "with no file", "no journal yet is an empty one")
-    require(not path.exists(), "read_journal must not create the file")
+    require_read(read, path, [], _("with no file"), _("no journal yet is an empty one"))
+    require(not path.exists(), _("read_journal must not create the file"))
     records = [turn_record(t) for t in (1, 2, 3)]
     for n, record in enumerate(records, 1):
-        require_appends_only(append, path, record, f"append {n}")
+        require_appends_only(append, path, record, _("append {n}").format(n=n))
         require(
             same_data(whole_journal(path.read_bytes(), JOURNAL), records[:n]),
-            f"after append {n}, the journal must hold the header and {n} record line(s), in order ({REREAD_LAYOUT})",
+            _(
+                "after append {n}, the journal must hold the header and {n} record line(s), in order ({reread_layout})"
+            ).format(n=n, reread_layout=_(REREAD_LAYOUT)),
         )
     leftovers = sorted(p.name for p in folder.iterdir() if p.name != JOURNAL)
-    require(not leftovers, f"appending leaves only the journal in its folder; found {leftovers}")
-    require_read(read, path, records, "after three appends", "every record, in the order appended")
+    require(
+        not leftovers,
+        _("appending leaves only the journal in its folder; found {leftovers}").format(leftovers=leftovers),
+    )
+    require_read(read, path, records, _("after three appends"), _("every record, in the order appended"))
 
 
 def check_journal_version(read: Read, versions: Iterable[Any] = (2,)) -> None:
@@ -410,7 +472,10 @@ def check_journal_version(read: Read, versions: Iterable[Any] = (2,)) -> None:
         path = scratch("journal") / JOURNAL
         path.write_bytes(journal_bytes(records, header={**JOURNAL_HEADER, "version": version}))
         require_refused(
-            read, path, f"a journal of version {version!r}", f"check the header's version first ({REREAD_VERSION})"
+            read,
+            path,
+            _("a journal of version {version}").format(version=repr(version)),
+            _("check the header's version first ({reread_version})").format(reread_version=_(REREAD_VERSION)),
         )
     path = scratch("journal") / JOURNAL
     path.write_bytes(journal_bytes(records))
@@ -418,8 +483,8 @@ def check_journal_version(read: Read, versions: Iterable[Any] = (2,)) -> None:
         read,
         path,
         records,
-        "a version-1 journal that append_record did not write",
-        "read any journal of this version in the fixed format: refusing every file is no version check",
+        _("a version-1 journal that append_record did not write"),
+        _("read any journal of this version in the fixed format: refusing every file is no version check"),
     )
 
 
@@ -439,8 +504,10 @@ def check_torn_tail_ignored(read: Read) -> None:
             read,
             path,
             records,
-            f"with {keep} of the {len(line)} bytes of a last line",
-            f"a line without its \\n is a kill mid-append, no damage: ignore it ({REREAD_KILL})",
+            _("with {keep} of the {n_line} bytes of a last line").format(keep=keep, n_line=len(line)),
+            _("a line without its \\n is a kill mid-append, no damage: ignore it ({reread_kill})").format(
+                reread_kill=_(REREAD_KILL)
+            ),
         )
 
 
@@ -473,8 +540,11 @@ def check_corrupt_record_refused(read: Read, hows: Iterable[str] = ("checksum",)
         require_refused(
             read,
             path,
-            f"a journal whose record {at + 1} of 3 has a bad {how}",
-            "a complete line that does not check out is damage, not a crash: skipping it would replay a turn that is lost",
+            _("a journal whose record {value} of 3 has a bad {how}").format(value=at + 1, how=how),
+            _(
+                "a complete line that does not check out is damage, not a crash: skipping it "
+                "would replay a turn that is lost"
+            ),
         )
 
 
@@ -502,8 +572,10 @@ def require_every_kill_reads(read: Read, seen: Any, old: list[Any], new: list[An
             read,
             path,
             expected,
-            f"{what}, a kill at moment {i} of the append ({size} on disk)",
-            f"only a whole line is a record; a torn one is ignored ({REREAD_KILL})",
+            _("{what}, a kill at moment {i} of the append ({size} on disk)").format(what=what, i=i, size=size),
+            _("only a whole line is a record; a torn one is ignored ({reread_kill})").format(
+                reread_kill=_(REREAD_KILL)
+            ),
         )
 
 
@@ -519,27 +591,35 @@ def check_kill_during_append(append: Append, read: Read) -> None:
     path = scratch("kill") / JOURNAL
     path.write_bytes(journal_bytes(records))
     if is_remote(append):
-        seen = require_appends_only(append, path, new, "the traced append")
-        require_every_kill_reads(read, seen, records, [*records, new], "appending record 4")
+        seen = require_appends_only(append, path, new, _("the traced append"))
+        require_every_kill_reads(read, seen, records, [*records, new], _("appending record 4"))
         path.write_bytes(torn(records, new, len(journal_line(new)) // 2))  # what the kill left, in the kernel
     else:
         how = kill_in_first_write(lambda: call_learner(append, str(path), copy.deepcopy(new)), append)
-        require(how == "killed mid-write", f"the append was expected to be killed while writing, but it {how}")
+        require(
+            how == "killed mid-write",
+            _("the append was expected to be killed while writing, but it {how}").format(how=how),
+        )
         require_read(
             read,
             path,
             records,
-            "after a kill in the middle of an append",
-            f"the torn last line must be ignored ({REREAD_KILL})",
+            _("after a kill in the middle of an append"),
+            _("the torn last line must be ignored ({reread_kill})").format(reread_kill=_(REREAD_KILL)),
         )
-    append_or_fail(append, path, new, "appending again after the kill")
-    glued = "cut a torn last line off before appending, so the new record is not glued to its bytes"
+    append_or_fail(append, path, new, _("appending again after the kill"))
+    glued = _("cut a torn last line off before appending, so the new record is not glued to its bytes")
     try:
         after = whole_journal(path.read_bytes(), JOURNAL)
     except CheckFailed as e:
-        raise CheckFailed(f"after a kill mid-append, the next append must {glued} ({e.reason})") from None
-    require(same_data(after, [*records, new]), f"after a kill mid-append, the next append must {glued}")
-    require_read(read, path, [*records, new], "after the append that followed the kill", glued)
+        raise CheckFailed(
+            _("after a kill mid-append, the next append must {glued} ({reason})").format(glued=glued, reason=e.reason)
+        ) from None
+    require(
+        same_data(after, [*records, new]),
+        _("after a kill mid-append, the next append must {glued}").format(glued=glued),
+    )
+    require_read(read, path, [*records, new], _("after the append that followed the kill"), glued)
 
 
 def replay_or_fail(replay: Replay, records: list[dict[str, Any]], what: str) -> Any:
@@ -547,19 +627,23 @@ def replay_or_fail(replay: Replay, records: list[dict[str, Any]], what: str) -> 
     try:
         return call_learner(replay, copy.deepcopy(records))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"{what}: replay raised {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("{what}: replay raised {error_type}: {error}").format(what=what, error_type=type(e).__name__, error=e)
+        ) from None
 
 
 def check_replay(replay: Replay) -> None:
     """Three turn records replay to their state: the last turn, the tokens summed, every message in order."""
     records = [turn_record(t) for t in (1, 2, 3)]
-    got = replay_or_fail(replay, records, "three records")
+    got = replay_or_fail(replay, records, _("three records"))
     every_message = [m for r in records for m in r["messages"]]
     expected = {"turns": 3, "tokens_used": sum(r["tokens"] for r in records), "messages": every_message}
     if isinstance(got, dict):
         for key in expected:
             require(
                 key in got and same_data(got[key], expected[key]),
-                f"replay's {key!r} must be {json.dumps(expected[key])[:60]} for turns 1-3 ({REREAD_CARRY})",
+                _("replay's {key} must be {dumps} for turns 1-3 ({reread_carry})").format(
+                    key=repr(key), dumps=json.dumps(expected[key])[:60], reread_carry=_(REREAD_CARRY)
+                ),
             )
-    require(same_data(got, expected), 'replay must return a dict of exactly "turns", "tokens_used" and "messages"')
+    require(same_data(got, expected), _('replay must return a dict of exactly "turns", "tokens_used" and "messages"'))

@@ -25,12 +25,14 @@ from typing import Any
 
 from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, pending_calls, text_of
 from ...crash import CrashPlan, kill_self, run_in_child
+from ...lab.i18n import N_
 from ...ledger import Ledger
 from ...run_folder import RunFolder, reference_turn, target_input
 from ...scenarios import BRIEFING_TASK, NOTES_TASK, SCENARIOS
 from ...strategies import Reconcile
 from ...tools import DEFAULT_TOOLS, Tool, Toolbox
 from ...world import World
+from ..i18n import _
 
 
 class CheckFailed(AssertionError):
@@ -210,15 +212,15 @@ def dangling(
     return cp
 
 
-NAIVE_RESUME_LESSON = "lesson 2, section 3, 'Resume naively: the API says no'"
+NAIVE_RESUME_LESSON = N_("lesson 2, section 3, 'Resume naively: the API says no'")
 """Where the lessons show that a dangling call left as it is gets the API's 400."""
-DELETE_LESSON = "lesson 2, section 4, 'Move 1: delete'"
+DELETE_LESSON = N_("lesson 2, section 4, 'Move 1: delete'")
 """Where the lessons show what deleting the dangling call costs."""
-UNKNOWN_TOOLS_LESSON = "lesson 2, section 5, 'The rule: by what the tool does'"
+UNKNOWN_TOOLS_LESSON = N_("lesson 2, section 5, 'The rule: by what the tool does'")
 """Where the lessons say an unknown tool is never assumed safe."""
-PARALLEL_LESSON = "reread lesson 2, 'Sidebar: several calls in one turn'"
+PARALLEL_LESSON = N_("reread lesson 2, 'Sidebar: several calls in one turn'")
 """Where the lessons work a turn of several calls by hand: the checks of such turns point there."""
-CARRY_OVER_LESSON = "lesson 1, section 8, '`turns` and `tokens_used` carry over'"
+CARRY_OVER_LESSON = N_("lesson 1, section 8, '`turns` and `tokens_used` carry over'")
 """Where the lessons show that a run's counters (and its id) outlive every crash."""
 RECONCILED_FIELDS = frozenset({"messages", "pending_tool_uses", "recorded_results"})
 """The checkpoint's fields that reconciling changes; every other one is the run's and carries over."""
@@ -237,10 +239,13 @@ def require_run_kept(before: Checkpoint, out: Checkpoint) -> None:
     ]
     require(
         not lost,
-        f"reconciling settles the dangling calls and nothing else, yet the run's own fields changed: "
-        f"{'; '.join(lost)}. Keep the checkpoint you were given (its run_id makes the idempotency keys; "
-        f"turns and tokens_used hold the cap and the budget) and change only its messages, pending_tool_uses "
-        f"and recorded_results (reread {CARRY_OVER_LESSON})",
+        _(
+            "reconciling settles the dangling calls and nothing else, yet the run's own "
+            "fields changed: {changes}. Keep the checkpoint you were given (its run_id makes "
+            "the idempotency keys; turns and tokens_used hold the cap and the budget) and "
+            "change only its messages, pending_tool_uses and recorded_results (reread "
+            "{carry_over_lesson})"
+        ).format(changes="; ".join(lost), carry_over_lesson=_(CARRY_OVER_LESSON)),
     )
 
 
@@ -283,40 +288,53 @@ def answered_turn(before: Checkpoint, out: Checkpoint) -> dict[str, dict[str, An
         raise ValueError("answered_turn() needs the checkpoint before reconcile to have pending calls")
     require(
         len(out.messages) != n or out.messages[-1] != before.messages[-1],
-        f"the turn's calls are still unanswered: the checkpoint came back as it was ({PARALLEL_LESSON})",
+        _("the turn's calls are still unanswered: the checkpoint came back as it was ({parallel_lesson})").format(
+            parallel_lesson=_(PARALLEL_LESSON)
+        ),
     )
     require(
         len(out.messages) >= n and out.messages[:n] == before.messages,
-        "the messages up to the turn that asked for the tools must stay exactly as they were: deleting the "
-        f"assistant's tool_use hides from the model what may have happened ({PARALLEL_LESSON})",
+        _(
+            "the messages up to the turn that asked for the tools must stay exactly as they "
+            "were: deleting the assistant's tool_use hides from the model what may have "
+            "happened ({parallel_lesson})"
+        ).format(parallel_lesson=_(PARALLEL_LESSON)),
     )
     require(
         len(out.messages) == n + 1,
-        f"all the turn's results go in one user message; {len(out.messages) - n} messages were appended "
-        f"({PARALLEL_LESSON})",
+        _("all the turn's results go in one user message; {count} messages were appended ({parallel_lesson})").format(
+            count=len(out.messages) - n, parallel_lesson=_(PARALLEL_LESSON)
+        ),
     )
     last = out.messages[-1]
     content = last.get("content")
-    require(last.get("role") == "user" and isinstance(content, list), "the appended message must be the user's")
+    require(last.get("role") == "user" and isinstance(content, list), _("the appended message must be the user's"))
     blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
     got = [b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"]
     require(
         len(blocks) == len(ids) and got == ids,
-        f"one tool_result per tool_use, in the blocks' order {ids}; the message holds {got} ({PARALLEL_LESSON})",
+        _(
+            "one tool_result per tool_use, in the blocks' order {ids}; the message holds {got} ({parallel_lesson})"
+        ).format(ids=ids, got=got, parallel_lesson=_(PARALLEL_LESSON)),
     )
     for kept in before.recorded_results:
         require(
             blocks[ids.index(kept["tool_use_id"])] == kept,
-            f"the result recorded before the crash for {kept['tool_use_id']} must be kept as it is: that call "
-            f"already ran and its result is known ({PARALLEL_LESSON})",
+            _(
+                "the result recorded before the crash for {tool_use_id} must be kept as it is: "
+                "that call already ran and its result is known ({parallel_lesson})"
+            ).format(tool_use_id=kept["tool_use_id"], parallel_lesson=_(PARALLEL_LESSON)),
         )
     require(
         not out.pending_tool_uses and not out.recorded_results,
-        "once the turn is answered nothing stays pending or recorded: pending_tool_uses and recorded_results are empty",
+        _(
+            "once the turn is answered nothing stays pending or recorded: pending_tool_uses "
+            "and recorded_results are empty"
+        ),
     )
     require_run_kept(before, out)
     problem = consistency_problem(out)
-    require(problem is None, f"the reconciled checkpoint contradicts itself: {problem}")
+    require(problem is None, _("the reconciled checkpoint contradicts itself: {problem}").format(problem=problem))
     return {str(b["tool_use_id"]): b for b in blocks}
 
 
@@ -337,9 +355,13 @@ def run_reconcile(fn: Reconcile, cp: Checkpoint, tools: Toolbox) -> tuple[Checkp
     try:
         out = call_learner(fn, cp, tools)
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(f"reconcile raised {type(e).__name__}: {e}") from None
+        raise CheckFailed(
+            _("reconcile raised {error_type}: {error}").format(error_type=type(e).__name__, error=e)
+        ) from None
     if type(out) is not Checkpoint:
-        raise CheckFailed(f"reconcile must return the reconciled Checkpoint, it returned {type(out).__name__}")
+        raise CheckFailed(
+            _("reconcile must return the reconciled Checkpoint, it returned {name}").format(name=type(out).__name__)
+        )
     return before, as_data(out)
 
 
@@ -348,7 +370,9 @@ def as_data(cp: Checkpoint) -> Checkpoint:
     try:
         return Checkpoint.model_validate(cp.model_dump(mode="json"))
     except Exception as e:  # noqa: BLE001 - a value that is not JSON, or fields that no longer validate
-        raise CheckFailed(f"the returned Checkpoint does not hold plain JSON data: {str(e).splitlines()[0]}") from None
+        raise CheckFailed(
+            _("the returned Checkpoint does not hold plain JSON data: {error}").format(error=str(e).splitlines()[0])
+        ) from None
 
 
 def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
@@ -359,55 +383,66 @@ def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
     n = len(before.messages)
     require(
         out.messages != before.messages or out.pending_tool_uses != before.pending_tool_uses,
-        f"the dangling call {p.id} is still unanswered: the checkpoint came back as it was, and the API refuses "
-        f"a tool_use with no tool_result (reread {NAIVE_RESUME_LESSON})",
+        _(
+            "the dangling call {id} is still unanswered: the checkpoint came back as it was, "
+            "and the API refuses a tool_use with no tool_result (reread "
+            "{naive_resume_lesson})"
+        ).format(id=p.id, naive_resume_lesson=_(NAIVE_RESUME_LESSON)),
     )
     require(
         out.messages[: n - 1] != before.messages[: n - 1] or before.messages[-1] in out.messages[n - 1 : n],
-        f"the assistant's tool_use {p.id} was deleted: that hides from the model what may have happened, and it "
-        f"decides again (reread {DELETE_LESSON})",
+        _(
+            "the assistant's tool_use {id} was deleted: that hides from the model what may "
+            "have happened, and it decides again (reread {delete_lesson})"
+        ).format(id=p.id, delete_lesson=_(DELETE_LESSON)),
     )
     require(
         len(out.messages) == n + 1,
-        f"expected exactly one message appended (the user's tool_result for {p.id}); "
-        f"had {n} messages, now {len(out.messages)}",
+        _(
+            "expected exactly one message appended (the user's tool_result for {id}); had "
+            "{n} messages, now {n_messages}"
+        ).format(id=p.id, n=n, n_messages=len(out.messages)),
     )
-    require(out.messages[:n] == before.messages, "the messages before the dangling call must stay exactly as they were")
+    require(
+        out.messages[:n] == before.messages, _("the messages before the dangling call must stay exactly as they were")
+    )
     last = out.messages[-1]
-    require(last.get("role") == "user", "the appended message must have role 'user'")
+    require(last.get("role") == "user", _("the appended message must have role 'user'"))
     content = last.get("content")
     require(
         isinstance(content, list) and len(content) == 1,
-        "the appended message must hold exactly one block: the tool_result",
+        _("the appended message must hold exactly one block: the tool_result"),
     )
     block = content[0] if isinstance(content, list) else None
     if not (isinstance(block, dict) and block.get("type") == "tool_result"):
-        raise CheckFailed("the appended block must be a tool_result")
+        raise CheckFailed(_("the appended block must be a tool_result"))
     require(
         block.get("tool_use_id") == p.id,
-        f"the tool_result must answer the pending id {p.id}, not {block.get('tool_use_id')}",
+        _("the tool_result must answer the pending id {id}, not {other}").format(
+            id=p.id, other=block.get("tool_use_id")
+        ),
     )
-    require(out.pending_tool_use is None, "pending_tool_use must be cleared (None) once its tool_result is recorded")
+    require(out.pending_tool_use is None, _("pending_tool_use must be cleared (None) once its tool_result is recorded"))
     require_run_kept(before, out)
     problem = consistency_problem(out)
-    require(problem is None, f"the reconciled checkpoint contradicts itself: {problem}")
+    require(problem is None, _("the reconciled checkpoint contradicts itself: {problem}").format(problem=problem))
     return block
 
 
 def require_rerun(block: dict[str, Any], expected_output: str) -> None:
     """The tool_result carries the re-run tool's real output, not an error."""
-    require(not block.get("is_error"), "a read-only tool re-ran fine: its tool_result must not be is_error")
-    require(text_of(block.get("content")) == expected_output, "the tool_result must hold the tool's output exactly")
+    require(not block.get("is_error"), _("a read-only tool re-ran fine: its tool_result must not be is_error"))
+    require(text_of(block.get("content")) == expected_output, _("the tool_result must hold the tool's output exactly"))
 
 
 def require_status_unknown(block: dict[str, Any]) -> None:
     """The tool_result is an is_error saying the execution status is unknown."""
     require(
-        block.get("is_error") is True, "a call that may already have happened gets a tool_result with is_error: true"
+        block.get("is_error") is True, _("a call that may already have happened gets a tool_result with is_error: true")
     )
     require(
         "unknown" in text_of(block.get("content")).lower(),
-        "the is_error text must say the execution status is unknown",
+        _("the is_error text must say the execution status is unknown"),
     )
 
 

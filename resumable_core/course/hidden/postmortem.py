@@ -25,6 +25,8 @@ from ..checks.postmortem import (
     require_permanent,
 )
 from ..checks.support import replay, require, restarted
+from ..i18n import _ as course_
+from .i18n import _
 from .reconcile import check_other_side_effect_tools, check_unknown_tool
 
 __all__ = [
@@ -46,18 +48,26 @@ def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
     for tool_name in one_call_scenarios():  # the postmortem's runs: one call per turn
         for point in CRASH_POINTS:
             r = replay(fn, point, tool_name, ledger=ledger)
-            where = f"crash {point} on the {tool_name} turn"
-            require(r.error is None, f"{where}: the resume failed: {r.error}")
-            require(r.checkpoint is not None and r.checkpoint.is_finished(), f"{where}: the resumed run must finish")
+            where = _("crash {point} on the {tool_name} turn").format(point=point, tool_name=tool_name)
+            require(r.error is None, _("{where}: the resume failed: {error}").format(where=where, error=r.error))
+            require(
+                r.checkpoint is not None and r.checkpoint.is_finished(),
+                _("{where}: the resumed run must finish").format(where=where),
+            )
             want = 1 if tool_name == "send_email" else 0
-            require(r.emails == want, f"{where}: {r.emails} emails in the outbox, expected {want}")
+            require(
+                r.emails == want,
+                _("{where}: {emails} emails in the outbox, expected {want}").format(
+                    where=where, emails=r.emails, want=want
+                ),
+            )
 
 
 def check_refund_unavailable(refund: Refund) -> None:
     """An unavailable provider, twice, then a timeout after the refund: retried, one refund, its id returned."""
     s = Shop.open()
     call = s.call(refund, [Fault.UNAVAILABLE, Fault.UNAVAILABLE, Fault.TIMEOUT])
-    require_one_refund(s, call, "two outages, then a timeout after the refund")
+    require_one_refund(s, call, _("two outages, then a timeout after the refund"))
 
 
 def check_refund_bounded(refund: Refund) -> None:
@@ -65,52 +75,71 @@ def check_refund_bounded(refund: Refund) -> None:
     for fault, kind, refunded in ((Fault.UNAVAILABLE, "an unavailable provider", 0), (Fault.TIMEOUT, "a timeout", 1)):
         s = Shop.open()
         call = s.call(refund, [fault] * 30)
-        where = f"{kind}, on every attempt"
+        where = _("{kind}, on every attempt").format(kind=course_(kind))
         require_ended(call, where)
         sent = len(s.requests())
         require(
             2 <= sent <= MAX_ATTEMPTS,
-            f"{where}: refund sent {sent} requests; retry a transient error, at most {MAX_ATTEMPTS} attempts in all",
+            _(
+                "{where}: refund sent {sent} requests; retry a transient error, at most {max_attempts} attempts in all"
+            ).format(where=where, sent=sent, max_attempts=MAX_ATTEMPTS),
         )
         require(
             call.ended == "raised" and call.kind == kind,
-            f"{where}: once the attempts are spent, raise the last error ({kind}); refund "
-            + (f"raised {call.error}" if call.ended == "raised" else f"returned a {call.returned}")
-            + f" ({TAXONOMY_LESSON})",
+            _("{where}: once the attempts are spent, raise the last error ({kind}); refund {did} ({lesson})").format(
+                where=where,
+                kind=course_(kind),
+                did=_("raised {error}").format(error=call.error)
+                if call.ended == "raised"
+                else _("returned a {type}").format(type=call.returned),
+                lesson=course_(TAXONOMY_LESSON),
+            ),
         )
-        require(len(s.refunds()) == refunded, f"{where}: {len(s.refunds())} refunds in the book, {refunded} expected")
+        require(
+            len(s.refunds()) == refunded,
+            _("{where}: {n_refunds} refunds in the book, {refunded} expected").format(
+                where=where, n_refunds=len(s.refunds()), refunded=refunded
+            ),
+        )
 
 
 def check_refund_conflict(refund: Refund) -> None:
     """The provider refuses the key as reused with other parameters: raised at once, never retried."""
     s = Shop.open()
     call = s.call(refund, [Fault.CONFLICT])
-    require_permanent(s, call, "a key the provider refuses as reused", "a key reused with other parameters")
+    require_permanent(s, call, _("a key the provider refuses as reused"), "a key reused with other parameters")
 
 
 def check_partial_refunds(refund: Refund) -> None:
     """Two partial refunds of one order (other amounts): two logical refunds, two keys, two refunds."""
     s = Shop.open()
-    first = require_one_refund(s, s.call(refund, amount_cents=1000), f"1000 cents of {ORDER}")
+    first = require_one_refund(s, s.call(refund, amount_cents=1000), _("1000 cents of {order}").format(order=ORDER))
     second = s.call(refund, amount_cents=2000)
     require_ended(second, "a second, partial refund")
     require(
         second.ended == "returned" and len(s.refunds(ORDER)) == 2 and second.value not in (None, first),
-        f"a second refund of {ORDER} for another amount is another logical refund: it needs its own key "
-        f"(refund {'raised ' + second.error if second.ended == 'raised' else 'returned ' + repr(second.value)})",
+        _(
+            "a second refund of {order} for another amount is another logical refund: it "
+            "needs its own key (refund {value})"
+        ).format(
+            order=ORDER,
+            value="raised " + second.error if second.ended == "raised" else "returned " + repr(second.value),
+        ),
     )
 
 
 def check_same_amount_orders(refund: Refund) -> None:
     """Two orders of the same amount, each refunded in full: two logical refunds, so two keys and two refunds."""
     s = Shop.open({ORDER: 1250, "A-1044": 1250})
-    require_one_refund(s, s.call(refund, amount_cents=1250), f"1250 cents of {ORDER}")
+    require_one_refund(s, s.call(refund, amount_cents=1250), _("1250 cents of {order}").format(order=ORDER))
     second = s.call(refund, order_id="A-1044", amount_cents=1250)
-    require_ended(second, "a refund of another order of the same amount")
+    require_ended(second, _("a refund of another order of the same amount"))
     require(
         second.ended == "returned" and len(s.refunds("A-1044")) == 1,
-        "another order of the same amount is another logical refund: its key must name the order too "
-        f"(refund {'raised ' + second.error if second.ended == 'raised' else 'returned ' + repr(second.value)})",
+        _(
+            "another order of the same amount is another logical refund: its key must name "
+            "the order too (refund {value})"
+        ).format(value="raised " + second.error if second.ended == "raised" else "returned " + repr(second.value)),
     )
 
 
@@ -122,9 +151,11 @@ def check_refund_kill_then_timeout(refund: Refund) -> None:
     """
     s = Shop.open()
     first = s.call(refund, die_after_refund=True)
-    require(first.ended == "killed", "refund never reached the provider: it must call tools.execute('refund_payment')")
+    require(
+        first.ended == "killed", _("refund never reached the provider: it must call tools.execute('refund_payment')")
+    )
     again = s.call(restarted(refund), [Fault.TIMEOUT])
-    require_one_refund_after_restart(s, again, "a re-run after a SIGKILL, meeting a timeout")
+    require_one_refund_after_restart(s, again, _("a re-run after a SIGKILL, meeting a timeout"))
 
 
 CONTRACT: dict[str, tuple[str, ...]] = {

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...checkpoint import Checkpoint, consistency_problem, load_checkpoint, save_checkpoint
 from ...errors import CheckpointError, ToolError
+from ...lab.i18n import N_
 from ...ledger import idempotency_key
 from ...scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK, RETRO_NOTE
 from ...strategies import STATUS_UNKNOWN, Reconcile
@@ -45,6 +46,8 @@ from ..checks.support import (
     run_reconcile,
     scratch,
 )
+from ..i18n import _ as course_
+from .i18n import _
 
 ANSWER_KEY: MappingProxyType[str, str] = MappingProxyType(
     {"A": "finished_no_call", "B": "rerun_tool", "C": "is_error_fallback"}
@@ -65,7 +68,12 @@ ANSWER_KEY: MappingProxyType[str, str] = MappingProxyType(
 def check_action(answers: Any, checkpoint: str) -> None:
     """Level 1: the answer for ``checkpoint`` is a documented action and the right one."""
     value = chosen_action(answers, checkpoint)
-    require(value == ANSWER_KEY[checkpoint], f"RESUME_ACTION[{checkpoint!r}] = {value!r} is not the right action")
+    require(
+        value == ANSWER_KEY[checkpoint],
+        _("RESUME_ACTION[{checkpoint}] = {value} is not the right action").format(
+            checkpoint=repr(checkpoint), value=repr(value)
+        ),
+    )
 
 
 # -- extra tools for the variations ------------------------------------------------------------
@@ -134,8 +142,10 @@ def check_nothing_pending(fn: Reconcile) -> None:
     """A checkpoint saved at save point B (nothing pending, not finished): returned as it is."""
     box = fresh_toolbox()
     before, out = run_reconcile(fn, mid_run_checkpoint(), box)
-    require(box.count() == 0, f"nothing is pending, yet reconcile executed {box.executed}")
-    require(out.model_dump() == before.model_dump(), "with nothing pending the checkpoint must be returned unchanged")
+    require(box.count() == 0, _("nothing is pending, yet reconcile executed {executed}").format(executed=box.executed))
+    require(
+        out.model_dump() == before.model_dump(), _("with nothing pending the checkpoint must be returned unchanged")
+    )
 
 
 def check_other_read_only_tools(fn: Reconcile) -> None:
@@ -152,7 +162,9 @@ def check_other_read_only_tools(fn: Reconcile) -> None:
         before, out = run_reconcile(fn, dangling(name, tool_input), box)
         require(
             box.executed == [(name, tool_input)],
-            f"{name} is read-only: execute it exactly once; execute calls were {box.executed}",
+            _("{name} is read-only: execute it exactly once; execute calls were {executed}").format(
+                name=name, executed=box.executed
+            ),
         )
         require_rerun(answered(before, out), expected)
 
@@ -169,11 +181,13 @@ def check_other_side_effect_tools(fn: Reconcile) -> None:
         before, out = run_reconcile(fn, dangling(name, tool_input, task=task), box)
         require(
             box.count() == 0,
-            f"{name} has a side effect: it must not be executed on resume; execute calls were {box.executed}",
+            _("{name} has a side effect: it must not be executed on resume; execute calls were {executed}").format(
+                name=name, executed=box.executed
+            ),
         )
-        require(not box.world.sent_emails(), "no email may be sent on resume")
-        require(not (box.world.root / "chat.log").exists(), "nothing may be posted on resume")
-        require((box.world.notes_dir / "meeting-08-18.md").exists(), "no note may be archived on resume")
+        require(not box.world.sent_emails(), _("no email may be sent on resume"))
+        require(not (box.world.root / "chat.log").exists(), _("nothing may be posted on resume"))
+        require((box.world.notes_dir / "meeting-08-18.md").exists(), _("no note may be archived on resume"))
         require_status_unknown(answered(before, out))
 
 
@@ -181,7 +195,10 @@ def check_unknown_tool(fn: Reconcile) -> None:
     """A tool the toolbox does not know is never assumed safe: not run, status unknown, no exception."""
     box = fresh_toolbox()
     before, out = run_reconcile(fn, dangling("delete_database", {"name": "prod"}), box)
-    require(box.count() == 0, f"an unknown tool must not be executed; execute calls were {box.executed}")
+    require(
+        box.count() == 0,
+        _("an unknown tool must not be executed; execute calls were {executed}").format(executed=box.executed),
+    )
     require_status_unknown(answered(before, out))
 
 
@@ -220,7 +237,10 @@ def check_api_accepts(fn: Reconcile) -> None:
         before, out = run_reconcile(fn, cp, box)
         answered(before, out)  # deleting the call, or leaving it, is no answer the API should judge
         error = _refusal(out.messages, box)
-        require(error is None, f"the Messages API refused the reconciled {label} with a 400: {error}")
+        require(
+            error is None,
+            _("the Messages API refused the reconciled {label} with a 400: {error}").format(label=label, error=error),
+        )
 
 
 def check_round_trip(fn: Reconcile) -> None:
@@ -236,10 +256,14 @@ def check_round_trip(fn: Reconcile) -> None:
         try:
             loaded = load_checkpoint(path)
         except CheckpointError as e:
-            raise CheckFailed(f"the reconciled {label} was saved but cannot be loaded back: {e.reason}") from None
+            raise CheckFailed(
+                _("the reconciled {label} was saved but cannot be loaded back: {reason}").format(
+                    label=label, reason=e.reason
+                )
+            ) from None
         require(
             loaded is not None and loaded.model_dump() == out.model_dump(),
-            f"the reconciled {label} changed across save and load",
+            _("the reconciled {label} changed across save and load").format(label=label),
         )
 
 
@@ -295,11 +319,13 @@ def check_turn_keeps_recorded(reconcile_turn: Reconcile) -> None:
     calls = [("list_dir", {"path": "."}), ("grep", {"pattern": "Decision", "path": "."})]
     calls += [("read_file", {"path": "meeting-08-21.md"}), ("list_sent_emails", {})]
     box = fresh_toolbox()
-    _, results = _settle(reconcile_turn, dangling_turn(calls, recorded=2), box)
+    results = _settle(reconcile_turn, dangling_turn(calls, recorded=2), box)[1]
     require(
         sorted(map(str, box.executed)) == sorted(map(str, calls[2:])),
-        f"the two recorded calls already ran: re-run only the two pending read-only ones, once each; execute calls "
-        f"were {box.executed}",
+        _(
+            "the two recorded calls already ran: re-run only the two pending read-only ones, "
+            "once each; execute calls were {executed}"
+        ).format(executed=box.executed),
     )
     require_rerun(results[2], NOTES["meeting-08-21.md"])
     require_rerun(results[3], "The outbox is empty.")
@@ -309,18 +335,21 @@ def check_turn_read_only(reconcile_turn: Reconcile) -> None:
     """Three read-only calls, one of which fails again on its re-run: two outputs, one is_error with the error's text."""
     calls = [("read_file", {"path": "meeting-08-18.md"}), ("read_file", {"path": "gone.md"}), ("count_notes", {})]
     box = fresh_toolbox(EXTRA_TOOLS)
-    _, results = _settle(reconcile_turn, dangling_turn(calls), box)
+    results = _settle(reconcile_turn, dangling_turn(calls), box)[1]
     require(
         sorted(map(str, box.executed)) == sorted(map(str, calls)),
-        f"each read-only call is re-run exactly once; execute calls were {box.executed}",
+        _("each read-only call is re-run exactly once; execute calls were {executed}").format(executed=box.executed),
     )
     require_rerun(results[0], NOTES["meeting-08-18.md"])
     require_rerun(results[2], fresh_toolbox(EXTRA_TOOLS).execute("count_notes", {}))
     error = _rerun_error("read_file", {"path": "gone.md"})
     require(
         results[1].get("is_error") is True and results[1].get("content") == error,
-        f"a re-run that raises rc.ToolError is an ordinary failure: is_error true with the error's text {error!r}, "
-        f"not {results[1]!r} (reread lesson 2, section 2, 'A failed tool is not a dangling call')",
+        _(
+            "a re-run that raises rc.ToolError is an ordinary failure: is_error true with "
+            "the error's text {error}, not {results} (reread lesson 2, section 2, 'A failed "
+            "tool is not a dangling call')"
+        ).format(error=repr(error), results=repr(results[1])),
     )
 
 
@@ -336,21 +365,26 @@ def check_turn_receipts(reconcile_turn: Reconcile) -> None:
     ledger.begin(_key(cp, 1), "post_to_chat", CHAT)
     ledger.record(_key(cp, 1), CHAT_DOWN, status="failed")
     box.executed.clear()
-    _, results = _settle(reconcile_turn, cp, box)
+    results = _settle(reconcile_turn, cp, box)[1]
     require(
         box.count("send_email") == 0 and box.count("post_to_chat") == 0,
-        f"a side-effecting call is never run on resume, not even under its key; execute calls were {box.executed}",
+        _("a side-effecting call is never run on resume, not even under its key; execute calls were {executed}").format(
+            executed=box.executed
+        ),
     )
-    require(len(box.world.sent_emails()) == 1, "the outbox must still hold exactly one email")
+    require(len(box.world.sent_emails()) == 1, _("the outbox must still hold exactly one email"))
     require(
         not results[0].get("is_error") and results[0].get("content") == sent,
-        f"send_email's receipt says it succeeded: its result is the receipt's result {sent!r}, not {results[0]!r} "
-        "(reread lesson 3, section 5, 'Beyond the fix: the ledger')",
+        _(
+            "send_email's receipt says it succeeded: its result is the receipt's result "
+            "{sent}, not {results} (reread lesson 3, section 5, 'Beyond the fix: the ledger')"
+        ).format(sent=repr(sent), results=repr(results[0])),
     )
     require(
         results[1].get("is_error") is True and results[1].get("content") == CHAT_DOWN,
-        f"post_to_chat's receipt says it failed: is_error true with the receipt's result {CHAT_DOWN!r}, "
-        f"not {results[1]!r}",
+        _(
+            "post_to_chat's receipt says it failed: is_error true with the receipt's result {chat_down}, not {results}"
+        ).format(chat_down=repr(CHAT_DOWN), results=repr(results[1])),
     )
     require_rerun(results[2], NOTES[RETRO_NOTE])
 
@@ -358,8 +392,11 @@ def check_turn_receipts(reconcile_turn: Reconcile) -> None:
 def _require_unknown(block: dict[str, Any], name: str) -> None:
     require(
         block.get("is_error") is True and block.get("content") == STATUS_UNKNOWN,
-        f"{name} may or may not have happened: its tool_result is is_error true with rc.STATUS_UNKNOWN as its text, "
-        f"not {block!r} (reread lesson 2, section 4, 'Move 3: status unknown')",
+        _(
+            "{name} may or may not have happened: its tool_result is is_error true with "
+            "rc.STATUS_UNKNOWN as its text, not {block} (reread lesson 2, section 4, 'Move "
+            "3: status unknown')"
+        ).format(name=name, block=repr(block)),
     )
 
 
@@ -374,22 +411,27 @@ def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
     if box.ledger is None:  # a bug in the check itself
         raise ValueError("the status-unknown check needs a ledger")
     box.ledger.begin(_key(cp, 1), "archive_note", calls[1][1])  # the intent only: the crash came before the end
-    _, results = _settle(reconcile_turn, cp, box)
+    results = _settle(reconcile_turn, cp, box)[1]
     require(
         box.executed == [("list_dir", {"path": "."})],
-        f"only the read-only list_dir may run: a side effect without a finished receipt, or a tool the toolbox does "
-        f"not know, is never run; execute calls were {box.executed}",
+        _(
+            "only the read-only list_dir may run: a side effect without a finished receipt, "
+            "or a tool the toolbox does not know, is never run; execute calls were {executed}"
+        ).format(executed=box.executed),
     )
-    require(not box.world.sent_emails() and not (box.world.root / "chat.log").exists(), "nothing may be sent")
-    for k, name in enumerate(("post_to_chat", "archive_note", "delete_database (a tool the toolbox does not know)")):
+    require(not box.world.sent_emails() and not (box.world.root / "chat.log").exists(), _("nothing may be sent"))
+    for k, name in enumerate(("post_to_chat", "archive_note", _("delete_database (a tool the toolbox does not know)"))):
         _require_unknown(results[k], name)
     _require_unknown(results[3], "send_email")
     bare = fresh_toolbox()  # no ledger at all: there is no receipt to look up
-    _, results = _settle(
+    results = _settle(
         reconcile_turn, dangling_turn([("send_email", EMAIL), ("read_file", {"path": RETRO_NOTE})]), bare
+    )[1]
+    require(
+        bare.executed == [("read_file", {"path": RETRO_NOTE})],
+        _("execute calls were {executed}").format(executed=bare.executed),
     )
-    require(bare.executed == [("read_file", {"path": RETRO_NOTE})], f"execute calls were {bare.executed}")
-    _require_unknown(results[0], "send_email, with no ledger to look in,")
+    _require_unknown(results[0], _("send_email, with no ledger to look in,"))
     _check_unknown_tool_receipt(reconcile_turn)
 
 
@@ -402,16 +444,21 @@ def _check_unknown_tool_receipt(reconcile_turn: Reconcile) -> None:
     posted = f"Posted to #{CHAT['channel']}."
     box.ledger.begin(_key(cp, 0), "post_to_chat", CHAT)
     box.ledger.record(_key(cp, 0), posted)
-    _, results = _settle(reconcile_turn, cp, box)
+    results = _settle(reconcile_turn, cp, box)[1]
     require(
         box.executed == [("list_dir", {"path": "."})],
-        f"a tool the toolbox does not know is never run, only the read-only list_dir; execute calls were {box.executed}",
+        _(
+            "a tool the toolbox does not know is never run, only the read-only list_dir; execute calls were {executed}"
+        ).format(executed=box.executed),
     )
     require(
         not results[0].get("is_error") and results[0].get("content") == posted,
-        "post_to_chat is not in this toolbox (a deploy removed it after it ran), so it is answered like a side "
-        f"effect: its finished receipt says it succeeded, so its result is the receipt's result {posted!r}, not "
-        f"{results[0]!r} (reread lesson 3, section 5, 'Beyond the fix: the ledger')",
+        _(
+            "post_to_chat is not in this toolbox (a deploy removed it after it ran), so it "
+            "is answered like a side effect: its finished receipt says it succeeded, so its "
+            "result is the receipt's result {posted}, not {results} (reread lesson 3, "
+            "section 5, 'Beyond the fix: the ledger')"
+        ).format(posted=repr(posted), results=repr(results[0])),
     )
 
 
@@ -419,14 +466,17 @@ def check_turn_effect_not_name(reconcile_turn: Reconcile) -> None:
     """A side-effecting tool named read_… is not run and a read-only tally_decisions is: the toolbox's effect decides, not the name."""
     calls = [("read_and_archive", {"path": "meeting-08-18.md"}), ("tally_decisions", {})]
     box = fresh_toolbox(NAME_TRAPS)
-    _, results = _settle(reconcile_turn, dangling_turn(calls), box)
+    results = _settle(reconcile_turn, dangling_turn(calls), box)[1]
     require(
         box.executed == [("tally_decisions", {})],
-        "what a tool does is declared in the toolbox (tools.is_read_only, tools.effect), never read off its name: "
-        f"execute calls were {box.executed} (reread lesson 2, section 5, 'The rule: by what the tool does')",
+        _(
+            "what a tool does is declared in the toolbox (tools.is_read_only, tools.effect), "
+            "never read off its name: execute calls were {executed} (reread lesson 2, "
+            "section 5, 'The rule: by what the tool does')"
+        ).format(executed=box.executed),
     )
-    require((box.world.notes_dir / "meeting-08-18.md").exists(), "no note may be archived on resume")
-    _require_unknown(results[0], "read_and_archive (a side effect, whatever its name)")
+    require((box.world.notes_dir / "meeting-08-18.md").exists(), _("no note may be archived on resume"))
+    _require_unknown(results[0], _("read_and_archive (a side effect, whatever its name)"))
     require_rerun(results[1], fresh_toolbox(NAME_TRAPS).execute("tally_decisions", {}))
 
 
@@ -435,62 +485,88 @@ def check_turn_api_verdict(reconcile_turn: Reconcile) -> None:
     calls = [("list_dir", {"path": "."}), ("send_email", EMAIL), ("delete_database", {"name": "prod"})]
     calls.append(("read_file", {"path": RETRO_NOTE}))
     box = fresh_toolbox(EXTRA_TOOLS, ledger=True)
-    out, _ = _settle(reconcile_turn, dangling_turn(calls, recorded=1, task=EMAIL_TASK), box)
+    out = _settle(reconcile_turn, dangling_turn(calls, recorded=1, task=EMAIL_TASK), box)[0]
     error = _refusal(out.messages, box)
-    require(error is None, f"the Messages API refused the reconciled turn with a 400: {error}")
+    require(error is None, _("the Messages API refused the reconciled turn with a 400: {error}").format(error=error))
     crashed = crash_parallel_turn("between_tools", "send_email")
     cp = load_checkpoint(crashed.checkpoint_path)
     if cp is None:  # a bug in the check itself
         raise ValueError("the crash left no checkpoint")
-    out, _ = _settle(reconcile_turn, cp, CountingToolbox.wrap(crashed.toolbox))
+    out = _settle(reconcile_turn, cp, CountingToolbox.wrap(crashed.toolbox))[0]
     error = _refusal(out.messages, crashed.toolbox)
-    require(error is None, f"the Messages API refused the reconciled briefing turn with a 400: {error}")
+    require(
+        error is None,
+        _("the Messages API refused the reconciled briefing turn with a 400: {error}").format(error=error),
+    )
 
 
 REAL_KILLS: tuple[tuple[str, str, str], ...] = (
-    ("after_save_a", "send_email", "nothing ran yet: send_email gets status unknown, read_file is re-run"),
-    ("after_tool", "send_email", "the email went out and its receipt is in the ledger: the receipt answers it"),
-    ("between_tools", "send_email", "send_email's result was recorded: it is kept, read_file is re-run"),
-    ("after_tool", "read_file", "send_email's result was recorded, read_file ran: kept, and re-run"),
+    ("after_save_a", "send_email", N_("nothing ran yet: send_email gets status unknown, read_file is re-run")),
+    ("after_tool", "send_email", N_("the email went out and its receipt is in the ledger: the receipt answers it")),
+    ("between_tools", "send_email", N_("send_email's result was recorded: it is kept, read_file is re-run")),
+    ("after_tool", "read_file", N_("send_email's result was recorded, read_file ran: kept, and re-run")),
 )
 """The real kills in the briefing's parallel turn (send_email, then read_file) and what each leaves."""
 
 
 def check_turn_real_kills(reconcile_turn: Reconcile) -> None:
     """The briefing run killed for real at four points of its parallel turn, resumed with ``reconcile_turn``: it finishes, one email."""
-    for point, tool_name, story in REAL_KILLS:
+    for point, tool_name, told in REAL_KILLS:
+        story = _(told)
         box = crash_parallel_turn(point, tool_name)
         at_crash = load_checkpoint(box.checkpoint_path)
         if at_crash is None or at_crash.turns != PARALLEL_TURN:  # a bug in the check itself
             raise ValueError(f"the crash at {point} left no checkpoint of the parallel turn")
         ledger = box.toolbox.ledger
         receipt = ledger.lookup(_key(at_crash, 0)) if ledger is not None else None
-        where = f"killed {point} at {tool_name} in the parallel turn ({story})"
+        where = _("killed {point} at {tool_name} in the parallel turn ({story})").format(
+            point=point, tool_name=tool_name, story=story
+        )
         out, error = resumed_with(box, reconcile_turn)
-        require(out is not None and error is None, f"{where}: the resume failed: {error}")
+        require(
+            out is not None and error is None, _("{where}: the resume failed: {error}").format(where=where, error=error)
+        )
         if out is None:
             return
-        require(out.is_finished(), f"{where}: the resumed run must finish")
+        require(out.is_finished(), _("{where}: the resumed run must finish").format(where=where))
         emails = len(box.world.sent_emails())
-        require(emails == 1, f"{where}: {emails} emails in the outbox, expected exactly 1")
+        require(
+            emails == 1,
+            _("{where}: {emails} emails in the outbox, expected exactly 1").format(where=where, emails=emails),
+        )
         require(
             out.messages[: len(at_crash.messages)] == at_crash.messages,
-            f"{where}: the conversation up to the parallel turn must stay as it was ({PARALLEL_LESSON})",
+            _("{where}: the conversation up to the parallel turn must stay as it was ({parallel_lesson})").format(
+                where=where, parallel_lesson=course_(PARALLEL_LESSON)
+            ),
         )
         answer = out.messages[len(at_crash.messages)]["content"]
         by_id = {b.get("tool_use_id"): b for b in answer if isinstance(b, dict)} if isinstance(answer, list) else {}
         ids = _ids(at_crash)
-        require(all(i in by_id for i in ids), f"{where}: both calls of the turn must be answered ({PARALLEL_LESSON})")
+        require(
+            all(i in by_id for i in ids),
+            _("{where}: both calls of the turn must be answered ({parallel_lesson})").format(
+                where=where, parallel_lesson=course_(PARALLEL_LESSON)
+            ),
+        )
         send, read = (by_id[i] for i in ids)
         if at_crash.recorded_results:
-            require(send == at_crash.recorded_results[0], f"{where}: the recorded result must be kept as it is")
+            require(
+                send == at_crash.recorded_results[0],
+                _("{where}: the recorded result must be kept as it is").format(where=where),
+            )
         elif receipt is not None and receipt.done:
-            require(send.get("content") == receipt.result, f"{where}: send_email's result is its receipt's result")
+            require(
+                send.get("content") == receipt.result,
+                _("{where}: send_email's result is its receipt's result").format(where=where),
+            )
         else:
             _require_unknown(send, f"{where}: send_email")
         require(
             not read.get("is_error") and read.get("content") == NOTES[RETRO_NOTE],
-            f"{where}: read_file is read-only: its re-run's output answers it ({PARALLEL_LESSON})",
+            _("{where}: read_file is read-only: its re-run's output answers it ({parallel_lesson})").format(
+                where=where, parallel_lesson=course_(PARALLEL_LESSON)
+            ),
         )
 
 

@@ -42,6 +42,7 @@ from ..checks.resume import (
     resume_and_judge,
 )
 from ..checks.support import CheckFailed, require
+from .i18n import _
 from .strategies import reconcile_by_effect
 
 VISIBLE_CRASHES = {("after_tool", "send_email"), ("after_response", "send_email")}
@@ -68,23 +69,32 @@ def check_finished_run(fn: Resume) -> None:
     calls_before = len(trial.folder.world.calls())
     outcome = trial.resume(fn, reconcile_by_effect)
     if outcome.checkpoint is None:
-        raise CheckFailed(f"resuming a finished run: {outcome.error}")
-    require(not trial.calls(), f"the run was finished, yet resume called the model {len(trial.calls())} times")
-    require(len(trial.folder.world.calls()) == calls_before, "the run was finished, yet resume ran a tool")
+        raise CheckFailed(_("resuming a finished run: {error}").format(error=outcome.error))
+    require(
+        not trial.calls(),
+        _("the run was finished, yet resume called the model {n_calls} times").format(n_calls=len(trial.calls())),
+    )
+    require(len(trial.folder.world.calls()) == calls_before, _("the run was finished, yet resume ran a tool"))
     require(
         outcome.checkpoint.model_dump() == json.loads(before),
-        "a finished run's checkpoint must be returned as it was loaded",
+        _("a finished run's checkpoint must be returned as it was loaded"),
     )
 
 
 def _require_refused(trial: Trial, fn: Resume, task: str, what: str) -> None:
     before = trial.path.read_bytes()
     outcome = trial.resume(fn, reconcile_by_effect, task=task)
-    ended = "returned a Checkpoint" if outcome.ended == "returned" else outcome.ended
-    require(outcome.ended == "raised", f"{what}: resume must refuse it with an exception, but it {ended}")
-    require(outcome.refused, f"{what}: raise a CheckpointError or a ValueError, not {outcome.error}")
-    require(not trial.calls(), f"{what}: refuse it before any model call")
-    require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file")
+    ended = _("returned a Checkpoint") if outcome.ended == "returned" else outcome.ended
+    require(
+        outcome.ended == "raised",
+        _("{what}: resume must refuse it with an exception, but it {ended}").format(what=what, ended=ended),
+    )
+    require(
+        outcome.refused,
+        _("{what}: raise a CheckpointError or a ValueError, not {error}").format(what=what, error=outcome.error),
+    )
+    require(not trial.calls(), _("{what}: refuse it before any model call").format(what=what))
+    require(trial.path.read_bytes() == before, _("{what}: refuse it without changing the file").format(what=what))
 
 
 def check_refusals(fn: Resume) -> None:
@@ -92,14 +102,14 @@ def check_refusals(fn: Resume) -> None:
     require_own_loop(fn)
     other_task = Trial.new()
     other_task.folder.run(NOTES_TASK)
-    _require_refused(other_task, fn, EMAIL_TASK, "a checkpoint of another task")
+    _require_refused(other_task, fn, EMAIL_TASK, _("a checkpoint of another task"))
     other_version = Trial.new()
     other_version.folder.run(EMAIL_TASK)
     data = json.loads(other_version.path.read_text(encoding="utf-8"))
     other_version.path.write_text(json.dumps({**data, "version": data["version"] + 1}), encoding="utf-8")
-    _require_refused(other_version, fn, EMAIL_TASK, "a checkpoint of another version")
+    _require_refused(other_version, fn, EMAIL_TASK, _("a checkpoint of another version"))
     good = Trial.crashed("after_save_b", "read_file")  # refusing every file is no answer: a good one resumes
-    where = "a good checkpoint, after the refusals"
+    where = _("a good checkpoint, after the refusals")
     require_sound_end(good, good.resume(fn, reconcile_by_effect), where)
 
 
@@ -110,19 +120,30 @@ def check_turn_cap(fn: Resume) -> None:
     turns = len(trial.calls())
     at_cap = trial.resume(fn, reconcile_by_effect, max_turns=turns)
     if at_cap.checkpoint is None:
-        raise CheckFailed(f"resume with max_turns={turns} (already reached): {at_cap.error}")
-    require(len(trial.calls()) == turns, f"max_turns={turns} is already reached: resume must not call the model")
-    require(at_cap.checkpoint.pending_tool_use is None, "reconcile the pending call even when no turn is left")
+        raise CheckFailed(
+            _("resume with max_turns={turns} (already reached): {error}").format(turns=turns, error=at_cap.error)
+        )
+    require(
+        len(trial.calls()) == turns,
+        _("max_turns={turns} is already reached: resume must not call the model").format(turns=turns),
+    )
+    require(at_cap.checkpoint.pending_tool_use is None, _("reconcile the pending call even when no turn is left"))
     problem = trial.disk_problem(at_cap.checkpoint)
-    require(problem is None, f"max_turns={turns} already reached: {problem}")
+    require(problem is None, _("max_turns={turns} already reached: {problem}").format(turns=turns, problem=problem))
     one_more = trial.resume(fn, reconcile_by_effect, max_turns=turns + 1)
     if one_more.checkpoint is None:
-        raise CheckFailed(f"resume with max_turns={turns + 1}: {one_more.error}")
+        raise CheckFailed(_("resume with max_turns={value}: {error}").format(value=turns + 1, error=one_more.error))
     require(
-        len(trial.calls()) == turns + 1, f"max_turns={turns + 1} leaves one turn: {len(trial.calls()) - turns} calls"
+        len(trial.calls()) == turns + 1,
+        _("max_turns={value} leaves one turn: {value2} calls").format(
+            value=turns + 1, value2=len(trial.calls()) - turns
+        ),
     )
     problem = trial.disk_problem(one_more.checkpoint) or trial.counter_problem(one_more.checkpoint)
-    require(problem is None, f"max_turns={turns + 1}, stopped after the tool ran: {problem}")
+    require(
+        problem is None,
+        _("max_turns={value}, stopped after the tool ran: {problem}").format(value=turns + 1, problem=problem),
+    )
 
 
 def check_second_crash(fn: Resume) -> None:
@@ -131,14 +152,20 @@ def check_second_crash(fn: Resume) -> None:
     after_tool = Trial.crashed("after_save_a", "read_file")
     first = after_tool.resume(fn, reconcile_by_effect, tools=DyingToolbox(after_tool.folder.toolbox, "send_email"))
     require(
-        first.ended == "killed", f"resume was to be killed once send_email ran, but it {first.ended}: {first.error}"
+        first.ended == "killed",
+        _("resume was to be killed once send_email ran, but it {ended}: {error}").format(
+            ended=first.ended, error=first.error
+        ),
     )
-    where = "killed in your loop after send_email ran, then resumed again"
+    where = _("killed in your loop after send_email ran, then resumed again")
     require_sound_end(after_tool, after_tool.resume(fn, reconcile_by_effect), where)
     after_reply = Trial.crashed("after_save_b", "read_file")
     first = after_reply.resume(fn, reconcile_by_effect, die_after_call=1)
-    require(first.ended == "killed", f"resume was to be killed after its first reply, but it {first.ended}")
-    where = "killed in your loop after a reply came back, before it was saved, then resumed again"
+    require(
+        first.ended == "killed",
+        _("resume was to be killed after its first reply, but it {ended}").format(ended=first.ended),
+    )
+    where = _("killed in your loop after a reply came back, before it was saved, then resumed again")
     require_sound_end(after_reply, after_reply.resume(fn, reconcile_by_effect), where)
 
 
@@ -300,9 +327,9 @@ def every_killed_reference() -> Iterator[tuple[str, ReportTrial]]:
     """The reference agent killed at each step boundary: after each tool call ran, after each save."""
     calls, saves = reference_boundaries()
     for n in range(1, calls + 1):
-        yield f"the agent killed after its tool call {n} ran", killed_reference(after_call=n)
+        yield _("the agent killed after its tool call {n} ran").format(n=n), killed_reference(after_call=n)
     for n in range(1, saves + 1):
-        yield f"the agent killed after its save {n}", killed_reference(after_save=n)
+        yield _("the agent killed after its save {n}").format(n=n), killed_reference(after_save=n)
 
 
 CHANGED_TERMS = "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
@@ -318,7 +345,7 @@ def check_report_every_kill_then_change(resume_report: ResumeReport) -> None:
     """Killed at every step boundary, then terms.md changes: only what the change invalidates is redone."""
     for where, trial in every_killed_reference():
         trial.world.edit_doc("terms.md", CHANGED_TERMS)
-        resume_and_judge(resume_report, trial, f"{where}, then terms.md changed")
+        resume_and_judge(resume_report, trial, _("{where}, then terms.md changed").format(where=where))
 
 
 def check_report_record_vs_reality(resume_report: ResumeReport) -> None:
@@ -331,7 +358,11 @@ def check_report_record_vs_reality(resume_report: ResumeReport) -> None:
             file.unlink()
         else:
             file.write_text("# Changes report\n\n(edited by hand)\n", encoding="utf-8")
-        resume_and_judge(resume_report, trial, f"the checkpoint records a saved report, but its file was {damage}")
+        resume_and_judge(
+            resume_report,
+            trial,
+            _("the checkpoint records a saved report, but its file was {damage}").format(damage=damage),
+        )
 
 
 def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> None:
@@ -343,21 +374,21 @@ def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> Non
         require_did_nothing(
             trial,
             trial.resume(resume_report),
-            f"{where}, then the task was cancelled",
+            _("{where}, then the task was cancelled").format(where=where),
             before=before,
             file_before=file_before,
         )
     active = killed_reference(after_save=3)  # doing nothing is no answer: an active task resumes
-    resume_and_judge(resume_report, active, "an active task, after the cancelled ones")
+    resume_and_judge(resume_report, active, _("an active task, after the cancelled ones"))
 
 
 def check_report_refusals(resume_report: ResumeReport) -> None:
     """Another version's checkpoint, another task's and another scope's are refused untouched, before any tool call."""
     cases: dict[str, tuple[dict[str, Any], str]] = {
-        "a checkpoint of version 1 (which this exercise refuses)": ({"version": 1}, LOADING),
-        "a checkpoint of version 3": ({"version": 3}, LOADING),
-        "a checkpoint of another task (task_id report-16)": ({"task_id": "report-16"}, ANOTHER_TASK),
-        "a checkpoint of this task with another scope (one document)": ({"docs": ["pricing.md"]}, ANOTHER_TASK),
+        _("a checkpoint of version 1 (which this exercise refuses)"): ({"version": 1}, LOADING),
+        _("a checkpoint of version 3"): ({"version": 3}, LOADING),
+        _("a checkpoint of another task (task_id report-16)"): ({"task_id": "report-16"}, ANOTHER_TASK),
+        _("a checkpoint of this task with another scope (one document)"): ({"docs": ["pricing.md"]}, ANOTHER_TASK),
     }
     for what, (change, reread) in cases.items():
         trial = ReportTrial.new()
@@ -370,13 +401,26 @@ def check_report_refusals(resume_report: ResumeReport) -> None:
         outcome = trial.resume(resume_report)
         require(
             outcome.ended == "raised",
-            f"{what}: resume_report must refuse it with an exception, but it {outcome.ended} ({reread})",
+            _("{what}: resume_report must refuse it with an exception, but it {ended} ({reread})").format(
+                what=what, ended=outcome.ended, reread=reread
+            ),
         )
-        require(outcome.refused, f"{what}: raise a CheckpointError (or a ValueError), not {outcome.error} ({reread})")
-        require(len(trial.world.calls()) == calls, f"{what}: refuse it before any tool call ({reread})")
-        require(trial.path.read_bytes() == before, f"{what}: refuse it without changing the file ({reread})")
+        require(
+            outcome.refused,
+            _("{what}: raise a CheckpointError (or a ValueError), not {error} ({reread})").format(
+                what=what, error=outcome.error, reread=reread
+            ),
+        )
+        require(
+            len(trial.world.calls()) == calls,
+            _("{what}: refuse it before any tool call ({reread})").format(what=what, reread=reread),
+        )
+        require(
+            trial.path.read_bytes() == before,
+            _("{what}: refuse it without changing the file ({reread})").format(what=what, reread=reread),
+        )
     good = killed_reference(after_save=2)  # refusing every file is no answer: a good one resumes
-    resume_and_judge(resume_report, good, "a good checkpoint, after the refusals")
+    resume_and_judge(resume_report, good, _("a good checkpoint, after the refusals"))
 
 
 def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
@@ -384,7 +428,9 @@ def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
     probe = ReportTrial.new()
     outcome = probe.resume(resume_report)  # in a child: count its calls from the world's log
     if outcome.ended != "returned":
-        raise CheckFailed(f"a fresh start: resume_report {outcome.ended}: {outcome.error}")
+        raise CheckFailed(
+            _("a fresh start: resume_report {ended}: {error}").format(ended=outcome.ended, error=outcome.error)
+        )
     calls = len(probe.world.calls())
     for n in range(1, calls + 1):
         trial = ReportTrial.new()
@@ -392,13 +438,15 @@ def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
         first = trial.resume(resume_report, tools=DyingReportToolbox(trial.toolbox, n))
         require(
             first.ended == "killed",
-            f"resume_report was to be killed after its tool call {n}, but it {first.ended}: {first.error}",
+            _("resume_report was to be killed after its tool call {n}, but it {ended}: {error}").format(
+                n=n, ended=first.ended, error=first.error
+            ),
         )
         log = trial.world.calls()
         cut = log[-1] if len(log) > logged_before else None
         allowed = Allowance(reads=dict.fromkeys(trial.task["docs"], 1), saves=1).widened(cut)
         before = (dict.fromkeys(trial.task["docs"], 0), 0, 0)
-        where = (
-            f"your run killed after its tool call {n} ({cut[0] if cut else 'a call that failed'}), then resumed again"
+        where = _("your run killed after its tool call {n} ({value}), then resumed again").format(
+            n=n, value=cut[0] if cut else _("a call that failed")
         )
         require_report_end(trial, trial.resume(resume_report), where, before=before, allowed=allowed)

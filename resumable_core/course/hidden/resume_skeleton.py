@@ -41,6 +41,7 @@ from ..checks.resume_skeleton import (
     whole_journal,
 )
 from ..checks.support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
+from .i18n import _
 
 OTHER_VERSIONS: tuple[Any, ...] = (0, 99, "1")
 """Versions the visible test does not try: older, newer, and the right number as a string."""
@@ -56,8 +57,8 @@ def check_load_never_modifies(save: Save, load: Load) -> None:
     path = scratch("state") / "state.json"
     call_learner(save, sample_state(), handed(path, folder=True))
     before, mtime = path.read_bytes(), path.stat().st_mtime_ns
-    load_or_fail(load, path, "loading a good file")
-    require(path.read_bytes() == before and path.stat().st_mtime_ns == mtime, "load_state must only read the file")
+    load_or_fail(load, path, _("loading a good file"))
+    require(path.read_bytes() == before and path.stat().st_mtime_ns == mtime, _("load_state must only read the file"))
 
 
 def check_durable_steps(save: Save) -> None:
@@ -71,20 +72,23 @@ def check_durable_steps(save: Save) -> None:
     events = record_save(save, path)
     target = path.resolve()
     moves = [i for i, (kind, info) in enumerate(events) if kind == "replace" and info[1] == target]
-    require(moves, "save_state must finish with os.replace(temp, path): the switch to the new file is one atomic step")
+    require(
+        moves, _("save_state must finish with os.replace(temp, path): the switch to the new file is one atomic step")
+    )
     move = moves[-1]
     require(
         events[move][1][0].parent == target.parent,
-        "the temp file must be in the same folder as the state file (rename is atomic only within one file system)",
+        _("the temp file must be in the same folder as the state file (rename is atomic only within one file system)"),
     )
-    require(("open", target) not in events, "save_state must never open the state file itself for writing")
+    require(("open", target) not in events, _("save_state must never open the state file itself for writing"))
     require(
         any(kind == "fsync" and not info[0] for kind, info in events[:move]),
-        "flush and os.fsync the temp file before the rename, so its bytes are on disk first",
+        _("flush and os.fsync the temp file before the rename, so its bytes are on disk first"),
     )
     folder_id = (True, os.stat(folder).st_dev, os.stat(folder).st_ino)
     require(
-        ("fsync", folder_id) in events[move:], "os.fsync the folder after the rename, so the rename itself is durable"
+        ("fsync", folder_id) in events[move:],
+        _("os.fsync the folder after the rename, so the rename itself is durable"),
     )
 
 
@@ -110,9 +114,15 @@ def check_other_journal_versions_refused(read: Read) -> None:
         except ValueError:
             continue
         except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-            raise CheckFailed(f"header {json.dumps(header)[:60]}: raise a ValueError, not {type(e).__name__}") from None
+            raise CheckFailed(
+                _("header {dumps}: raise a ValueError, not {name}").format(
+                    dumps=json.dumps(header)[:60], name=type(e).__name__
+                )
+            ) from None
         raise CheckFailed(
-            f"a journal whose first line is {json.dumps(header)[:60]} must be refused, read_journal returned {type(got).__name__}"
+            _("a journal whose first line is {dumps} must be refused, read_journal returned {name}").format(
+                dumps=json.dumps(header)[:60], name=type(got).__name__
+            )
         )
     check_journal_version(read, versions=(99,))
 
@@ -120,9 +130,9 @@ def check_other_journal_versions_refused(read: Read) -> None:
 def check_read_journal_never_modifies(read: Read) -> None:
     """Reading a good journal, a torn one and a damaged one leaves each file's bytes and modification time as they were."""
     files = {
-        "a good journal": journal_bytes([turn_record(1), turn_record(2)]),
-        "a journal with a torn last line": torn([turn_record(1)], turn_record(2), 20),
-        "a damaged journal": corrupt_journal("checksum"),
+        _("a good journal"): journal_bytes([turn_record(1), turn_record(2)]),
+        _("a journal with a torn last line"): torn([turn_record(1)], turn_record(2), 20),
+        _("a damaged journal"): corrupt_journal("checksum"),
     }
     for what, data in files.items():
         path = scratch("journal") / JOURNAL
@@ -133,10 +143,17 @@ def check_read_journal_never_modifies(read: Read) -> None:
         except ValueError:
             pass
         except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-            raise CheckFailed(f"{what}: read_journal raised {type(e).__name__}: {e}") from None
+            raise CheckFailed(
+                _("{what}: read_journal raised {error_type}: {error}").format(
+                    what=what, error_type=type(e).__name__, error=e
+                )
+            ) from None
         require(
             path.read_bytes() == data and path.stat().st_mtime_ns == mtime,
-            f"reading {what} must leave the file as it was: read_journal only reads (cutting a torn line is append_record's job)",
+            _(
+                "reading {what} must leave the file as it was: read_journal only reads (cutting "
+                "a torn line is append_record's job)"
+            ).format(what=what),
         )
 
 
@@ -146,10 +163,16 @@ def check_torn_header(read: Read) -> None:
     for keep in (0, 1, len(header) // 2, len(header) - 1):
         path = scratch("journal") / JOURNAL
         path.write_bytes(header[:keep])
-        require_read(read, path, [], f"with {keep} bytes of the header line only", "no complete line yet: no record")
+        require_read(
+            read,
+            path,
+            [],
+            _("with {keep} bytes of the header line only").format(keep=keep),
+            _("no complete line yet: no record"),
+        )
     path = scratch("journal") / JOURNAL
     path.write_bytes(header)
-    require_read(read, path, [], "with the header line only", "a journal with no record yet")
+    require_read(read, path, [], _("with the header line only"), _("a journal with no record yet"))
 
 
 def check_other_corruptions_refused(read: Read) -> None:
@@ -174,28 +197,42 @@ def check_append_durable(append: Append, read: Read) -> None:
             require(seen.problem is None, seen.problem)
             require(
                 seen.synced_after_last_write,
-                "append_record must os.fsync the journal after writing the line, before it returns: the next step runs on the belief that the record is on disk",
+                _(
+                    "append_record must os.fsync the journal after writing the line, before it "
+                    "returns: the next step runs on the belief that the record is on disk"
+                ),
             )
             if record is first:
                 require(
                     seen.created and seen.folder_synced_after_create,
-                    "when append_record creates the journal, it must also os.fsync the folder, or a power cut can lose the new file's name",
+                    _(
+                        "when append_record creates the journal, it must also os.fsync the folder, or a "
+                        "power cut can lose the new file's name"
+                    ),
                 )
-            require_every_kill_reads(read, seen, before, [*before, record], f"appending record {record['turn']}")
+            require_every_kill_reads(
+                read, seen, before, [*before, record], _("appending record {turn}").format(turn=record["turn"])
+            )
         return
     folder_id = (True, os.stat(folder).st_dev, os.stat(folder).st_ino)
     for record in (first, second):
-        what = f"appending record {record['turn']}"
+        what = _("appending record {turn}").format(turn=record["turn"])
         events = record_calls(functools.partial(append_or_fail, append, path, record, what), append)
         file_id = (False, os.stat(path).st_dev, os.stat(path).st_ino)
         require(
             ("fsync", file_id) in events,
-            "append_record must os.fsync the journal after writing the line, before it returns: the next step runs on the belief that the record is on disk",
+            _(
+                "append_record must os.fsync the journal after writing the line, before it "
+                "returns: the next step runs on the belief that the record is on disk"
+            ),
         )
         if record is first:
             require(
                 ("fsync", folder_id) in events,
-                "when append_record creates the journal, it must also os.fsync the folder, or a power cut can lose the new file's name",
+                _(
+                    "when append_record creates the journal, it must also os.fsync the folder, or a "
+                    "power cut can lose the new file's name"
+                ),
             )
 
 
@@ -205,43 +242,54 @@ def check_append_after_torn_header(append: Append, read: Read) -> None:
     for keep in (0, len(header) // 2):
         path = scratch("journal") / JOURNAL
         path.write_bytes(header[:keep])
-        append_or_fail(append, path, turn_record(1), f"appending to a journal of {keep} bytes of header")
+        append_or_fail(
+            append, path, turn_record(1), _("appending to a journal of {keep} bytes of header").format(keep=keep)
+        )
         require(
             same_data(whole_journal(path.read_bytes(), JOURNAL), [turn_record(1)]),
-            "when not even the header line is whole, append_record must start the file again: the header, then the record",
+            _(
+                "when not even the header line is whole, append_record must start the file "
+                "again: the header, then the record"
+            ),
         )
-        require_read(read, path, [turn_record(1)], "after starting a torn journal again", "the header, then the record")
+        require_read(
+            read, path, [turn_record(1)], _("after starting a torn journal again"), _("the header, then the record")
+        )
 
 
 def check_replay_rules(replay: Replay) -> None:
     """No records replay to turn 0; replay leaves the records as they were; turns that skip or repeat are refused with a ValueError."""
-    got = replay_or_fail(replay, [], "no records")
+    got = replay_or_fail(replay, [], _("no records"))
     require(
         same_data(got, {"turns": 0, "tokens_used": 0, "messages": []}),
-        'with no records, replay must return {"turns": 0, "tokens_used": 0, "messages": []}',
+        _('with no records, replay must return {"turns": 0, "tokens_used": 0, "messages": []}'),
     )
     records = [turn_record(t) for t in (1, 2)]
     kept = copy.deepcopy(records)
     if not is_remote(replay):  # in the re-check the records cross as a copy: nothing to watch
         call_learner(replay, records)
-        require(same_data(records, kept), "replay must not change the records it is given (they are the journal's)")
-        state = replay_or_fail(replay, kept, "two records")
+        require(same_data(records, kept), _("replay must not change the records it is given (they are the journal's)"))
+        state = replay_or_fail(replay, kept, _("two records"))
         if isinstance(state, dict) and isinstance(state.get("messages"), list):
             state["messages"].append({"role": "user", "content": "later"})
-            require(same_data(kept, records), "the state replay returns must not share its lists with the records")
+            require(same_data(kept, records), _("the state replay returns must not share its lists with the records"))
     for turns, what in (
-        ((1, 3), "a gap (turn 2 is missing)"),
-        ((1, 2, 2), "a repeat (turn 2 twice)"),
-        ((2, 3), "a start at turn 2"),
+        ((1, 3), _("a gap (turn 2 is missing)")),
+        ((1, 2, 2), _("a repeat (turn 2 twice)")),
+        ((2, 3), _("a start at turn 2")),
     ):
         try:
             out = call_learner(replay, [turn_record(t) for t in turns])
         except ValueError:
             continue
         except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-            raise CheckFailed(f"records with {what}: raise a ValueError, not {type(e).__name__}") from None
+            raise CheckFailed(
+                _("records with {what}: raise a ValueError, not {name}").format(what=what, name=type(e).__name__)
+            ) from None
         raise CheckFailed(
-            f"records with {what} must be refused with a ValueError, replay returned {type(out).__name__}"
+            _("records with {what} must be refused with a ValueError, replay returned {name}").format(
+                what=what, name=type(out).__name__
+            )
         )
 
 

@@ -1,0 +1,41 @@
+"""The core's own words that the lab shows a learner, in the lab's catalog.
+
+The core imports no wing, so its texts (each crash point's help, each scenario's and strategy's
+help) cannot go through a catalog where they are written. They are copied here, marked for the
+lab's catalog, and translated where the lab shows them with :func:`core`; `tests/test_korean_messages.py`
+fails when the core's texts and these copies differ, so a new or changed text cannot go untranslated.
+"""
+
+from __future__ import annotations
+
+from .i18n import N_, _
+
+__all__ = ["CORE_WORDS", "core"]
+
+CORE_WORDS: frozenset[str] = frozenset(
+    {
+        # crash.CRASH_POINT_HELP
+        N_("before the model call"),
+        N_("after the model's response, before save point A"),
+        N_("during save point A (half a temp file on disk)"),
+        N_("after save point A, before the tool runs"),
+        N_("after the tool ran, before save point B"),
+        N_("during save point B (half a temp file on disk)"),
+        N_("between two tools of one turn (the first's result saved, the next not run)"),
+        N_("after the turn's last save point B"),
+        # scenarios.SCENARIOS[...].help
+        N_("notes run: “Summarize this week's meeting notes” (read_file is read-only)"),
+        N_("email run: “Email the team this week's conclusion” (send_email has a side effect)"),
+        N_("briefing run: one turn asks for send_email, then read_file, at once (a crash can fall between them)"),
+        # strategies.STRATEGIES[...].help, the kit's own strategies
+        N_("naive resume: leave the dangling tool_use as it is (the API refuses it)"),
+        N_("drop the assistant message that asked for the call (hides the fact, not the risk)"),
+        N_("run the call again whatever it does (the postmortem's production code)"),
+    }
+)
+"""Every core text the lab shows, as written in the core."""
+
+
+def core(text: str) -> str:
+    """One of the core's texts (:data:`CORE_WORDS`) in now's language; any other text as it is."""
+    return _(text) if text in CORE_WORDS else text
