@@ -51,7 +51,7 @@ def _(message: str) -> str:
     return GRADING.gettext(message, _LANG.get())
 
 
-def _CUT() -> str:  # noqa: N802 - a message, named as the constant it would be
+def _cut_note() -> str:
     return _("({cut} more characters not shown)")
 
 
@@ -101,10 +101,7 @@ def _capped(text: str) -> str:
     if len(text) <= MAX_OUTPUT_CHARS:
         return html.escape(text)
     cut = len(text) - MAX_OUTPUT_CHARS
-    return (
-        html.escape(text[:MAX_OUTPUT_CHARS])
-        + f'</pre><p class="note">{_CUT().format(cut=cut)}</p><pre>'
-    )
+    return html.escape(text[:MAX_OUTPUT_CHARS]) + f'</pre><p class="note">{_cut_note().format(cut=cut)}</p><pre>'
 
 
 def png_data(value: Any) -> str | None:
