@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
@@ -74,12 +75,16 @@ def test_the_korean_submission_is_the_english_one_but_for_markdown() -> None:
 @pytest.mark.nbgrader
 @needs_korean
 def test_same_answers_same_scores_in_both_languages(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
-    """Every column of grades.csv but the student's id is the same for the two (score, reasons, per-cell marks)."""
+    """Every column of grades.csv is the same for the two (score, status, per-cell marks) but the student's id and
+    the reason's words: the same cells lost the same points, each said in its learner's language."""
     _, rows = graded
     english, korean = rows["english"], rows["korean"]
     assert float(english["score"]) == float(korean["score"]) == EXPECTED, (english, korean)
-    same = {k: v for k, v in english.items() if k != "student_id"}
-    assert {k: v for k, v in korean.items() if k != "student_id"} == same
+    same = {k: v for k, v in english.items() if k not in ("student_id", "reason")}
+    assert {k: v for k, v in korean.items() if k not in ("student_id", "reason")} == same
+    lost = re.compile(r"(?:^|; )(\w+) (\??[\d.]*/[\d.]+)")
+    assert lost.findall(korean["reason"]) == lost.findall(english["reason"]) != []
+    assert "부수 효과" in korean["reason"] and "side effect" in english["reason"]  # each in its learner's language
 
 
 @pytest.mark.slow

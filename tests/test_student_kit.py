@@ -190,7 +190,9 @@ def test_kit_holds_the_manifest(built: tuple[Path, Path]) -> None:
     course = {n for n in names if n.startswith("resumable_core/course/")}
     learners = {"resumable_core/course/__init__.py", "resumable_core/course/self_check.py"}  # self_check: make check
     assert learners <= course
-    assert all(n in learners or n.startswith("resumable_core/course/checks/") for n in course)
+    shipped = ("resumable_core/course/checks/", "resumable_core/course/locale/")  # the visible checks and their words
+    assert all(n in learners | {"resumable_core/course/i18n.py"} or n.startswith(shipped) for n in course)
+    assert not [n for n in names if "/hidden/" in n or "/grading/" in n]  # nor their catalogs
     assert not [n for n in names if n.startswith("solutions/") or "__pycache__" in n or n.endswith(".pyc")]
 
 

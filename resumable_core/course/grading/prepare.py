@@ -136,15 +136,24 @@ def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
 def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
     """The ids of the instructor's locked cells (tests, setup) whose source the learner changed.
 
+    A notebook of another edition (a Korean one, graded against the English release) is compared
+    by its locked code cells only: its text is its language's, and the same for every learner of it.
+
     nbgrader's ``OverwriteCells`` puts each back as the gradebook holds it before the cells run, so
     the submission is graded with the release's tests; this only says so.
     """
     released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
+    if notebooks.language(nb) != notebooks.language(release):  # another edition's text: only its code must match
+        released = {gid: s for gid, s in released.items() if _cell_type(release, gid) == "code"}
     return [
         gid
         for c in nb.cells
         if (gid := notebooks.grade_id(c)) in released and c.source.strip() != released[gid].strip()
     ]
+
+
+def _cell_type(nb: nbformat.NotebookNode, grade_id: str) -> str:
+    return next((c.cell_type for c in nb.cells if notebooks.grade_id(c) == grade_id), "")
 
 
 def learner_code(nb: nbformat.NotebookNode) -> list[str]:
