@@ -197,3 +197,33 @@ def test_make_maps_lang_to_the_kit_language_and_keeps_a_real_locale() -> None:
     korean = ROOT / "lessons" / "ko" / "01_skeleton_resume.ipynb"
     first = "lessons/ko/01_skeleton_resume.ipynb" if korean.exists() else "lessons/01_skeleton_resume.ipynb"
     assert lab.stdout.split()[-1] == first, lab.stdout
+
+
+@pytest.mark.parametrize("name", ["student-kit", "self-study-kit"])
+def test_the_real_korean_kits_links_resolve_and_their_code_is_the_english_kits(name: str, tmp_path: Path) -> None:
+    """Built from this repository: every relative link of its lessons resolves (one folder up from lessons/ko/), and
+    every code cell of each lesson and exercise is the English kit's byte for byte but for comments."""
+    from resumable_core.lab import editions
+
+    korean, english = _build(ROOT, tmp_path / "ko", name), _build(ROOT, tmp_path / "en", name, "en")
+    broken = []
+    for page in sorted((korean / "lessons").glob("*")):
+        if page.suffix == ".ipynb":
+            cells = json.loads(page.read_text(encoding="utf-8"))["cells"]
+            text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        else:
+            text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)]*)?\)", text):
+            if not re.match(r"[a-z]+:", target) and not (page.parent / target).exists():
+                broken.append(f"{page.name}: {target}")
+    assert broken == []
+    for notebook in sorted(english.glob("*/**/*.ipynb")):
+        relative = notebook.relative_to(english)
+        en = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+        ko = {c["id"]: c for c in json.loads((korean / relative).read_text(encoding="utf-8"))["cells"]}
+        for cell in en:
+            if cell["cell_type"] == "code":
+                assert editions.same_code("".join(cell["source"]), "".join(ko[cell["id"]]["source"])), (
+                    relative,
+                    cell["id"],
+                )

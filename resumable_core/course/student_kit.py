@@ -269,10 +269,33 @@ def localize(files: dict[str, Path], lang: str) -> dict[str, Path]:
     return dict(sorted({**english, **translated}.items()))
 
 
+_UP_ONE = re.compile(r"(\]\()\.\./")
+"""A markdown link that climbs one folder: a file lifted from ``lessons/ko/`` to ``lessons/`` climbs one less."""
+
+
+def lifted(data: bytes, name: str) -> bytes:
+    """A translation's file as the Korean kit holds it one folder up: each relative ``](../`` link one ``../`` shorter
+    (markdown files, and a notebook's markdown cells only: its code stays the English code byte for byte)."""
+    if name.endswith(".md"):
+        return _UP_ONE.sub(r"\1", data.decode("utf-8")).encode("utf-8")
+    if not name.endswith(".ipynb"):
+        return data
+    nb = json.loads(data)
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"] = _UP_ONE.sub(r"\1", text).splitlines(keepends=True)
+    return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
 def kit_contents(root: Path = REPO_ROOT, edition: Edition = STUDENT) -> dict[str, bytes]:
     """Every file of the kit: kit path -> bytes, the repository's files and the kit's own, in the edition's language."""
     files = localize(repository_files(root, edition), edition.lang)
     contents = {name: source.read_bytes() for name, source in files.items()}
+    for name, source in files.items():
+        of = translation_of(source.relative_to(root).as_posix()) if source.is_relative_to(root) else None
+        if of is not None and Path(name).parts[0] in TRANSLATED_FOLDERS:  # lifted out of its ko/ folder
+            contents[name] = lifted(contents[name], name)
     if edition.worked_solutions:
         for name in [n for n in contents if n.startswith("exercises/") and n.endswith(".ipynb")]:
             released = Path(name).relative_to("exercises")
