@@ -114,3 +114,9 @@ def test_a_reveal_speaks_korean_when_asked(monkeypatch: pytest.MonkeyPatch, caps
     monkeypatch.setenv("RESUMABLE_LANG", "en")
     lab.reveal(3, 2, why="-", hint="-")
     assert "You predicted 3; it is 2." in capsys.readouterr().out
+
+
+def test_the_check_command_passes_on_this_repository(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m resumable_core.lab.catalogs check` (the README's command) prints nothing and exits 0 here."""
+    assert catalogs.main(["check"]) == 0
+    assert capsys.readouterr().out == ""

@@ -125,3 +125,9 @@ def test_sync_on_an_unchanged_edition_changes_nothing() -> None:
             if cell["cell_type"] == "code" and editions.carry_comments(english[cell["id"]], source) != source:
                 lost.append(f"{pair.korean.name}: {cell['id']}")
     assert lost == []
+
+
+def test_the_check_command_passes_on_this_repository(capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m resumable_core.lab.editions check` (the README's command) prints nothing and exits 0 here."""
+    assert editions.main(["check"]) == 0
+    assert capsys.readouterr().out == ""
