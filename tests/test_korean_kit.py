@@ -227,3 +227,13 @@ def test_the_real_korean_kits_links_resolve_and_their_code_is_the_english_kits(n
                     relative,
                     cell["id"],
                 )
+
+
+def test_the_korean_kits_jupyterlab_speaks_korean(tmp_path: Path) -> None:
+    """The Korean kit installs JupyterLab's Korean language pack and its settings pick it; the English kit's stay English."""
+    korean, english = _build(ROOT, tmp_path / "ko"), _build(ROOT, tmp_path / "en", lang="en")
+    settings = json.loads((korean / "lab-settings" / "overrides.json").read_text(encoding="utf-8"))
+    assert settings["@jupyterlab/translation-extension:plugin"] == {"locale": "ko_KR"}
+    assert "jupyterlab-language-pack-ko-KR" in (korean / "pyproject.toml").read_text(encoding="utf-8")
+    assert "translation-extension" not in (english / "lab-settings" / "overrides.json").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (korean / "lab-settings").iterdir()) == ["overrides.json"]
