@@ -32,6 +32,7 @@ from .support import (
     FailedAfterRestart,
     call_learner,
     die,
+    ended_as_said,
     replay,
     require,
     require_status_unknown,
@@ -381,7 +382,7 @@ def check_refund_after_kill(refund: Refund) -> None:
         first.ended == "killed" and len(s.refunds()) == 1,
         _(
             "refund never reached the provider (it {ended}{value}); it must call tools.execute('refund_payment', ...)"
-        ).format(ended=first.ended, value=": " + first.error if first.error else ""),
+        ).format(ended=ended_as_said(first.ended), value=": " + first.error if first.error else ""),
     )
     again = s.call(restarted(refund))
     require_one_refund_after_restart(s, again, _("the re-run after a SIGKILL that fell after the refund"))

@@ -43,7 +43,7 @@ from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
 from ..i18n import _
-from .support import CheckFailed, call_learner, die, handed, is_remote, require, scratch
+from .support import CheckFailed, call_learner, die, ended_as_said, handed, is_remote, require, scratch
 
 Resume = Callable[..., Any]
 """``resume(path, task, tools, client, *, reconcile, max_turns=...)``: the learner's function."""
@@ -673,7 +673,9 @@ def require_report_end(
     the reviewer notified about it exactly once, no report notified twice, no more reads or saves than needed."""
     if outcome.ended != "returned":
         raise CheckFailed(
-            _("{where}: resume_report {ended}: {error}").format(where=where, ended=outcome.ended, error=outcome.error)
+            _("{where}: resume_report {ended}: {error}").format(
+                where=where, ended=ended_as_said(outcome.ended), error=outcome.error
+            )
         )
     reads_before, saves_before = before[0], before[1]
     reads, saves = trial.counts()[:2]
@@ -778,7 +780,7 @@ def require_did_nothing(
     if outcome.ended != "returned":
         raise CheckFailed(
             _("{where}: resume_report {ended}: {error}; return the checkpoint as it is").format(
-                where=where, ended=outcome.ended, error=outcome.error
+                where=where, ended=ended_as_said(outcome.ended), error=outcome.error
             )
         )
     reads, saves, pings = trial.counts()

@@ -534,3 +534,12 @@ def resumed_with(box: RunFolder, fn: Reconcile) -> tuple[Checkpoint | None, str 
         return None, "API 400: " + ((body.get("error") or {}).get("message") or str(e))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         return None, f"{type(e).__name__}: {e}"
+
+
+ENDINGS = {"hung": N_("hung"), "killed": N_("killed"), "raised": N_("raised"), "finished": N_("finished")}
+"""How a learner's call ended, as a message says it (the data values stay these English words)."""
+
+
+def ended_as_said(ended: str) -> str:
+    """``ended`` (hung, killed, raised, finished) as a message says it, in the learner's language."""
+    return _(ENDINGS[ended]) if ended in ENDINGS else ended

@@ -41,7 +41,7 @@ from ..checks.resume import (
     require_sound_end,
     resume_and_judge,
 )
-from ..checks.support import CheckFailed, require
+from ..checks.support import CheckFailed, ended_as_said, require
 from .i18n import _
 from .strategies import reconcile_by_effect
 
@@ -154,7 +154,7 @@ def check_second_crash(fn: Resume) -> None:
     require(
         first.ended == "killed",
         _("resume was to be killed once send_email ran, but it {ended}: {error}").format(
-            ended=first.ended, error=first.error
+            ended=ended_as_said(first.ended), error=first.error
         ),
     )
     where = _("killed in your loop after send_email ran, then resumed again")
@@ -163,7 +163,7 @@ def check_second_crash(fn: Resume) -> None:
     first = after_reply.resume(fn, reconcile_by_effect, die_after_call=1)
     require(
         first.ended == "killed",
-        _("resume was to be killed after its first reply, but it {ended}").format(ended=first.ended),
+        _("resume was to be killed after its first reply, but it {ended}").format(ended=ended_as_said(first.ended)),
     )
     where = _("killed in your loop after a reply came back, before it was saved, then resumed again")
     require_sound_end(after_reply, after_reply.resume(fn, reconcile_by_effect), where)
@@ -402,7 +402,7 @@ def check_report_refusals(resume_report: ResumeReport) -> None:
         require(
             outcome.ended == "raised",
             _("{what}: resume_report must refuse it with an exception, but it {ended} ({reread})").format(
-                what=what, ended=outcome.ended, reread=reread
+                what=what, ended=ended_as_said(outcome.ended), reread=reread
             ),
         )
         require(
@@ -429,7 +429,9 @@ def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
     outcome = probe.resume(resume_report)  # in a child: count its calls from the world's log
     if outcome.ended != "returned":
         raise CheckFailed(
-            _("a fresh start: resume_report {ended}: {error}").format(ended=outcome.ended, error=outcome.error)
+            _("a fresh start: resume_report {ended}: {error}").format(
+                ended=ended_as_said(outcome.ended), error=outcome.error
+            )
         )
     calls = len(probe.world.calls())
     for n in range(1, calls + 1):
@@ -439,7 +441,7 @@ def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
         require(
             first.ended == "killed",
             _("resume_report was to be killed after its tool call {n}, but it {ended}: {error}").format(
-                n=n, ended=first.ended, error=first.error
+                n=n, ended=ended_as_said(first.ended), error=first.error
             ),
         )
         log = trial.world.calls()
