@@ -44,7 +44,7 @@ def test_a_checks_pointer_to_the_lesson_is_korean_too(korean: None) -> None:
         reconcile_checks.check_unknown_tool_not_run(left_as_it_was)
     reason = caught.value.reason
     assert "허공에 뜬 호출" in reason and "아직 답하지 않았습니다" in reason
-    assert "2강 3절" in reason and "lesson" not in reason
+    assert "레슨 2의 3절" in reason and "lesson" not in reason
 
 
 def test_checks_refusal_of_a_bad_argument_is_korean(korean: None, tmp_path: Path) -> None:
