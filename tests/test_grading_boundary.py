@@ -250,7 +250,10 @@ def test_a_korean_notebooks_page_speaks_korean_with_the_korean_releases_text(tmp
     assert '<html lang="ko">' in page and "<h2>연습 2</h2>" in page and "Exercise 2" not in page
     assert "my own answer" in page and "모범 답안" not in page  # never the instructor's answer
     assert (
-        "점수: 2 / 5" in page and "<th>점검</th>" in page and "test_x</b> 0/2 실패" in page and "강사의 코멘트:" in page
+        "점수: 2 / 5" in page
+        and "<th>테스트</th>" in page
+        and "test_x</b> 0/2 실패" in page
+        and "강사의 코멘트:" in page
     )
     english = write_feedback(
         tmp_path / "nb.ipynb", grades, tmp_path / "e.html", title="t"

@@ -44,7 +44,7 @@ def test_a_checks_pointer_to_the_lesson_is_korean_too(korean: None) -> None:
         reconcile_checks.check_unknown_tool_not_run(left_as_it_was)
     reason = caught.value.reason
     assert "허공에 뜬 호출" in reason and "아직 답하지 않았습니다" in reason
-    assert "2강 3절" in reason and "lesson" not in reason
+    assert "레슨 2의 3절" in reason and "lesson" not in reason
 
 
 def test_checks_refusal_of_a_bad_argument_is_korean(korean: None, tmp_path: Path) -> None:
@@ -129,7 +129,7 @@ def test_the_crash_tests_tables_speak_korean(korean: None) -> None:
 
     row = CrashTestRow("after_tool", True, "send_email", 1, 3, True, "accepted")
     text = str(CrashTestTable("send_email", (row,)))
-    assert "크래시 지점" in text and "보낸 이메일" in text and "받아들임" in text
+    assert "크래시 지점" in text and "보낸 메일" in text and "받아들임" in text
     assert "단계" in JournalTable((JournalStep("x", "y", 3),))._repr_html_()
 
 
@@ -174,7 +174,7 @@ def test_a_hidden_checks_message_is_korean(korean: None) -> None:
 
 _KO_NAMED = {letter: re.compile(rf"체크포인트 ?{letter}(?![A-Za-z])") for letter in "ABC"}
 _KO_FACTS = re.compile(
-    r"끝난|끝남|대기 중인 것이 없|다시 실행|읽기 전용|read_file|is_error|알 수 없|send_email|보낸 편지함|부수 효과"
+    r"끝난|끝남|대기 중인 것이 없|다시 실행|읽기 전용|read_file|is_error|알 수 없|불명|send_email|보낸 편지함|발신함|부수 효과"
 )
 
 
