@@ -125,6 +125,16 @@ def test_course_and_student_configs_name_the_course_and_exchange(tmp_path):
     assert "course_id = 'resumable'" in student and str(settings.paths.exchange) in student
 
 
+def test_a_package_the_shared_python_cannot_run_is_found(tmp_path):
+    """The environments run a Python every account can reach, maybe an older patch release than the venv's own."""
+    for name, requires in (("soupsieve-4.1.3", ">=3.11.5"), ("nbconvert-7.17.2", ">=3.9"), ("old-1.0", "")):
+        (tmp_path / f"{name}.dist-info").mkdir()
+        header = f"Requires-Python: {requires}\n" if requires else ""
+        (tmp_path / f"{name}.dist-info" / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\n{header}")
+    assert [p.name for p in build._unsupported(tmp_path, "3.11.2")] == ["soupsieve-4.1.3.dist-info"]
+    assert build._unsupported(tmp_path, "3.11.7") == []
+
+
 # -- a real class ----------------------------------------------------------------------------
 
 
