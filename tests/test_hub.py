@@ -496,6 +496,8 @@ def test_a_whole_term_through_the_hub_in_a_browser(hub: Hub, tmp_path_factory):
             grading.goto(f"{hub.url}{service}/submissions/{_submission_id(hub, student)}/", timeout=120_000)
             score = grading.locator(f"input.score#{WRITTEN}")
             expect(score).to_be_visible(timeout=120_000)
+            # the score input saves through a view that formgrader attaches once the grades have loaded
+            grading.wait_for_function("() => window.formgrader?.grades?.loaded === true", timeout=120_000)
             score.fill("3")
             score.press("Tab")  # formgrader saves a score on change
             deadline = time.monotonic() + 60

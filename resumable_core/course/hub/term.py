@@ -60,6 +60,8 @@ def release_feedback(settings: HubSettings, assignment: str) -> list[str]:
         students.append(page.stem)
     for path in [course / "feedback", *(course / "feedback").rglob("*")]:
         shutil.chown(path, roster.instructor, roster.staff_group)
-        path.chmod(0o2770 if path.is_dir() else 0o660)
+        # release_feedback copies a page's mode into the exchange: others must read it there (the
+        # course folder above stays closed to them)
+        path.chmod(0o2770 if path.is_dir() else 0o664)
     _as_instructor(settings, ["-m", "nbgrader", "release_feedback", assignment])
     return students
