@@ -181,7 +181,76 @@ def _copy_scripts(source: Path, dest: Path) -> None:
         (dest / script.name).chmod(0o755)
 
 
-def make_env(env: Path, python: Path, repo_venv: Path, library: Path) -> None:
+def _python_version(python: Path) -> str:
+    done = subprocess.run(
+        [str(python), "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _unsupported(site: Path, version: str) -> list[Path]:
+    """The dist-info folders in ``site`` whose ``Requires-Python`` excludes ``version`` (a patch release counts)."""
+    from email.parser import Parser
+
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    found = []
+    for info in sorted(site.glob("*.dist-info")):
+        metadata = info / "METADATA"
+        if not metadata.is_file():
+            continue
+        requires = (
+            Parser()
+            .parsestr(metadata.read_text(encoding="utf-8", errors="replace"), headersonly=True)
+            .get("Requires-Python")
+        )
+        with_spec = None
+        if requires:
+            try:
+                with_spec = SpecifierSet(requires)
+            except InvalidSpecifier:
+                continue
+        if with_spec is not None and not with_spec.contains(version, prereleases=True):
+            found.append(info)
+    return found
+
+
+def _refit(site: Path, version: str, repo_venv: Path) -> list[str]:
+    """Swap each package ``version`` cannot run for its newest release that it can; return ``name old -> new`` lines.
+
+    The repository venv's packages were resolved for its own Python; the environments run one every
+    account can reach (Debian's ``python3.11`` is 3.11.2), and a package may need a later patch
+    release (``soupsieve`` 4 needs 3.11.5; with it nbconvert, so formgrader's submission pages, fails).
+    Only the environment's own hard links are removed: the repository venv's files are never touched.
+    """
+    swapped = []
+    for info in _unsupported(site, version):
+        name, _, old = info.name.removesuffix(".dist-info").rpartition("-")
+        record = info / "RECORD"
+        tops = {line.split(",")[0].split("/")[0] for line in record.read_text(encoding="utf-8").splitlines() if line}
+        for top in sorted(t for t in tops if t and t != ".." and not t.endswith(".pyc")):
+            path = site / top
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif path.exists() or path.is_symlink():
+                path.unlink()
+        args = ["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:"]
+        args += ["--python-version", version, "--target", str(site), "--upgrade", name]
+        done = subprocess.run([str(repo_venv / "bin" / "python"), *args], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise HubError(
+                f"{name} {old} needs a newer Python than {version} and pip found no release for it: "
+                f"{done.stderr.strip()[-500:]} (or pass --python with a newer Python every account can run)"
+            )
+        new = sorted(site.glob(f"{name}-*.dist-info"))
+        swapped.append(f"{name} {old} -> {new[-1].name.removesuffix('.dist-info').rpartition('-')[2] if new else '?'}")
+    return swapped
+
+
+def make_env(env: Path, python: Path, repo_venv: Path, library: Path) -> list[str]:
     """A venv at ``env`` of ``python``, with the repository venv's packages and ``library`` as a plain package."""
     if env.exists():
         shutil.rmtree(env)
@@ -203,6 +272,7 @@ def make_env(env: Path, python: Path, repo_venv: Path, library: Path) -> None:
     shutil.copytree(
         library, site / LIBRARY, ignore=shutil.ignore_patterns(*student_kit.JUNK_NAMES, "*.pyc"), dirs_exist_ok=False
     )
+    return _refit(site, _python_version(python), repo_venv)
 
 
 def _chown_tree(top: Path, user: str, group: str, dir_mode: int, file_mode: int) -> None:
@@ -316,10 +386,12 @@ def setup(settings: HubSettings, log=print) -> list[str]:
         shutil.rmtree(paths.kit)
     folder, _zip = student_kit.build(paths.kit)
     log(f"environments from {python} and {repo_venv}")
-    make_env(paths.staff_env, python, repo_venv, REPO_ROOT / LIBRARY)
+    for line in make_env(paths.staff_env, python, repo_venv, REPO_ROOT / LIBRARY):
+        log(f"staff-env: {line} (for {python})")
     shutil.chown(paths.staff_env, "root", roster.staff_group)
     paths.staff_env.chmod(0o750)  # it holds course/hidden: no student may read it
-    make_env(paths.student_env, python, repo_venv, folder / LIBRARY)
+    for line in make_env(paths.student_env, python, repo_venv, folder / LIBRARY):
+        log(f"student-env: {line} (for {python})")
     config_d = paths.student_env / "etc" / "jupyter" / "jupyter_server_config.d"
     config_d.mkdir(parents=True, exist_ok=True)
     (config_d / "zz-resumable-student.json").write_text(json.dumps(STUDENT_SERVER_CONFIG, indent=1), encoding="utf-8")

@@ -3,7 +3,8 @@
 Students fetch, submit and fetch feedback from their servers (nbgrader's assignment list); the
 instructor collects with nbgrader, grades with the kit's ``grade`` and hands back the kit's
 feedback pages through nbgrader's exchange: :func:`release_feedback` puts each student's page
-from ``grades`` where ``nbgrader release_feedback`` looks (``feedback/<student>/<assignment>/``),
+from ``grades`` where ``nbgrader release_feedback`` looks (``feedback/<student>/<assignment>/``, with
+the submission's ``timestamp.txt`` and ``submission_secret.txt``, as ``generate_feedback`` leaves them),
 so students never get nbgrader's own pages, which show every test cell's code, hidden tests too.
 """
 
@@ -13,6 +14,9 @@ import shutil
 import subprocess
 
 from resumable_core.course.hub.build import HubError, HubSettings, staff_command
+
+SUBMISSION_FILES = ("timestamp.txt", "submission_secret.txt")
+"""What ``nbgrader release_feedback`` reads beside a page: ``nbgrader collect`` copies both into ``submitted/``."""
 
 
 def _as_instructor(settings: HubSettings, args: list[str]) -> subprocess.CompletedProcess:
@@ -48,9 +52,16 @@ def release_feedback(settings: HubSettings, assignment: str) -> list[str]:
             shutil.rmtree(target)  # nbgrader's own pages (generate_feedback) never go out
         target.mkdir(parents=True)
         shutil.copyfile(page, target / f"{assignment}.html")
+        submitted = course / "submitted" / page.stem / assignment
+        for name in SUBMISSION_FILES:  # release_feedback names the page by the submission's secret
+            if not (submitted / name).is_file():
+                raise HubError(f"{submitted / name} is missing: collect {assignment} again (`nbgrader collect`)")
+            shutil.copyfile(submitted / name, target / name)
         students.append(page.stem)
     for path in [course / "feedback", *(course / "feedback").rglob("*")]:
         shutil.chown(path, roster.instructor, roster.staff_group)
-        path.chmod(0o2770 if path.is_dir() else 0o660)
+        # release_feedback copies a page's mode into the exchange: others must read it there (the
+        # course folder above stays closed to them)
+        path.chmod(0o2770 if path.is_dir() else 0o664)
     _as_instructor(settings, ["-m", "nbgrader", "release_feedback", assignment])
     return students
