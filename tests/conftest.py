@@ -8,10 +8,12 @@ import resumable_core as rc
 from resumable_core._scripted import ScriptedClaude
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `-n 2 --dist loadgroup` a file's tests share a worker (its module fixtures are paid once), as with
     loadfile; a module that sets ``SPLIT_ACROSS_WORKERS`` lets each of its tests go to any worker (a long file
     whose tests share nothing would otherwise hold one worker for all of them)."""
+    if not config.pluginmanager.hasplugin("xdist"):  # the core suite on 3.12/3.13 runs without it
+        return
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             split = getattr(getattr(item, "module", None), "SPLIT_ACROSS_WORKERS", False)
