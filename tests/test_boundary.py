@@ -224,3 +224,12 @@ def test_a_call_killed_by_the_check_leaves_what_was_written_before_the_kill(tmp_
     ended = run_in_child(lambda: learner.lookup("killed")({}, handed(target), DyingBox.wrap(box)))
     assert ended == "killed"
     assert target.read_text() == "written before the kill"
+
+
+def test_a_restarted_call_takes_no_handed_path_and_needs_the_hosts_socket(tmp_path):
+    """A freshly started process sees no shared folder, so a handed path is the check's bug; no restart socket, no call."""
+    learner, _ = _pair({"save": save}, tmp_path)
+    with pytest.raises(ValueError, match="data and handles only"):
+        learner.call_fresh("save", {"a": 1}, handed(tmp_path / "state.json"))
+    with pytest.raises(RuntimeError, match="no restart socket"):
+        learner.call_fresh("save", {"a": 1}, "plain data")

@@ -386,7 +386,8 @@ def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path
     process = isolated.LearnerProcess.start(nb, None, "postmortem", timeout=30, wall=120, backend=backend)
     try:
         assert process.executed(1 << 20)[1] is None
-        learner = Learner(str(process.layout.host("rpc") / SOCKET), process.layout.host("shared"))
+        rpc, shared, restart = process.layout.host("rpc") / SOCKET, process.layout.host("shared"), process.restarter
+        learner = Learner(str(rpc), shared, restart=str(restart.address))
         who, tested = RemoteFunction(learner, "who"), RemoteFunction(learner, "tested")
         loaded = who()
         assert who()[0] == loaded[0] and tested() is True  # a fork of the loaded process: its uuid, its test cell

@@ -652,3 +652,123 @@ def test_resume_skeleton_forged_probes_do_not_make_a_plain_write_atomic(box, tmp
     report = recheck(box, tmp_path, "resume_skeleton", answers)
     assert_no_hole(report, sorted(TRACED))
     assert "in place" in (report["test_kill_during_save"] or "")
+
+
+# -- 5. postmortem: the freshly started process of a restarted call ----------------------------------
+
+SALTED_REFUND = """import uuid
+
+_RUN = uuid.uuid4().hex  # drawn once per process: a restarted harness draws another
+
+
+def refund(tools, order_id, amount_cents):
+    key = f"{_RUN}:{order_id}:{amount_cents}"
+    request = {"order_id": order_id, "amount_cents": amount_cents}
+    for attempt in range(1, 6):
+        try:
+            return tools.execute("refund_payment", request, idempotency_key=key)
+        except (rc.ToolTimeoutError, rc.ToolUnavailableError):
+            if attempt == 5:
+                raise
+"""
+"""A per-process salt in the key: only a freshly started process tells it from the right key."""
+
+SALT_OVER_A_SOCKET = """import os, socket, threading
+_PLACES = ["/tmp/salt.sock", "/grading/shared/salt.sock", os.path.abspath("salt.sock"), "\\0resumable-salt"]
+
+
+def _ask(place):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect(place)
+        return s.recv(64).decode() or None
+    except OSError:
+        return None
+    finally:
+        s.close()
+
+
+def _keep_serving(listener, salt):
+    while True:
+        conn, _ = listener.accept()
+        conn.sendall(salt.encode())
+        conn.close()
+
+
+def _salt():
+    # a process started later finds the loaded one's salt on a socket it left where both can reach
+    for place in _PLACES:
+        if found := _ask(place):
+            return found
+    import uuid
+
+    salt = uuid.uuid4().hex
+    for place in _PLACES:
+        try:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(place)
+            listener.listen(16)
+            threading.Thread(target=_keep_serving, args=(listener, salt), daemon=True).start()
+        except OSError:
+            pass
+    return salt
+
+"""
+
+PATCHED_EXECV = """import os, socket
+_real_execv = os.execv
+
+
+def _execv(path, argv):
+    # a fresh start made by exec from this process: serve the connection from this loaded memory instead
+    if "--connection" in argv:
+        from resumable_core.course.grading.inside import learner_server
+
+        fd = int(argv[argv.index("--connection") + 1])
+        learner_server._session(socket.socket(fileno=fd), globals(), [])
+        os._exit(0)
+    _real_execv(path, argv)
+
+
+os.execv = _execv
+"""
+
+FRESH_ATTACKS = {
+    "a socket in /tmp, the shared folder, the cwd and the abstract namespace": SALTED_REFUND.replace(
+        "import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_A_SOCKET + "_RUN = _salt()"
+    ),
+    "a patched os.execv": PATCHED_EXECV + SALTED_REFUND,
+}
+"""Ways a loaded process could hand its per-process salt to the "fresh" one, were that started from it."""
+
+DIES_WHEN_FRESH = """import os, signal
+
+if not os.path.exists("/grading/rpc"):  # not the loaded process: a freshly started one
+    os.kill(os.getpid(), getattr(signal, "SIGNAL"))
+
+""" + SALTED_REFUND.replace("_RUN = uuid.uuid4().hex", "_RUN = 'the same in every process'")
+"""A right key, in a process that kills (or stops) itself when it is the freshly started one."""
+
+
+def _refund_recheck(box, tmp_path: Path, refund: str, cells: list[str]) -> isolated.Report:
+    nb = samples.submission(nbformat.read(str(RELEASES["postmortem"]), as_version=4), {"refund": refund})
+    path = tmp_path / "postmortem.ipynb"
+    nbformat.write(nb, str(path))
+    return isolated.run(path, "postmortem", source=SOURCES["postmortem"], only=cells, timeout=30, backend=box)
+
+
+@pytest.mark.parametrize("attack", sorted(FRESH_ATTACKS))
+def test_postmortem_a_loaded_process_cannot_serve_the_restarted_call(box, tmp_path, attack):
+    """The retry after a kill runs in a process the host starts in a sandbox of its own: no salt of the loaded
+    process reaches it, however the loaded process leaves it (a socket anywhere, a patched exec)."""
+    report = _refund_recheck(box, tmp_path, FRESH_ATTACKS[attack], ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
+    assert "refunded 2 times" in (report["test_refund_kill"] or ""), dict(report)
+
+
+@pytest.mark.parametrize("signal", ["KILL", "STOP"])
+def test_postmortem_a_fresh_process_that_dies_or_stops_fails_closed(box, tmp_path, signal):
+    """A freshly started process that kills or stops itself scores nothing: the restarted call fails, never passes."""
+    report = _refund_recheck(box, tmp_path, DIES_WHEN_FRESH.replace("SIGNAL", f"SIG{signal}"), ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])

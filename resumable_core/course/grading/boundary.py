@@ -44,9 +44,6 @@ from ..checks import support
 from ..checks.support import HandedFolder, HandedPath
 from . import rpc
 
-FRESH = ".fresh"
-"""The suffix of the learner's socket whose connections a freshly started process serves (:mod:`.inside.learner_server`)."""
-
 # -- the table of what crosses ------------------------------------------------------------------
 
 
@@ -488,9 +485,11 @@ class HandedFiles:
 class Learner:
     """The checker's connection to the learner's process: one per process of the checker (a fork opens its own)."""
 
-    def __init__(self, address: str, shared: Path) -> None:
+    def __init__(self, address: str, shared: Path, *, restart: str | None = None) -> None:
         self.address = address
         self.shared = shared
+        self.restart = restart
+        """The host's socket whose every connection a freshly started learner's process serves (None: none here)."""
         self._session: rpc.Session | None = None
         self._files: dict[int, HandedFiles] = {}
         support.BEFORE_DEATH.append(self._read_back)  # a check that kills its call reads the copies back first
@@ -498,12 +497,15 @@ class Learner:
     def connect(self, *, fresh: bool = False) -> rpc.Session:
         """A new connection: a fresh fork of the loaded notebook, with a handle table of its own.
 
-        ``fresh``: served by a freshly started learner's process instead (a new interpreter that
-        loaded the notebook's cells again, as a harness restarted after a crash would).
+        ``fresh``: served by a freshly started learner's process instead, which the host starts in
+        a sandbox of its own (:mod:`.recheck.restarter`): a new interpreter that loaded the
+        notebook's cells again, as a harness restarted after a crash would.
         """
+        if fresh and self.restart is None:
+            raise RuntimeError("the re-check has no restart socket: a restarted call cannot be served here")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock.connect(f"{self.address}{FRESH}" if fresh else self.address)
+            sock.connect(self.restart if fresh and self.restart is not None else self.address)
         except OSError:
             sock.close()
             raise
@@ -546,7 +548,12 @@ class Learner:
         return self.call_seen(name, *args, **kwargs)[0]
 
     def call_fresh(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`call`, in a freshly started learner's process: none of the loaded process's memory is there."""
+        """:meth:`call`, in a freshly started learner's process: none of the loaded process's memory is there.
+
+        It sees no shared folder, so a handed path cannot go to it: that is a bug of the check.
+        """
+        if any(isinstance(v, HandedPath) for v in (*args, *kwargs.values())):
+            raise ValueError("a restarted call takes data and handles only: its process sees no shared folder")
         return self._call_seen((), name, *args, _fresh=True, **kwargs)[0]
 
     def call_seen(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:

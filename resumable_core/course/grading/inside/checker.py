@@ -1,7 +1,7 @@
 """The re-check's checker: every check, hidden ones included, run on the names of the learner's process.
 
 ``python -m resumable_core.course.grading.inside.checker --source SOURCE --assignment A --learner SOCKET
---shared DIR --timeout S [--only ID,...] [--trace FILE]`` prints one JSON line on stdout
+--shared DIR --timeout S [--restart SOCKET] [--only ID,...] [--trace FILE]`` prints one JSON line on stdout
 (:meth:`..recheck.report.Report.to_json`).
 
 It never runs a line of the learner's code: each test cell's check calls are read from the
@@ -9,7 +9,8 @@ trusted source (:mod:`..recheck.plan`), and the learner's names reach the checks
 :class:`..boundary.RemoteFunction` objects or as data. Its scratch folder (``TMPDIR``, where every
 check keeps its world, outbox, ledger and model-call log) is its own; only the copies of handed
 paths go to ``--shared``, the folder the learner's process sees too. ``--trace`` is the learner's
-process's system calls, written by a tracer outside both sandboxes.
+process's system calls, written by a tracer outside both sandboxes. ``--restart`` is the host's
+socket that serves each restarted call in a freshly started learner's process (:mod:`..recheck.restarter`).
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, required=True, help="seconds per test cell")
     p.add_argument("--load-timeout", type=float, default=600.0, help="seconds to wait for the learner's process")
     p.add_argument("--trace", default=None, help="the learner's process's system calls (strace's output)")
+    p.add_argument("--restart", default=None, help="the host's socket that starts a fresh learner's process per call")
     p.add_argument("--ended", type=Path, help="appears when the learner's process has ended (default: SOCKET.ended)")
     args = p.parse_args(argv)
     out = os.fdopen(os.dup(1), "w")  # the result goes here; whatever a check prints goes to /dev/null
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
     source = json.loads(Path(args.source).read_text(encoding="utf-8"))
     only = [g for g in args.only.split(",") if g] if args.only is not None else None
-    learner = Learner(args.learner, Path(args.shared))
+    learner = Learner(args.learner, Path(args.shared), restart=args.restart)
     if args.trace:
         observe_with(Path(args.trace))
     ended = args.ended or Path(f"{args.learner}.ended")

@@ -10,20 +10,22 @@ it listens on the Unix socket ``PATH`` and answers the checker with the namespac
 left. One process per student: the cells run once. It never gets the source notebook, a hidden
 test or a check beyond the visible ones the student kit holds. Each connection (one per call of
 the checker) is served by a fork of the loaded process, so a call keeps nothing in memory for the
-next and a check that kills its call ends only that copy. A connection on ``PATH.fresh`` is served
-by a *freshly started* learner's process instead, as a harness restarted after a crash would be: a
-fork that execs a new interpreter (``--connection FD``), which runs the notebook's cells again but
-its tests (:func:`fresh_cells`) and answers that one connection, so nothing of the loaded process's
-memory (a module-level uuid) is there. It answers four ops, ``loaded``,
-``lookup`` and ``call`` (``call_marked``: a call whose return it marks in the trace), with data only (:mod:`..boundary`); the learner's function reaches the
-checker's world only through the stand-ins of :mod:`..boundary`. It stops when ``PATH.stop``
-appears or after ``--wall`` seconds. Nothing it says is trusted.
+next and a check that kills its call ends only that copy. It answers four ops, ``loaded``,
+``lookup``, ``call`` and ``call_marked`` (a call whose return it marks in the trace), with data
+only (:mod:`..boundary`); the learner's function reaches the checker's world only through the
+stand-ins of :mod:`..boundary`. It stops when ``PATH.stop`` appears or after ``--wall`` seconds.
+
+``python -m resumable_core.course.grading.inside.learner_server IN.ipynb --serve-handed PATH --timeout S``
+is a *freshly started* learner's process, as a harness restarted after a crash would be: the host
+starts it in a sandbox of its own (:mod:`..recheck.restarter`), never the loaded process, so
+nothing of that one's memory (a module-level uuid) can be there. It runs the notebook's cells but
+its tests (:func:`fresh_cells`), takes the checker's connection from the host's socket ``PATH``
+and answers it, then ends. Nothing it says is trusted.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import select
@@ -31,12 +33,11 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import rpc, syscalls
-from ..boundary import FRESH, Stand, codec
+from ..boundary import Stand, codec
 from ..notebook_cells import code_cells, is_test, learner_cells, source_of
 from .leftovers import kill_leftovers
 from .shell import new_shell, run_cell, run_notebook
@@ -109,82 +110,62 @@ def fresh_cells(nb: dict) -> list[str]:
     return [source_of(c) for c in code_cells(nb) if not is_test(c) and source_of(c).strip()]
 
 
-def _restart(conn: socket.socket, notebook: Path, cwd: Path, timeout: int) -> None:
-    """In a forked copy: become a new interpreter in ``cwd`` that loads ``notebook`` afresh and serves ``conn``.
-
-    It never returns.
-    """
-    os.chdir(cwd)  # where the loaded process started, whatever its cells did since
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # an ignored signal stays ignored across exec
-    os.set_inheritable(conn.fileno(), True)  # the one descriptor the new interpreter keeps (stdout, stderr: /dev/null)
-    # -P: the working folder (the learner's) is not put first on sys.path, so no module the learner's
-    # cells wrote there (a ./resumable_core/) can stand in for this one in the new interpreter
-    argv = [
-        sys.executable,
-        "-P",
-        "-m",
-        MODULE,
-        str(notebook),
-        "--connection",
-        str(conn.fileno()),
-        "--timeout",
-        str(timeout),
-    ]
-    os.execv(sys.executable, argv)
-
-
 def serve(
     address: Path,
     ns: dict[str, Any],
     load_errors: list[dict[str, Any]],
     wall: float,
     stop: Path,
-    restart: Callable[[socket.socket], None] | None = None,
 ) -> None:
-    """Accept the checker's connections until ``stop`` appears or ``wall`` seconds pass.
-
-    With ``restart``, connections on ``address`` + :data:`FRESH` are handed to it in a forked copy
-    (:func:`_restart`: a freshly started learner's process serves them).
-    """
+    """Accept the checker's connections until ``stop`` appears or ``wall`` seconds pass, each in a forked copy."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # finished sessions are reaped by the kernel
-    listeners: dict[socket.socket, bool] = {}
-    for path, fresh in ((Path(f"{address}{FRESH}"), True), (address, False)):  # the plain one last: its path says ready
-        if fresh and restart is None:
-            continue
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        listener.bind(str(path))
-        listener.listen(16)
-        listeners[listener] = fresh
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(address))  # its path appearing says the cells ran
+    listener.listen(16)
     deadline = time.monotonic() + wall
     while not stop.exists() and time.monotonic() < deadline:
-        ready, _, _ = select.select(list(listeners), [], [], 0.2)
-        for listener in ready:
-            conn, _ = listener.accept()
-            if os.fork() == 0:
-                for own in listeners:
-                    own.close()
-                try:
-                    if listeners[listener] and restart is not None:
-                        restart(conn)
-                    else:
-                        _session(conn, ns, load_errors)
-                finally:
-                    os._exit(0)
-            conn.close()
+        if not select.select([listener], [], [], 0.2)[0]:
+            continue
+        conn, _ = listener.accept()
+        if os.fork() == 0:
+            listener.close()
+            try:
+                _session(conn, ns, load_errors)
+            finally:
+                os._exit(0)
+        conn.close()
 
 
-def serve_fresh(notebook: Path, fd: int, timeout: int) -> None:
-    """As a freshly started learner's process: run ``notebook``'s :func:`fresh_cells`, then serve the connection ``fd``.
+def serve_handed(notebook: Path, hand: str, timeout: int) -> None:
+    """As a freshly started learner's process: run ``notebook``'s :func:`fresh_cells`, then serve the connection the host hands.
 
-    No cell's leftovers are killed here: in the sandbox's PID namespace that would take the other
-    sessions with them. What the cells print goes nowhere; a cell that raises is passed, as in the kernel.
+    The host hands the checker's connection over ``hand`` (one descriptor, ``SCM_RIGHTS``); the
+    sandbox is this process's own, so it ends with it. What the cells print goes nowhere; a cell
+    that raises is passed, as in the kernel.
     """
-    conn = socket.socket(fileno=fd)
     shell = new_shell(Path.cwd())
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     for count, source in enumerate(fresh_cells(nb), start=1):
         run_cell(shell, source, count, timeout)
-    _session(conn, shell.user_ns, [])  # the checker asks the loaded process how loading went, never this one
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as host:
+        host.connect(hand)
+        _, fds, _, _ = socket.recv_fds(host, 1, 1)
+    if len(fds) != 1:
+        raise SystemExit("the host handed no connection")
+    _session(socket.socket(fileno=fds[0]), shell.user_ns, [])  # the checker asks the loaded process how loading went
+
+
+def _quiet() -> int:
+    """Send fds 1 and 2 (and ``sys.stdout``) to /dev/null; the pipe that was fd 1, held open and never written.
+
+    The sandbox's runner reads this pipe until it closes: held, it closes when the process ends.
+    """
+    held = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the learner's prints go nowhere but the cells' outputs
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
+    return held
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=int, required=True, help="seconds per cell")
     p.add_argument("--wall", type=float, help="seconds before it stops serving")
     p.add_argument(
-        "--connection", type=int, help="as a freshly started process: load the cells but the tests, serve this socket"
+        "--serve-handed", help="as a freshly started process: run the cells but the tests, serve what this socket hands"
     )
     p.add_argument("--output-cap", type=int, default=None, help="bytes the executed notebook may hold")
     p.add_argument("--stop", type=Path, help="it stops serving when this file appears (default: SOCKET.stop)")
@@ -203,19 +184,14 @@ def main(argv: list[str] | None = None) -> int:
         "--kill-leftovers", action="store_true", help="after each cell, kill what it left running (sandbox only)"
     )
     args = p.parse_args(argv)
-    if args.connection is not None:  # started by _restart: its stdout and stderr are /dev/null already
-        sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
-        serve_fresh(args.notebook, args.connection, args.timeout)
+    if args.serve_handed is not None:
+        _quiet()
+        serve_handed(args.notebook, args.serve_handed, args.timeout)
         os._exit(0)
     if args.out is None or args.socket is None or args.wall is None:
-        p.error("--out, --socket and --wall are required (unless --connection is given)")
-    held = os.dup(1)  # held open, never written: the sandbox's runner waits for this pipe to close
-    devnull = os.open(os.devnull, os.O_WRONLY)  # the learner's prints go nowhere but the cells' outputs
-    os.dup2(devnull, 1)
-    os.dup2(devnull, 2)
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until os._exit
+        p.error("--out, --socket and --wall are required (unless --serve-handed is given)")
+    held = _quiet()
     started = time.monotonic()
-    restart = functools.partial(_restart, notebook=args.notebook.resolve(), cwd=Path.cwd(), timeout=args.timeout)
     preload()
     nb = json.loads(args.notebook.read_text(encoding="utf-8"))
     shell = new_shell(Path.cwd())
@@ -228,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     errors = load_errors(nb)
     stop = args.stop or Path(f"{args.socket}.stop")
-    serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started), stop, restart)
+    serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started), stop)
     os.close(held)
     os._exit(0)  # no atexit or finalizer of the learner's code runs
 

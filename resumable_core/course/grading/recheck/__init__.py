@@ -59,7 +59,7 @@ def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, tim
     address = f"{layout.path('checker', 'rpc')}/{SOCKET}"
     argv = [sys.executable, "-m", CHECKER_MODULE, "--source", layout.path("checker", "source.ipynb")]
     argv += ["--assignment", learner.assignment, "--learner", address, "--shared", layout.path("checker", "shared")]
-    argv += ["--timeout", str(int(timeout))]
+    argv += ["--timeout", str(int(timeout)), "--restart", layout.restart_socket()]
     argv += ["--ended", f"{layout.backend.inside(Mount(layout.host('control'), CONTROL))}/{ENDED}"]
     argv += ["--only", ",".join(only)] if only is not None else []
     if learner.traced:

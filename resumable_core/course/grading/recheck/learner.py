@@ -22,6 +22,7 @@ from typing import Any
 from .. import syscalls
 from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder
 from ..learner_view import learner_library
+from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
 
 RPC = "/grading/rpc"
 """Where the socket folder appears in both sandboxes."""
@@ -43,6 +44,8 @@ WRITABLE = ("rpc", "shared")
 """The folders a learner's process may write: on a capped tmpfs of their own, apart from every file the host writes."""
 TRACE_CAP = 256 << 20
 """Bytes of the learner's process's system-call trace (a capped tmpfs of its own, where one can be mounted)."""
+FRESH_MARGIN = 10.0
+"""Seconds past one cell's timeout a freshly started process may live (the checker waits no longer for its call)."""
 STOP_GRACE = 15.0
 """Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.2 s)."""
 MARGIN = 30.0
@@ -91,6 +94,8 @@ class Layout:
         ro = [Mount(p, f"{IN}/{name}") for name, p in self.inputs[side].items()]
         if side == "checker":  # the tracer writes it from outside; only the checker reads it
             ro.append(Mount(self.host("trace"), TRACE))
+        if side == "checker":  # the host's restart socket (:mod:`.restarter`): read-only, so nobody can swap it
+            ro.append(Mount(self.host("restart"), RESTART))
         ro.append(Mount(self.host("control"), CONTROL))  # the host's marks: stop, ended
         return (*ro, Mount(self.host("rpc"), RPC, writable=True), Mount(self.host("shared"), SHARED, writable=True))
 
@@ -99,6 +104,10 @@ class Layout:
         if name in self.inputs[side]:
             return self.backend.inside(Mount(self.inputs[side][name], f"{IN}/{name}"))
         return self.backend.inside(Mount(self.host(name), {"rpc": RPC, "shared": SHARED}[name], writable=True))
+
+    def restart_socket(self) -> str:
+        """The host's restart socket as the checker sees it."""
+        return f"{self.backend.inside(Mount(self.host('restart'), RESTART))}/{RESTART_SOCKET}"
 
     def trace(self, side: str) -> str:
         """The learner's process's trace file, as ``side`` sees it (the tracer on the host writes it)."""
@@ -136,7 +145,8 @@ def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Cal
 
 
 def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: bool, output_cap: int) -> list[str]:
-    argv = [sys.executable, "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
+    # -P: the working folder (the learner's) is not first on sys.path: no module of theirs stands in for the kit's
+    argv = [sys.executable, "-P", "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
     argv += [
         "--out",
         f"{layout.path('learner', 'rpc')}/{RESULT}",
@@ -162,6 +172,8 @@ class LearnerProcess:
     wall: float
     wait: Callable[..., Outcome | None]
     stack: contextlib.ExitStack
+    restarter: Restarter
+    """Where the checker's restarted calls get a freshly started process (:mod:`.restarter`)."""
     deadline: float
     """``time.monotonic()`` past which the host stops waiting for it (its wall clock and :data:`MARGIN`)."""
     result: Outcome | None = None
@@ -192,16 +204,35 @@ class LearnerProcess:
         writable = stack.enter_context(capped_folder(backend.limits.disk))
         traces = stack.enter_context(capped_folder(TRACE_CAP))
         layout = Layout(own, Path(writable), Path(traces), backend)
-        scratch = layout.folder / "scratch-learner"
+        pristine = layout.folder / "submission"  # the host's copy: every process starts from it, none writes it
         if folder is not None:
-            shutil.copytree(folder, scratch, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
-        scratch.mkdir(exist_ok=True)
+            shutil.copytree(folder, pristine, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
+        pristine.mkdir(exist_ok=True)
+        scratch = shutil.copytree(pristine, layout.folder / "scratch-learner")
         import nbformat  # here, not at the top: the checker imports this package and never needs it
 
         layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
         argv = _argv_of_learner(layout, timeout, wall, Guarantee.NOTHING_OUTLIVES in backend.guarantees(), output_cap)
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
+        notebook = Mount(layout.inputs["learner"]["notebook.ipynb"], f"{IN}/notebook.ipynb")
+
+        def fresh_job(fresh_scratch: Path, hand: Mount) -> Job:
+            """A freshly started learner's process: the notebook, a fresh copy of the files, the hand socket; no tracer."""
+            shutil.copytree(pristine, fresh_scratch)
+            handed = f"{backend.inside(hand)}/{HAND_SOCKET}"
+            fresh = (sys.executable, "-P", "-m", LEARNER_MODULE, backend.inside(notebook), "--serve-handed", handed)
+            return Job(
+                (*fresh, "--timeout", str(int(timeout))),
+                fresh_scratch,
+                (notebook, hand),
+                wall=float(timeout) + FRESH_MARGIN,
+                library=library,
+                keep_scratch=False,
+            )
+
+        restarter = Restarter(layout.host("restart"), backend.run, fresh_job)
+        stack.callback(restarter.close, 0.0)  # stop() closed it already; this is for the folders' sake
         job = Job(
             tuple(argv),
             scratch,
@@ -212,7 +243,7 @@ class LearnerProcess:
             keep_scratch=False,  # nothing reads it after: what the learner leaves there never reaches the host's disk
         )
         wait = start(layout, "learner", job, layout.host("control") / ENDED)
-        return cls(layout, assignment, wall, wait, stack, time.monotonic() + wall + MARGIN)
+        return cls(layout, assignment, wall, wait, stack, restarter, time.monotonic() + wall + MARGIN)
 
     @property
     def traced(self) -> bool:
@@ -249,6 +280,7 @@ class LearnerProcess:
         One that ignores the stop mark for :data:`STOP_GRACE` seconds is left to its wall clock,
         its folders removed when its sandbox ends: the worker goes on at once.
         """
+        self.restarter.close(FRESH_MARGIN)  # the checker is done: each fresh process's connection has closed
         with contextlib.suppress(OSError):
             (self.layout.host("control") / STOP).touch()
         result = self.result or self.wait(STOP_GRACE)
