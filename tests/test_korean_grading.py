@@ -19,8 +19,9 @@ import nbformat
 import pytest
 
 from resumable_core.__main__ import main as cli_main
+from resumable_core.course import notebooks
 from resumable_core.course import release as course
-from resumable_core.course.grading.execute import SandboxedExecute, notebook_language
+from resumable_core.course.grading.execute import SandboxedExecute
 from resumable_core.course.grading.isolation import BwrapBackend
 
 ENGLISH = course.notebook_path("reconcile", course.COURSE_ROOT, course.RELEASE_DIR)
@@ -36,9 +37,9 @@ needs_korean = pytest.mark.skipif(not KOREAN.exists(), reason="no Korean release
 
 def test_the_notebook_metadata_chooses_the_learner_kernels_language() -> None:
     """`resumable.lang` of a known language goes to the kernel's backend as RESUMABLE_LANG; anything else is English."""
-    assert notebook_language({"metadata": {"resumable": {"lang": "ko"}}}) == "ko"
+    assert notebooks.language({"metadata": {"resumable": {"lang": "ko"}}}) == "ko"
     for meta in ({}, {"resumable": {"lang": "xx"}}, {"resumable": "ko"}, {"resumable": {"lang": ["ko"]}}):
-        assert notebook_language({"metadata": meta}) == "en", meta
+        assert notebooks.language({"metadata": meta}) == "en", meta
     backend = SandboxedExecute(isolation="plain").backend("ko")
     assert backend.env == {"RESUMABLE_LANG": "ko"}
 

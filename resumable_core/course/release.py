@@ -40,6 +40,7 @@ from typing import Any
 
 import nbformat
 
+from ..lab.i18n import TRANSLATIONS  # the languages an assignment may have a source for, in <assignment>/<lang>/
 from . import notebooks
 from .assignments import ASSIGNMENTS
 from .nbgrader_cli import nbgrader
@@ -49,8 +50,6 @@ COURSE_ROOT = Path(__file__).resolve().parents[2]
 
 SOURCE_DIR = "solutions"
 RELEASE_DIR = "exercises"
-TRANSLATIONS = ("ko",)
-"""The languages an assignment may have a translated source for, each a folder ``<assignment>/<lang>/``."""
 
 
 # -- notebooks -----------------------------------------------------------------------------

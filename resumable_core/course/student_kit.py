@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..lab.i18n import LANGUAGES
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).resolve().parent / "kit"
 KIT_NAME = "student-kit"
@@ -99,8 +101,6 @@ SELF_STUDY_TEMPLATES = TEMPLATES / "self-study"
 STUDENT = Edition(KIT_NAME, MANIFEST, (TEMPLATES,), worked_solutions=False)
 SELF_STUDY = Edition("self-study-kit", SELF_STUDY_MANIFEST, (TEMPLATES, SELF_STUDY_TEMPLATES), worked_solutions=True)
 EDITIONS = {edition.name: edition for edition in (STUDENT, SELF_STUDY)}
-LANGUAGES = ("en", "ko")
-"""The kit's languages: English, and each translation (:data:`.release.TRANSLATIONS`)."""
 TRANSLATED_FOLDERS = ("lessons", "simulator")
 """Folders whose Korean edition is ``<folder>/ko/``: in a Korean kit its files replace the folder's."""
 GLOSSARY = "lessons/ko/GLOSSARY.md"

@@ -15,7 +15,7 @@ import io
 import json
 import string
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from babel.messages.catalog import Catalog as PoCatalog
@@ -165,10 +165,6 @@ def update(catalog: i18n.Catalog, lang: str, root: Path = PACKAGE_ROOT) -> Path:
     return path
 
 
-def _translated_languages() -> Iterable[str]:
-    return (lang for lang in i18n.LANGUAGES if lang != i18n.DEFAULT)
-
-
 def main(argv: list[str] | None = None) -> int:
     """`update` or `check` every catalog's translated languages."""
     parser = argparse.ArgumentParser(prog="python -m resumable_core.lab.catalogs", description=__doc__.splitlines()[0])
@@ -176,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     found: list[str] = []
     for catalog in _all_catalogs().values():
-        for lang in _translated_languages():
+        for lang in i18n.TRANSLATIONS:
             if args.action == "update":
                 print(update(catalog, lang))
             else:

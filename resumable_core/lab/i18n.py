@@ -22,6 +22,8 @@ from pathlib import Path
 #: Every language the kit speaks; the first is the default and the language of the message ids.
 LANGUAGES = ("en", "ko")
 DEFAULT = LANGUAGES[0]
+#: The translations: every language but the default.
+TRANSLATIONS = LANGUAGES[1:]
 #: The setting that chooses the language, before the locale.
 SETTING = "RESUMABLE_LANG"
 _LOCALE_VARIABLES = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
@@ -34,7 +36,7 @@ def language() -> str:
         return _known(chosen)
     # Jupyter tells a kernel its notebook's path: a notebook in a `ko/` folder is the Korean edition's.
     folders = Path(os.environ.get("JPY_SESSION_NAME", "")).parent.parts
-    for code in LANGUAGES[1:]:
+    for code in TRANSLATIONS:
         if code in folders:
             return code
     for variable in _LOCALE_VARIABLES:

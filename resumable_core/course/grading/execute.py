@@ -140,7 +140,7 @@ class SandboxedExecute(NbGraderPreprocessor):
 
         The learner's process sees the learner view of that library; the re-check's checker gets the
         same backend (:func:`.workers.backend_of`); each job sets its own wall clock. ``lang``: the
-        notebook's language (:func:`notebook_language`), which its jobs speak (``RESUMABLE_LANG``).
+        notebook's language (:func:`..notebooks.language`), which its jobs speak (``RESUMABLE_LANG``).
         """
         library = Path(self.library) if self.library else None
         env = {i18n.SETTING: lang} if lang else {}
@@ -184,7 +184,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             timeout=int(self.timeout),
             wall=self.wall_clock(nb, resources)
             + recheck_budget(n_graded, self.timeout),  # the cells, then the re-check
-            backend=self.backend(notebook_language(nb)),  # a Korean notebook's learner reads Korean messages
+            backend=self.backend(notebooks.language(nb)),  # a Korean notebook's learner reads Korean messages
             output_cap=int(self.result_cap),
         )
         started = time.monotonic()
@@ -199,11 +199,6 @@ class SandboxedExecute(NbGraderPreprocessor):
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = ran.outputs, ran.execution_count
         return nb, resources
-
-
-def notebook_language(nb: Any) -> str:
-    """The language a notebook's metadata names (:func:`..notebooks.language`)."""
-    return notebooks.language(nb)
 
 
 RUNNING: dict[tuple[str, str, str], LearnerProcess] = {}
