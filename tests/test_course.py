@@ -173,8 +173,13 @@ def test_course_cli_lists_points_and_rejects_unknown_commands():
 
 def test_release_of_named_assignments_releases_those_only(monkeypatch, tmp_path):
     """`release --assignment A` (what the class on JupyterHub runs per assignment) releases A only; without it, all."""
-    asked = []
-    monkeypatch.setattr(course, "release", lambda root, assignments: asked.append(list(assignments)) or [])
+    asked: list[list[str]] = []
+
+    def release(root, assignments):
+        asked.append(list(assignments))
+        return []
+
+    monkeypatch.setattr(course, "release", release)
     assert course.main(["release", "--root", str(tmp_path), "--assignment", "postmortem"]) == 0
     assert course.main(["release", "--root", str(tmp_path)]) == 0
     assert asked == [["postmortem"], list(course.ASSIGNMENTS)]

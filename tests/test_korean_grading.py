@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
@@ -58,7 +59,7 @@ def _answered(release: Path) -> dict:
     return nb
 
 
-def _hand_in(folder: Path, files: dict[str, dict | Path]) -> None:
+def _hand_in(folder: Path, files: Mapping[str, dict | Path]) -> None:
     """``folder/reconcile/<name>`` for each file: a notebook's JSON, or a release copied as fetched."""
     for name, content in files.items():
         path = folder / "reconcile" / name
@@ -69,7 +70,9 @@ def _hand_in(folder: Path, files: dict[str, dict | Path]) -> None:
             path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
 
 
-BOTH_FETCHED = {  # what the exchange hands out, each as a student left it: "<name>" (answered) or the release
+BOTH_FETCHED: dict[
+    str, dict[str, str | Path]
+] = {  # what the exchange hands out, each as a student left it: "<name>" (answered) or the release
     "english": {"reconcile.ipynb": "answered"},
     "korean": {"reconcile.ipynb": "korean answered"},
     "korean-beside-english": {"reconcile.ipynb": ENGLISH, "ko/reconcile.ipynb": "korean answered"},
@@ -168,7 +171,7 @@ def test_each_learner_kernel_speaks_its_notebooks_language(graded: tuple[Path, d
 # -- which of the two notebooks a submission holds is graded (collect and prepare, no nbgrader) ----------
 
 
-def _prepared(tmp_path: Path, files: dict[str, dict | Path]) -> tuple[dict, dict]:
+def _prepared(tmp_path: Path, files: Mapping[str, dict | Path]) -> tuple[dict, dict]:
     """One student's folder handed in, collected and prepared: (the Submission's fields, the notebook written)."""
     _hand_in(tmp_path / "class" / "kim", files)
     (sub,) = collect(tmp_path / "class", "reconcile", ["reconcile"])
