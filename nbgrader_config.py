@@ -23,6 +23,11 @@ c.CourseDirectory.feedback_directory = "feedback"
 # holds the solutions. `make release` makes exercises/<assignment>/ko/ from the English release
 # (resumable_core.course.release.translate_release). nbgrader's own defaults come first.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "ko"]
+# The exchange copies from exercises/ and from the students' submissions, never from solutions/:
+# there ko/ goes along (the Korean release out, a student's work in it back), so a class may mix
+# languages (resumable_core.course.exchange).
+c.ExchangeFactory.release_assignment = "resumable_core.course.exchange.ReleaseAssignment"
+c.ExchangeFactory.collect = "resumable_core.course.exchange.Collect"
 
 # Graded cells fork a child that is SIGKILLed; a whole notebook runs in well under a minute.
 # A cell that hangs past it is interrupted and scores 0 (nbgrader's default is 30 s).

@@ -170,7 +170,8 @@ def test_help_choices_and_defaults_come_from_the_registries() -> None:
     assert matrix["strategy"] == simulate["strategy"] == list(STRATEGIES)
     assert matrix["scenario"] == simulate["scenario"] == list(SCENARIOS)
     assert simulate["crash_at"] == list(CRASH_POINTS)
-    assert _choices("python -m resumable_core.course.release") == {} and list(release.COMMANDS) == [
+    assert _choices("python -m resumable_core.course.release") == {"assignment": list(ASSIGNMENTS)}
+    assert list(release.COMMANDS) == [
         "release",
         "check",
         "points",

@@ -32,6 +32,14 @@ def _cells(folder: str, assignment: str) -> list[dict]:
 _src = notebooks.source
 
 
+def test_the_exchange_carries_the_translations_and_generate_assignment_does_not(tmp_path):
+    """The course ignores ko/ (generate_assignment reads solutions/), and names the kit's exchange steps that carry it."""
+    cfg = _config(ROOT / "nbgrader_config.py")
+    assert set(course.TRANSLATIONS) <= set(cfg.CourseDirectory.ignore)
+    assert cfg.ExchangeFactory.release_assignment == "resumable_core.course.exchange.ReleaseAssignment"
+    assert cfg.ExchangeFactory.collect == "resumable_core.course.exchange.Collect"
+
+
 def test_config_root_is_the_folder_of_the_config_file(tmp_path, monkeypatch):
     """nbgrader_config.py sets the course root from __file__ (not the cwd), solutions/ as source, exercises/ as release."""
     monkeypatch.chdir(tmp_path)
@@ -161,6 +169,22 @@ def test_course_cli_lists_points_and_rejects_unknown_commands():
         [sys.executable, "-m", "resumable_core.course.release", "nope"], capture_output=True, text=True
     )
     assert bad.returncode == 2
+
+
+def test_release_of_named_assignments_releases_those_only(monkeypatch, tmp_path):
+    """`release --assignment A` (what the class on JupyterHub runs per assignment) releases A only; without it, all."""
+    asked: list[list[str]] = []
+
+    def release(root, assignments):
+        asked.append(list(assignments))
+        return []
+
+    monkeypatch.setattr(course, "release", release)
+    assert course.main(["release", "--root", str(tmp_path), "--assignment", "postmortem"]) == 0
+    assert course.main(["release", "--root", str(tmp_path)]) == 0
+    assert asked == [["postmortem"], list(course.ASSIGNMENTS)]
+    with pytest.raises(SystemExit):
+        course.main(["release", "--assignment", "nope"])
 
 
 def test_fill_in_replaces_cells_by_grade_id():

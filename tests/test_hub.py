@@ -420,6 +420,17 @@ def _submission_id(hub: Hub, student: str) -> str:
         return str(gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student).id)
 
 
+def _auto_scores(hub: Hub, student: str) -> dict[str, float | None]:
+    """The autograded score of each cell of ``student``'s notebook, from the course gradebook."""
+    from nbgrader.api import Gradebook
+
+    from resumable_core.course.grading.publish import find_course
+
+    found = find_course(hub.settings.paths.course)
+    with Gradebook(found.db_url, found.course_id) as gb:
+        return {g.name: g.auto_score for g in gb.find_submission_notebook(ASSIGNMENT, ASSIGNMENT, student).grades}
+
+
 def _manual_score(hub: Hub, student: str) -> float | None:
     from nbgrader.api import Gradebook
 
@@ -441,15 +452,19 @@ print(done.stdout)
 @pytest.mark.slow
 @pytest.mark.browser
 def test_a_whole_term_through_the_hub_in_a_browser(hub: Hub, tmp_path_factory):
-    """A student logs in, fetches, answers, checks and submits; the instructor grades; a grader scores in formgrader; the student reads the feedback."""
+    """A student logs in, fetches, answers, checks and submits; the instructor grades; a grader scores in formgrader; the student reads the feedback.
+
+    A classmate works in the Korean notebook the exchange hands out beside the English one
+    (``ko/reconcile.ipynb``): graded as the English answers are, and the page they fetch is Korean."""
     if not CHROMIUM.exists():
         pytest.skip(f"no chromium at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)")
     from playwright.sync_api import expect, sync_playwright
 
     shots = tmp_path_factory.mktemp("hub-term-screenshots")
     print(f"\nscreenshots: {shots}")
-    student, grader = hub.settings.roster.students[0], hub.settings.roster.grader
+    (student, korean, *_), grader = hub.settings.roster.students, hub.settings.roster.grader
     notebook = f"{ASSIGNMENT}/{ASSIGNMENT}.ipynb"
+    korean_notebook = f"{ASSIGNMENT}/ko/{ASSIGNMENT}.ipynb"
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
@@ -477,11 +492,26 @@ def test_a_whole_term_through_the_hub_in_a_browser(hub: Hub, tmp_path_factory):
             assert "EXIT 0" in checked, checked
             session.nbgrader("submit")
 
+            # 1b. a classmate fetches both notebooks, answers the Korean one alone and submits (through the API)
+            classmate = Session(hub, korean)
+            classmate.start_server()
+            classmate.nbgrader("fetch")
+            fetched = classmate.api.get(classmate.server(f"api/contents/{korean_notebook}")).json()["content"]
+            assert fetched["metadata"]["resumable"] == {"lang": "ko"}
+            answered = release.fill_in(fetched, grading_samples.answers(grading_samples.REAL_CORRECT))
+            saved = classmate.api.put(
+                classmate.server(f"api/contents/{korean_notebook}"),
+                json={"type": "notebook", "format": "json", "content": answered},
+            )
+            assert saved.status_code == 200, saved.text
+            classmate.nbgrader("submit")
+
             # 2. the instructor collects and grades, as the instructor's account
             term.collect(hub.settings, ASSIGNMENT)
             graded = term.grade(hub.settings, ASSIGNMENT, "--jobs", "1")
             (shots / "04-instructor-grade.txt").write_text(graded)
             assert _manual_score(hub, student) is None  # the written answer waits for a human
+            assert _auto_scores(hub, korean) == _auto_scores(hub, student)  # the same answers, in the Korean notebook
 
             # 3. the grader scores the written answer in formgrader, in its own tab (no iframe: nbgrader #1870)
             grading = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
@@ -507,7 +537,7 @@ def test_a_whole_term_through_the_hub_in_a_browser(hub: Hub, tmp_path_factory):
             assert _manual_score(hub, student) == 3
 
             # 4. the instructor releases the kit's feedback pages through the exchange
-            assert term.release_feedback(hub.settings, ASSIGNMENT) == [student]
+            assert term.release_feedback(hub.settings, ASSIGNMENT) == sorted([student, korean])
 
             # 5. the student fetches and reads it
             session.nbgrader("fetch_feedback")
@@ -519,5 +549,10 @@ def test_a_whole_term_through_the_hub_in_a_browser(hub: Hub, tmp_path_factory):
             expect(page.locator("body")).to_contain_text(WRITTEN, timeout=60_000)
             _shot(page, shots, "07-student-feedback")
             assert f"<b>{WRITTEN}</b> 3/3" in page.content()
+            classmate.nbgrader("fetch_feedback")
+            folders = classmate.api.get(classmate.server(f"api/contents/{ASSIGNMENT}/feedback")).json()["content"]
+            (stamp,) = [f["name"] for f in folders if f["type"] == "directory"]
+            feedback = classmate.api.get(classmate.server(f"files/{ASSIGNMENT}/feedback/{stamp}/{ASSIGNMENT}.html"))
+            assert '<html lang="ko">' in feedback.text and WRITTEN in feedback.text
         finally:
             browser.close()

@@ -5,6 +5,10 @@ Two students hand in the released ``reconcile`` notebook with the same answers (
 English release, one in the Korean release (``exercises/reconcile/ko/``). nbgrader restores every
 locked cell from the gradebook, which holds the English source: the Korean notebook's code cells
 are the English ones, so nothing is reported as edited, and only the Korean markdown is put back.
+
+nbgrader's exchange hands out both notebooks (``reconcile.ipynb`` and ``ko/reconcile.ipynb``) and a
+submission holds both: the one the learner edited is graded, and a submission with both edited is
+refused. A third student hands in both, the Korean one answered; a fourth, both answered.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
@@ -21,6 +26,8 @@ import pytest
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import notebooks
 from resumable_core.course import release as course
+from resumable_core.course.grading import prepare as prep
+from resumable_core.course.grading.collect import collect
 from resumable_core.course.grading.execute import SandboxedExecute
 from resumable_core.course.grading.isolation import BwrapBackend
 
@@ -44,17 +51,42 @@ def test_the_notebook_metadata_chooses_the_learner_kernels_language() -> None:
     assert backend.env == {"RESUMABLE_LANG": "ko"}
 
 
+def _answered(release: Path) -> dict:
+    """The release with the sample answers and the cell that says the kernel's language."""
+    nb = course.fill_in(release, ANSWERS)
+    at = next(i for i, c in enumerate(nb["cells"]) if c.get("id") == "level1_actions") + 1
+    nb["cells"].insert(at, {**nbformat.v4.new_code_cell(SAY_LANGUAGE), "id": "learner-added"})
+    return nb
+
+
+def _hand_in(folder: Path, files: Mapping[str, dict | Path]) -> None:
+    """``folder/reconcile/<name>`` for each file: a notebook's JSON, or a release copied as fetched."""
+    for name, content in files.items():
+        path = folder / "reconcile" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            path.write_bytes(content.read_bytes())
+        else:
+            path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
+
+
+BOTH_FETCHED: dict[
+    str, dict[str, str | Path]
+] = {  # what the exchange hands out, each as a student left it: "<name>" (answered) or the release
+    "english": {"reconcile.ipynb": "answered"},
+    "korean": {"reconcile.ipynb": "korean answered"},
+    "korean-beside-english": {"reconcile.ipynb": ENGLISH, "ko/reconcile.ipynb": "korean answered"},
+    "both-edited": {"reconcile.ipynb": "answered", "ko/reconcile.ipynb": "korean answered"},
+}
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
     """The class graded with --jobs 2: the out folder and grades.csv's rows by student."""
     root = tmp_path_factory.mktemp("class-two-languages")
-    for student, release in (("english", ENGLISH), ("korean", KOREAN)):
-        path = root / "submitted" / student / "reconcile" / "reconcile.ipynb"
-        path.parent.mkdir(parents=True)
-        nb = course.fill_in(release, ANSWERS)
-        at = next(i for i, c in enumerate(nb["cells"]) if c.get("id") == "level1_actions") + 1
-        nb["cells"].insert(at, {**nbformat.v4.new_code_cell(SAY_LANGUAGE), "id": "learner-added"})
-        path.write_text(json.dumps(nb, ensure_ascii=False), encoding="utf-8")
+    made = {"answered": _answered(ENGLISH), "korean answered": _answered(KOREAN)}
+    for student, files in BOTH_FETCHED.items():
+        _hand_in(root / "submitted" / student, {n: made[f] if isinstance(f, str) else f for n, f in files.items()})
     out = root / "out"
     args = ["grade", str(root / "submitted"), "--assignment", "reconcile", "--jobs", "2", "--out", str(out)]
     args += ["--timeout", str(TIMEOUT), *([] if BwrapBackend().available() is None else ["--no-sandbox"])]
@@ -91,6 +123,30 @@ def test_same_answers_same_scores_in_both_languages(graded: tuple[Path, dict[str
 @pytest.mark.slow
 @pytest.mark.nbgrader
 @needs_korean
+def test_the_korean_notebook_answered_beside_the_english_one_scores_as_in_english(
+    graded: tuple[Path, dict[str, dict[str, str]]],
+) -> None:
+    """Handed in beside the untouched English notebook (as the exchange hands both out), the answered Korean one is
+    graded, in Korean: every column as the Korean-only student's; the submission with both answered is refused."""
+    out, rows = graded
+    alone, beside = rows["korean"], rows["korean-beside-english"]
+    assert {k: v for k, v in beside.items() if k != "student_id"} == {
+        k: v for k, v in alone.items() if k != "student_id"
+    }
+    assert float(beside["score"]) == float(rows["english"]["score"]) == EXPECTED
+    page = (out / "feedback-html" / "korean-beside-english.html").read_text(encoding="utf-8")
+    assert '<html lang="ko">' in page
+    refused = rows["both-edited"]
+    assert (refused["status"], float(refused["score"])) == ("invalid", 0.0)
+    assert refused["reason"] == (
+        "not graded: reconcile.ipynb, ko/reconcile.ipynb 가운데 둘 이상을 고쳤습니다. "
+        "작업은 한 노트북에만 남기고 나머지는 지운 뒤 다시 제출하세요"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+@needs_korean
 def test_the_korean_notebook_is_not_reported_as_edited(graded: tuple[Path, dict[str, dict[str, str]]]) -> None:
     """No reason speaks of edited, restored or dropped cells or metadata for the Korean submission."""
     _, rows = graded
@@ -110,3 +166,93 @@ def test_each_learner_kernel_speaks_its_notebooks_language(graded: tuple[Path, d
         cell = next(c for c in nb["cells"] if c.get("id") == "learner-added")
         text = "".join("".join(o.get("text", "")) for o in cell["outputs"])
         assert f"kernel speaks {lang}" in text, (student, cell["outputs"])
+
+
+# -- which of the two notebooks a submission holds is graded (collect and prepare, no nbgrader) ----------
+
+
+def _prepared(tmp_path: Path, files: Mapping[str, dict | Path]) -> tuple[dict, dict]:
+    """One student's folder handed in, collected and prepared: (the Submission's fields, the notebook written)."""
+    _hand_in(tmp_path / "class" / "kim", files)
+    (sub,) = collect(tmp_path / "class", "reconcile", ["reconcile"])
+    prep.prepare([sub], tmp_path / "out", "reconcile", {"reconcile": nbformat.read(str(ENGLISH), as_version=4)})
+    written = tmp_path / "out" / "submitted" / "kim" / "reconcile" / "reconcile.ipynb"
+    nb = json.loads(written.read_text(encoding="utf-8")) if written.exists() else {}
+    return {"status": sub.status, "reason": sub.reason}, nb
+
+
+def _ran(release: Path) -> dict:
+    """The release as Jupyter saves it once its cells ran unedited: outputs, counts, execution metadata."""
+    nb = json.loads(release.read_text(encoding="utf-8"))
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            cell["execution_count"] = i
+            cell["outputs"] = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+            cell["metadata"]["execution"] = {"iopub.status.idle": "2025-01-01T00:00:00Z"}
+    nb["metadata"]["language_info"] = {"name": "python", "version": "3.11.2"}
+    return nb
+
+
+@needs_korean
+def test_collect_keeps_the_korean_notebook_beside_the_english_one(tmp_path: Path) -> None:
+    """`ko/reconcile.ipynb` is the translation of the assignment's notebook, not a second or renamed notebook."""
+    _hand_in(tmp_path / "kim", {"reconcile.ipynb": ENGLISH, "ko/reconcile.ipynb": KOREAN})
+    (sub,) = collect(tmp_path, "reconcile", ["reconcile"])
+    folder = tmp_path / "kim" / "reconcile"
+    assert sub.files == {"reconcile": folder / "reconcile.ipynb"}
+    assert sub.translations == {"reconcile": {"ko": folder / "ko" / "reconcile.ipynb"}}
+    assert (sub.status, sub.reason) == ("graded", "")
+
+
+@needs_korean
+def test_only_the_korean_notebook_edited_is_graded_in_korean(tmp_path: Path) -> None:
+    """Both handed in, the English one only run: the answered Korean notebook is graded, as it would be alone."""
+    korean = course.fill_in(KOREAN, ANSWERS)
+    beside = _prepared(tmp_path / "beside", {"reconcile.ipynb": _ran(ENGLISH), "ko/reconcile.ipynb": korean})
+    alone = _prepared(tmp_path / "alone", {"reconcile.ipynb": korean})
+    assert beside == alone
+    status, nb = beside
+    assert status == {"status": "graded", "reason": ""} and notebooks.language(nb) == "ko"
+
+
+@needs_korean
+def test_both_notebooks_edited_are_refused_in_one_line(tmp_path: Path) -> None:
+    """Both answered: refused before grading, in one line naming both files and the fix, in the translation's words."""
+    files = {"reconcile.ipynb": course.fill_in(ENGLISH, ANSWERS), "ko/reconcile.ipynb": course.fill_in(KOREAN, {})}
+    files["ko/reconcile.ipynb"]["cells"].append(nbformat.v4.new_code_cell("print('mine')"))  # a cell of the learner's
+    status, nb = _prepared(tmp_path, files)
+    assert status["status"] == "invalid" and nb == {}
+    assert status["reason"] == (
+        "not graded: reconcile.ipynb, ko/reconcile.ipynb 가운데 둘 이상을 고쳤습니다. "
+        "작업은 한 노트북에만 남기고 나머지는 지운 뒤 다시 제출하세요"
+    )
+
+
+@needs_korean
+@pytest.mark.parametrize("english", ["release", "answered"])
+def test_the_korean_notebook_left_alone_changes_nothing(tmp_path: Path, english: str) -> None:
+    """With the Korean notebook as fetched (or run unedited), the English one is graded just as if it were alone."""
+    handed = ENGLISH if english == "release" else course.fill_in(ENGLISH, ANSWERS)
+    beside = _prepared(tmp_path / "beside", {"reconcile.ipynb": handed, "ko/reconcile.ipynb": _ran(KOREAN)})
+    alone = _prepared(tmp_path / "alone", {"reconcile.ipynb": handed})
+    assert beside == alone and notebooks.language(beside[1]) == "en"
+
+
+@needs_korean
+def test_the_korean_notebook_handed_in_alone_in_its_folder_is_graded(tmp_path: Path) -> None:
+    """Only `ko/reconcile.ipynb` handed in (the English one deleted): graded in Korean, without a renamed-file note."""
+    status, nb = _prepared(tmp_path, {"ko/reconcile.ipynb": course.fill_in(KOREAN, ANSWERS)})
+    assert status == {"status": "graded", "reason": ""} and notebooks.language(nb) == "ko"
+
+
+@needs_korean
+def test_editing_the_instructors_text_is_no_edit_but_a_cell_of_ones_own_is() -> None:
+    """A reworded markdown cell of the release does not count as work; an added cell or a changed answer does."""
+    release = notebooks.read(ENGLISH)
+    reworded = notebooks.read(KOREAN)  # every markdown cell of the release in other words
+    assert prep.learner_part(reworded, release) == prep.learner_part(release, release)
+    added = notebooks.read(KOREAN)
+    added.cells.append(nbformat.v4.new_markdown_cell("my notes"))
+    answered = nbformat.from_dict(course.fill_in(KOREAN, {"level1_why": "because"}))
+    for nb in (added, answered):
+        assert prep.learner_part(nb, release) != prep.learner_part(release, release)

@@ -11,7 +11,7 @@ Layout (all paths relative to the course root, the folder of ``nbgrader_config.p
 
 CLI (``make release`` calls the first)::
 
-    python -m resumable_core.course.release release   # regenerate exercises/ with nbgrader
+    python -m resumable_core.course.release release   # regenerate exercises/ with nbgrader (--assignment A: one)
     python -m resumable_core.course.release check     # fail if exercises/ differs from a fresh generation
     python -m resumable_core.course.release points    # grade_id and points of every graded cell
 
@@ -353,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("command", choices=list(COMMANDS), help="what to do: " + ", ".join(COMMANDS) + " (below)")
     parser.add_argument("--root", default=str(COURSE_ROOT), help="course root (default: this checkout)")
+    parser.add_argument(
+        "--assignment",
+        action="append",
+        choices=list(ASSIGNMENTS),
+        help="release: only this one (repeatable; default all)",
+    )
     return parser
 
 
@@ -363,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "release":
         try:
-            released = release(args.root)
+            released = release(args.root, args.assignment or ASSIGNMENTS)
         except (GradingError, TranslationError) as e:
             print(f"release: {e}", file=sys.stderr)
             return 2

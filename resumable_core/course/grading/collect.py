@@ -3,6 +3,8 @@
 Two layouts: nbgrader's ``submitted/<student>/<assignment>/*.ipynb`` (also one folder down, as a
 zip of that folder unpacks) or flat ``<student>.ipynb`` files. What is not a notebook is refused
 with a reason; a renamed notebook is graded as the assignment's when it is the student's only one.
+A translation's notebook beside it (``<assignment>/ko/<notebook>.ipynb``, as nbgrader's exchange
+hands both out) is kept apart: :mod:`.prepare` grades the one the student edited.
 Student ids come from the folder and file names the instructor gave, never from a notebook's
 content; a name that gives no safe id, and two names that give one id, are refused with a reason
 naming the files (not settled by sort order).
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..release import TRANSLATIONS
 from . import lms as lms_names
 from . import reasons
 from .errors import GradingError, StudentIdError
@@ -131,14 +134,22 @@ def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: l
     timestamp = adir / "timestamp.txt"
     sub.timestamp = timestamp if timestamp.is_file() else None
     found = sorted(f for f in adir.rglob("*") if f.is_file() and not _skip(f.relative_to(adir)))
-    ipynbs = [f for f in found if f.suffix == ".ipynb"]
+    ipynbs = []
+    for f in found:
+        if f.suffix != ".ipynb":
+            continue
+        parts = f.relative_to(adir).parts
+        if len(parts) == 2 and parts[0] in TRANSLATIONS and f.stem in notebooks:  # <lang>/<name>.ipynb
+            sub.translations.setdefault(f.stem, {})[parts[0]] = f
+        else:
+            ipynbs.append(f)
     sub.files.update({f.stem: f for f in ipynbs if f.stem in notebooks})
-    missing = [n for n in notebooks if n not in sub.files]
+    missing = [n for n in notebooks if n not in sub.files and n not in sub.translations]
     extra = [f for f in ipynbs if f.stem not in notebooks]
     if len(missing) == 1 and len(extra) == 1:
         sub.files[missing[0]] = extra[0]
         sub.notes.append(reasons.renamed_notebook(extra[0].name, missing[0]))
-    elif not sub.files:
+    elif not sub.files and not sub.translations:
         sub.status = "invalid" if found else "missing"
         sub.problems.append(_not_a_notebook(found) if found else reasons.no_notebook_for(assignment))
 

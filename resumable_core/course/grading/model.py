@@ -26,7 +26,10 @@ class Submission:
 
     student: str
     files: dict[str, Path] = field(default_factory=dict)
-    """Assignment notebook name (without .ipynb) -> the learner's file."""
+    """Assignment notebook name (without .ipynb) -> the learner's file (after :mod:`.prepare`: the one graded)."""
+    translations: dict[str, dict[str, Path]] = field(default_factory=dict)
+    """Assignment notebook name -> {language: the learner's ``<lang>/<name>.ipynb``} handed in beside it
+    (nbgrader's exchange hands out both): :mod:`.prepare` grades the one the learner edited."""
     timestamp: Path | None = None
     status: Status = "graded"
     problems: list[str] = field(default_factory=list)

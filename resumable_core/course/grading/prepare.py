@@ -1,6 +1,7 @@
 """Step 3 of grading: check and repair each notebook before nbgrader sees it.
 
-A file that is not a valid notebook, or too large, is refused with the reason; outputs are stripped
+Of a notebook and its translation handed in together, the one the learner edited is graded (both
+edited: refused). A file that is not a valid notebook, or too large, is refused with the reason; outputs are stripped
 (nbgrader runs every cell again); the nbgrader metadata is the release's (a duplicate, unknown or
 edited ``grade_id``, points or checksum is put right, with a note); an instructor's cell the learner
 deleted is put back; code a reviewer should look at (monkeypatching, exits) is flagged. The
@@ -14,11 +15,15 @@ import copy
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import nbformat
 
+from resumable_core.lab import i18n
+
 from .. import notebooks
 from . import reasons
+from .i18n import GRADING
 from .model import Submission
 
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
@@ -218,6 +223,46 @@ def suspicious(nb: nbformat.NotebookNode) -> list[str]:
     return sorted(set(found))
 
 
+def learner_part(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[tuple[Any, str, str]]:
+    """What a learner's editing changes in a notebook of any language: each cell's id, type and source, but the
+    text of the release's markdown (its edition's language) left out; outputs, counts and metadata are Jupyter's."""
+    text = {c.get("id") for c in release.cells if c.cell_type == "markdown" and not notebooks.is_solution(c)}
+    return [
+        (c.get("id"), c.cell_type, "" if c.cell_type == "markdown" and c.get("id") in text else notebooks.source(c))
+        for c in nb.cells
+    ]
+
+
+def was_edited(path: Path, release: nbformat.NotebookNode) -> bool:
+    """Whether the learner changed the notebook at ``path`` from the release (a file that is no notebook counts).
+
+    One English release serves every translation: a translated release differs from it only in markdown
+    text and the notebook's metadata (:func:`..release.translate_release`), which :func:`learner_part` leaves out.
+    """
+    nb = read_notebook(path)[0]
+    return nb is None or learner_part(nb, release) != learner_part(release, release)
+
+
+def choose_translation(sub: Submission, name: str, release: nbformat.NotebookNode) -> None:
+    """Which of notebook ``name`` and its translations is graded: the one edited (``sub.files[name]``).
+
+    nbgrader's exchange hands out ``<name>.ipynb`` and ``<lang>/<name>.ipynb`` and a submission holds
+    both. The one the learner edited is graded (a translated one as it is: its page speaks its
+    language); none edited, the English one, as if it were alone; more than one edited, ``sub`` is
+    refused, in the translation's language.
+    """
+    found = dict(sorted(sub.translations.get(name, {}).items()))
+    if name in sub.files:
+        found = {i18n.DEFAULT: sub.files[name], **found}
+    changed = [lang for lang, path in found.items() if was_edited(path, release)] if len(found) > 1 else list(found)
+    if len(changed) > 1:
+        lang = next(code for code in changed if code != i18n.DEFAULT)
+        files = [f"{name}.ipynb" if code == i18n.DEFAULT else f"{code}/{name}.ipynb" for code in changed]
+        return _refuse(sub, reasons.translations_edited(files, lambda m: GRADING.gettext(m, lang)))
+    sub.files[name] = found[changed[0] if changed else next(iter(found))]
+    return None
+
+
 def _refuse(sub: Submission, problem: str) -> None:
     sub.status = "invalid"
     sub.problems.append(problem)
@@ -258,8 +303,11 @@ def prepare(subs: list[Submission], out: Path, assignment: str, releases: dict[s
         if sub.status != "graded":
             continue
         dest = out / "submitted" / sub.student / assignment
-        for name in sub.files:
-            _prepare_notebook(sub, name, releases[name], dest)
+        for name in sorted(set(sub.files) | set(sub.translations)):
+            choose_translation(sub, name, releases[name])
+        if sub.status == "graded":
+            for name in sub.files:
+                _prepare_notebook(sub, name, releases[name], dest)
         if sub.status == "invalid":
             shutil.rmtree(out / "submitted" / sub.student, ignore_errors=True)
         elif sub.timestamp is not None:

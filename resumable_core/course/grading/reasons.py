@@ -13,7 +13,7 @@ there; it reaches a row only as the ``why`` of a reason here.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 # --- the policies --------------------------------------------------------------------------------
@@ -32,6 +32,12 @@ def not_a_notebook(why: str) -> str:
 def needs_review(why: str) -> str:
     """A cell scored 0 until a human looks, because the isolated re-check could not confirm it: the one wording."""
     return f"needs review: {why}"
+
+
+def N_(message: str) -> str:
+    """Mark a sentence for the ``grading`` catalog (``course/grading/i18n.py``): the step that has the learner's
+    language passes a ``translate`` (this module imports no catalog: it is data)."""
+    return message
 
 
 def megabytes(n: int) -> str:
@@ -78,6 +84,19 @@ def same_student_id(labels: str, student: str) -> str:
 
 
 # --- checking the notebooks (prepare) ------------------------------------------------------------
+
+
+TRANSLATIONS_EDITED = N_(
+    "more than one of {files} was edited: keep your work in one of them, delete the others and submit again"
+)
+
+
+def translations_edited(files: Iterable[str], translate: Callable[[str], str] = str) -> str:
+    """A submission holding a notebook and its translation (nbgrader's exchange hands out both), both edited: refused.
+
+    ``translate``: the catalog's words in the learner's language (:mod:`.prepare` passes the translation's).
+    """
+    return not_graded(translate(TRANSLATIONS_EDITED).format(files=", ".join(files)))
 
 
 def not_json(file_name: str) -> str:

@@ -327,7 +327,7 @@ def staff_command(
 
 
 def _build_course(settings: HubSettings) -> None:
-    """The course folder: solutions, config, the released assignments in the gradebook and the exchange."""
+    """The course folder: solutions, config, the released assignments (each language's) in the gradebook and the exchange."""
     paths, roster = settings.paths, settings.roster
     course = paths.course
     course.mkdir(exist_ok=True)
@@ -341,10 +341,15 @@ def _build_course(settings: HubSettings) -> None:
     (course / "nbgrader_config.py").write_text(course_config(settings), encoding="utf-8")
     _chown_tree(course, roster.instructor, roster.staff_group, 0o2770, 0o660)
     for assignment in settings.assignments:
-        for args in (["generate_assignment", assignment, "--force"], ["release_assignment", assignment, "--force"]):
-            done = staff_command(settings, roster.instructor, ["-m", "nbgrader", *args])
+        # make release's step (generate_assignment, then the Korean release ko/), then into the exchange:
+        # the course's config has release_assignment carry ko/ (resumable_core.course.exchange)
+        for args in (
+            ["resumable_core.course.release", "release", "--root", ".", "--assignment", assignment],
+            ["nbgrader", "release_assignment", assignment, "--force"],
+        ):
+            done = staff_command(settings, roster.instructor, ["-m", *args])
             if done.returncode != 0:
-                raise HubError(f"`nbgrader {' '.join(args)}` as {roster.instructor} failed: {done.stderr[-2000:]}")
+                raise HubError(f"`python -m {' '.join(args)}` as {roster.instructor} failed: {done.stderr[-2000:]}")
     _chown_tree(course, roster.instructor, roster.staff_group, 0o2770, 0o660)
 
 
