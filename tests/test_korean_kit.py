@@ -9,6 +9,7 @@ already has a Korean edition, it is used as it is).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -205,6 +206,34 @@ def test_make_maps_lang_to_the_kit_language_and_keeps_a_real_locale() -> None:
     korean = ROOT / "lessons" / "ko" / "01_skeleton_resume.ipynb"
     first = "lessons/ko/01_skeleton_resume.ipynb" if korean.exists() else "lessons/01_skeleton_resume.ipynb"
     assert lab.stdout.split()[-1] == first, lab.stdout
+
+
+def test_make_lab_lang_ko_opens_jupyterlab_in_korean(tmp_path: Path) -> None:
+    """`make lab LANG=ko` (or RESUMABLE_LANG=ko) gives JupyterLab the Korean kit's settings, its ko-KR language
+    pack; `make lab` the English ones again, even when the Korean copy is newer."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed-stamp").touch()  # newer than pyproject.toml: nothing to install
+    overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    settings = student_kit.TEMPLATES / "lab-settings"
+    for make_args, env, source in (
+        (["LANG=ko"], {}, "overrides.ko.json"),
+        ([], {}, "overrides.json"),
+        ([], {"RESUMABLE_LANG": "ko"}, "overrides.ko.json"),
+    ):
+        subprocess.run(
+            ["make", "-s", "--no-print-directory", str(overrides), f"VENV={venv}", *make_args],
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if k != "RESUMABLE_LANG"} | env,
+            check=True,
+            capture_output=True,
+        )
+        assert overrides.read_bytes() == (settings / source).read_bytes(), (make_args, env)
+    assert json.loads(overrides.read_text())["@jupyterlab/translation-extension:plugin"] == {"locale": "ko_KR"}
+    lab = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab", "LANG=ko"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "lab-settings/overrides.ko.json .venv/share/jupyter/lab/settings/overrides.json" in lab.stdout, lab.stdout
 
 
 @pytest.mark.parametrize("name", ["student-kit", "self-study-kit"])
