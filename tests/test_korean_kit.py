@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -90,7 +91,8 @@ def test_the_korean_student_kit_holds_the_korean_editions(course: Path, tmp_path
 
 
 def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -> None:
-    """Its README is the Korean template, and its Makefile runs make lab with RESUMABLE_LANG=ko (overridable)."""
+    """Its README is the Korean template, its Makefile runs make lab with RESUMABLE_LANG=ko (overridable), and
+    `make check` without NB= says how to use it in Korean."""
     kit = _build(course, tmp_path)
     readme = (kit / "README.md").read_text(encoding="utf-8")
     assert readme == (student_kit.TEMPLATES / "README.ko.md").read_text(encoding="utf-8")
@@ -109,6 +111,14 @@ def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -
     english = _build(course, tmp_path / "en", lang="en")
     assert not (english / "kit.mk").exists()
     assert (english / "README.md").read_bytes() == (student_kit.TEMPLATES / "README.md").read_bytes()
+    venv = f"VENV={Path(sys.executable).parent.parent}"
+    for folder, make_args, usage in (
+        (kit, [], "사용법: make check NB=exercises/<이름>/<이름>.ipynb [ALL=1]"),
+        (kit, ["RESUMABLE_LANG=en"], "usage: make check NB=exercises/<name>/<name>.ipynb [ALL=1]"),
+        (english, [], "usage: make check NB=exercises/<name>/<name>.ipynb [ALL=1]"),
+    ):
+        done = subprocess.run(["make", "-s", "check", venv, *make_args], cwd=folder, capture_output=True, text=True)
+        assert done.returncode == 2 and done.stdout.strip() == usage, (folder.name, make_args, done.stdout)
 
 
 def test_the_kit_readmes_say_the_same_in_both_languages() -> None:
