@@ -13,7 +13,7 @@ export LANG
 endif
 KIT_LANG = $(or $(RESUMABLE_LANG),en)
 
-.PHONY: setup lab formgrader test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
+.PHONY: FORCE setup lab formgrader test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
 
 $(STAMP): pyproject.toml
 	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
@@ -31,12 +31,18 @@ LAB_FLAGS := --notebook-dir=$(CURDIR) --LabApp.news_url=None \
 	$(if $(filter 0,$(shell id -u)),--allow-root,)
 # JupyterLab takes its settings' defaults from overrides.json in its app settings folder (`jupyter
 # lab path`: the Application directory's settings/). The kit's, the same as the student kit's, say
-# never to fetch news (so no "official Jupyter news?" pop-up) nor check for updates.
+# never to fetch news (so no "official Jupyter news?" pop-up) nor check for updates; with LANG=ko,
+# the Korean kit's (lab-settings/overrides.ko.json) also pick JupyterLab's ko-KR language pack.
+# Copied whenever it differs, so switching LANG switches JupyterLab's menus too.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+LAB_SETTINGS = $(firstword $(wildcard resumable_core/course/kit/lab-settings/overrides.$(KIT_LANG).json) \
+	resumable_core/course/kit/lab-settings/overrides.json)
 
-$(LAB_OVERRIDES): resumable_core/course/kit/lab-settings/overrides.json | $(STAMP)
+$(LAB_OVERRIDES): $(LAB_SETTINGS) FORCE | $(STAMP)
 	mkdir -p $(@D)
-	cp $< $@
+	cmp -s $< $@ || cp $< $@
+
+FORCE:
 
 # The first lesson; with LANG=ko (or RESUMABLE_LANG=ko), its Korean edition once lessons/ko/ has it.
 FIRST_LESSON = $(firstword $(if $(RESUMABLE_LANG),$(wildcard lessons/$(RESUMABLE_LANG)/01_skeleton_resume.ipynb)) \

@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import importlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +36,6 @@ WINGS = (
     Wing("lab", "resumable_core.course.self_check", "add_parser", ("check",)),
     Wing("course", "resumable_core.course.grading.cli", "add_parser", ("grade", "grades")),
 )
-
-DESCRIPTION = "Resumable Agents: crash and resume agent runs, check an exercise, grade a class."
 
 
 def _not_shipped(error: ModuleNotFoundError, wing: Wing) -> bool:
@@ -90,12 +89,25 @@ def _fail(message: str) -> int:
     return 1
 
 
+def _language() -> tuple[type[argparse.ArgumentParser], Callable[[str], str]]:
+    """The lab's parser and its catalog's `_` (the learner's language); without the lab wing, argparse's, in English."""
+    try:
+        from resumable_core.lab.commandline import Parser
+        from resumable_core.lab.i18n import _
+    except ModuleNotFoundError as e:
+        if not _missing_dependency(e):
+            raise
+        return argparse.ArgumentParser, str
+    return Parser, _
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The CLI's argument parser, one subcommand per wing command."""
-    p = argparse.ArgumentParser(
+    """The CLI's argument parser, one subcommand per wing command; the subcommands' parsers are of its class."""
+    parser_class, _ = _language()  # this file's sentences are in the lab's catalog
+    p = parser_class(
         prog="python -m resumable_core",
-        description=DESCRIPTION,
-        epilog="Each command's options: python -m resumable_core COMMAND --help",
+        description=_("Resumable Agents: crash and resume agent runs, check an exercise, grade a class."),
+        epilog=_("Each command's options: python -m resumable_core COMMAND --help"),
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="command")
     for wing in WINGS:

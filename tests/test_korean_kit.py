@@ -9,9 +9,11 @@ already has a Korean edition, it is used as it is).
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -89,7 +91,8 @@ def test_the_korean_student_kit_holds_the_korean_editions(course: Path, tmp_path
 
 
 def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -> None:
-    """Its README is the Korean template, and its Makefile runs make lab with RESUMABLE_LANG=ko (overridable)."""
+    """Its README is the Korean template, its Makefile runs make lab with RESUMABLE_LANG=ko (overridable), and
+    `make check` without NB= says how to use it in Korean."""
     kit = _build(course, tmp_path)
     readme = (kit / "README.md").read_text(encoding="utf-8")
     assert readme == (student_kit.TEMPLATES / "README.ko.md").read_text(encoding="utf-8")
@@ -108,6 +111,14 @@ def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -
     english = _build(course, tmp_path / "en", lang="en")
     assert not (english / "kit.mk").exists()
     assert (english / "README.md").read_bytes() == (student_kit.TEMPLATES / "README.md").read_bytes()
+    venv = f"VENV={Path(sys.executable).parent.parent}"
+    for folder, make_args, usage in (
+        (kit, [], "사용법: make check NB=exercises/<이름>/<이름>.ipynb [ALL=1]"),
+        (kit, ["RESUMABLE_LANG=en"], "usage: make check NB=exercises/<name>/<name>.ipynb [ALL=1]"),
+        (english, [], "usage: make check NB=exercises/<name>/<name>.ipynb [ALL=1]"),
+    ):
+        done = subprocess.run(["make", "-s", "check", venv, *make_args], cwd=folder, capture_output=True, text=True)
+        assert done.returncode == 2 and done.stdout.strip() == usage, (folder.name, make_args, done.stdout)
 
 
 def test_the_kit_readmes_say_the_same_in_both_languages() -> None:
@@ -205,6 +216,34 @@ def test_make_maps_lang_to_the_kit_language_and_keeps_a_real_locale() -> None:
     korean = ROOT / "lessons" / "ko" / "01_skeleton_resume.ipynb"
     first = "lessons/ko/01_skeleton_resume.ipynb" if korean.exists() else "lessons/01_skeleton_resume.ipynb"
     assert lab.stdout.split()[-1] == first, lab.stdout
+
+
+def test_make_lab_lang_ko_opens_jupyterlab_in_korean(tmp_path: Path) -> None:
+    """`make lab LANG=ko` (or RESUMABLE_LANG=ko) gives JupyterLab the Korean kit's settings, its ko-KR language
+    pack; `make lab` the English ones again, even when the Korean copy is newer."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / ".installed-stamp").touch()  # newer than pyproject.toml: nothing to install
+    overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    settings = student_kit.TEMPLATES / "lab-settings"
+    for make_args, env, source in (
+        (["LANG=ko"], {}, "overrides.ko.json"),
+        ([], {}, "overrides.json"),
+        ([], {"RESUMABLE_LANG": "ko"}, "overrides.ko.json"),
+    ):
+        subprocess.run(
+            ["make", "-s", "--no-print-directory", str(overrides), f"VENV={venv}", *make_args],
+            cwd=ROOT,
+            env={k: v for k, v in os.environ.items() if k != "RESUMABLE_LANG"} | env,
+            check=True,
+            capture_output=True,
+        )
+        assert overrides.read_bytes() == (settings / source).read_bytes(), (make_args, env)
+    assert json.loads(overrides.read_text())["@jupyterlab/translation-extension:plugin"] == {"locale": "ko_KR"}
+    lab = subprocess.run(
+        ["make", "--no-print-directory", "-n", "lab", "LANG=ko"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert "lab-settings/overrides.ko.json .venv/share/jupyter/lab/settings/overrides.json" in lab.stdout, lab.stdout
 
 
 @pytest.mark.parametrize("name", ["student-kit", "self-study-kit"])

@@ -52,6 +52,23 @@ def test_checks_refusal_of_a_bad_argument_is_korean(korean: None, tmp_path: Path
     with pytest.raises(SelfCheckError) as caught:
         read_exercise(tmp_path)
     assert "폴더입니다" in caught.value.reason and "연습 노트북을 주세요" in caught.value.reason
+    assert "예: exercises/reconcile/reconcile.ipynb" in caught.value.reason and "e.g." not in caught.value.reason
+
+
+def test_checks_output_warning_is_korean(korean: None) -> None:
+    """The warning of outputs near grading's cap, and over it, is Korean, its sizes and command kept."""
+    import nbformat
+
+    from resumable_core.course.self_check import output_warning
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(x)")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * (9 << 20))]
+    near, over = output_warning(nb, "make check NB=x.ipynb")
+    assert not over and "9.0 MiB" in near[0] and "16 MiB에 가깝습니다" in near[0]
+    assert "print less" not in "\n".join(near)
+    nb.cells[0].outputs[0].text = "x" * (17 << 20)
+    lines, over = output_warning(nb, "make check NB=x.ipynb")
+    assert over and "셀 0에서 멈추고" in "\n".join(lines) and "  make check NB=x.ipynb" in lines
 
 
 @pytest.mark.slow

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from resumable_core.course.i18n import _
+from resumable_core.lab.columns import pad
+from resumable_core.lab.commandline import Formatter
 from resumable_core.lab.i18n import N_, SETTING
 
 # nbformat and nbclient are imported where they are used: importing nbformat takes seconds (its
@@ -49,10 +51,15 @@ OUTPUT_NEAR = 0.5
 OUTPUT_MARGIN = 1 << 20
 """Bytes of the cap grading leaves for the notebook's own text (so a notebook is over a little before the cap)."""
 
+EXAMPLE = "exercises/reconcile/reconcile.ipynb"
+"""An exercise notebook's path, for the messages that ask for one."""
+
 ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
 """What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
 
 PASSED, FAILED, HIDDEN, OPTIONAL = N_("passed"), N_("FAILED"), N_("hidden"), N_("optional")
+STATUS_COLUMNS = 7
+"""Terminal columns of the report's status column (a translated status is padded by its display width)."""
 OPTIONAL_PREFIX = "bonus_"
 """A test cell whose grade_id starts with this is an optional bonus; its answers are the answer cells
 since the test cell before it. Left as released, it is "optional, not attempted", never a failure."""
@@ -312,7 +319,7 @@ def _points(value: float) -> str:
 
 
 def _result_lines(result: TestResult) -> list[str]:
-    head = f"  {_(result.status):<7} {result.name} ({_points(result.points)})"
+    head = f"  {pad(_(result.status), STATUS_COLUMNS)} {result.name} ({_points(result.points)})"
     if result.status == HIDDEN:
         return [_("{head}: added and run when your instructor grades").format(head=head)]
     if result.status == OPTIONAL:
@@ -322,7 +329,7 @@ def _result_lines(result: TestResult) -> list[str]:
             )
         ]
     lines = [f"{head}: {result.checks}" if result.checks else head]
-    return lines + [f"          {line}" for line in result.message]
+    return lines + [" " * (STATUS_COLUMNS + 3) + line for line in result.message]  # under the test's name
 
 
 def _mib(n: float) -> str:
@@ -347,17 +354,19 @@ def output_warning(nb: Any, command: str) -> tuple[list[str], bool]:
             over_at = index
     cap = f"{OUTPUT_CAP / 2**20:g} MiB"
     if over_at is not None:
-        return [
-            f"Output: the cells print {_mib(total)}, over the {cap} of output grading keeps. Grading stops at",
-            f"cell {over_at}, the one that passes it: that cell and every cell after it would score 0.",
-            "Next: print less (a loop's progress every few steps, not every step), or clear a cell's output as it",
-            f"goes (IPython.display.clear_output), and run\n  {command}\nagain.",
-        ], True
+        over = _(
+            "Output: the cells print {size}, over the {cap} of output grading keeps. Grading stops at\n"
+            "cell {index}, the one that passes it: that cell and every cell after it would score 0.\n"
+            "Next: print less (a loop's progress every few steps, not every step), or clear a cell's output as it\n"
+            "goes (IPython.display.clear_output), and run\n  {command}\nagain."
+        )
+        return over.format(size=_mib(total), cap=cap, index=over_at, command=command).splitlines(), True
     if total >= OUTPUT_CAP * OUTPUT_NEAR:
-        return [
-            f"Output: the cells print {_mib(total)}, near the {cap} of output grading keeps (the cell that passes",
-            "it and every cell after it score 0): print less before you submit.",
-        ], False
+        near = _(
+            "Output: the cells print {size}, near the {cap} of output grading keeps (the cell that passes\n"
+            "it and every cell after it score 0): print less before you submit."
+        )
+        return near.format(size=_mib(total), cap=cap).splitlines(), False
     return [], False
 
 
@@ -455,18 +464,17 @@ def read_exercise(path: Path) -> Any:
     """The notebook at ``path``, if it is an exercise; else a :class:`SelfCheckError` naming the fix."""
     import nbformat
 
-    example = "e.g. exercises/reconcile/reconcile.ipynb"
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.ipynb"))
         hint = (
             _("give the notebook in it: {notebook}").format(notebook=path / inside[0])
             if inside
-            else _("give an exercise notebook, {example}").format(example=example)
+            else _("give an exercise notebook, e.g. {example}").format(example=EXAMPLE)
         )
         raise SelfCheckError(path, _("is a folder; {hint}").format(hint=hint))
     if not path.exists():
         raise SelfCheckError(
-            path, _("no such file; give the path of an exercise notebook, {example}").format(example=example)
+            path, _("no such file; give the path of an exercise notebook, e.g. {example}").format(example=EXAMPLE)
         )
     try:
         nb = nbformat.read(path, as_version=4)
@@ -476,14 +484,16 @@ def read_exercise(path: Path) -> Any:
         first = (str(e).splitlines() or [type(e).__name__])[0][:120]
         raise SelfCheckError(
             path,
-            _("is not a Jupyter notebook ({error}); give an .ipynb file, {example}").format(
-                error=first, example=example
+            _("is not a Jupyter notebook ({error}); give an .ipynb file, e.g. {example}").format(
+                error=first, example=EXAMPLE
             ),
         ) from None
     if not graded_cells(nb):
         raise SelfCheckError(
             path,
-            _("has no graded test cells, so nothing to check; give an exercise, {example}").format(example=example),
+            _("has no graded test cells, so nothing to check; give an exercise, e.g. {example}").format(
+                example=EXAMPLE
+            ),
         )
     return nb
 
@@ -567,28 +577,33 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``check`` to ``python -m resumable_core``'s subcommands (``subparsers`` from ``add_subparsers``)."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "check",
-        help="run an exercise's visible tests on a fresh kernel, as grading will, with whole messages",
-        description=(
+        help=_("run an exercise's visible tests on a fresh kernel, as grading will, with whole messages"),
+        description=_(
             "Run an exercise notebook top to bottom on a fresh kernel, as grading will (offline, each\n"
             "cell under a timeout; your file is not changed). Print every test cell's name, points and\n"
             "whole error message, then what to do next. Exit code: 0 when every visible test passes,\n"
             "1 when one fails, 2 when NOTEBOOK is not an exercise notebook."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=Formatter,
     )
     p.add_argument(
-        "notebook", type=Path, metavar="NOTEBOOK", help="the exercise, e.g. exercises/reconcile/reconcile.ipynb"
+        "notebook",
+        type=Path,
+        metavar="NOTEBOOK",
+        help=_("the exercise, e.g. {example}").format(example=EXAMPLE),
     )
     p.add_argument(
         "--all",
         action="store_true",
-        help="run the hidden tests too, every cell whole as grading runs it (needs the self-study kit)",
+        help=_("run the hidden tests too, every cell whole as grading runs it (needs the self-study kit)"),
     )
     p.add_argument(
         "--timeout",
         type=int,
         default=CELL_TIMEOUT,
-        help=f"seconds a cell may run before it is interrupted, as at grading (default: {CELL_TIMEOUT})",
+        help=_("seconds a cell may run before it is interrupted, as at grading (default: {default})").format(
+            default=CELL_TIMEOUT
+        ),
     )
     p.set_defaults(func=main)
     return p

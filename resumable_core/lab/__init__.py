@@ -5,13 +5,15 @@ Installed with the ``[lab]`` extra. It builds on the core and never the other wa
 :mod:`~resumable_core.lab.figures` holds the lessons' pictures (``turn_diagram`` and friends);
 :mod:`~resumable_core.lab.predict` (``reveal``) and :mod:`~resumable_core.lab.formative`
 (``formative_check``) give a learner feedback in a lesson, :mod:`~resumable_core.lab.source`
-prints a function's real source (``show_source``);
+prints a function's real source (``show_source``), :mod:`~resumable_core.lab.columns` pads a
+table's column by display width (``pad``: Hangul takes two columns);
 :mod:`~resumable_core.lab.widgets`, the only module that imports ipywidgets, is imported
 explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``fixtures``.
 """
 
 from __future__ import annotations
 
+from .columns import pad
 from .crash_test import crash_test, crash_test_journal
 from .exercise_checkpoints import ACTIONS, load_exercise_checkpoint
 from .figures import crash_loop_chart, resume_vs_restart_chart, save_timeline, turn_diagram
@@ -34,6 +36,7 @@ __all__ = [
     "crash_test_journal",
     "formative_check",
     "load_exercise_checkpoint",
+    "pad",
     "race_resumers",
     "recorded_matrix",
     "resume_vs_restart_chart",

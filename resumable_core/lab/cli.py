@@ -15,34 +15,40 @@ from ..crash import CRASH_POINT_HELP, CRASH_POINTS
 from ..loop import MAX_TURNS
 from ..scenarios import SCENARIOS, one_call_scenarios
 from ..strategies import STRATEGIES, matrix_strategies
+from .columns import pad
+from .commandline import Formatter
+from .core_words import core
 from .exercise_checkpoints import FIXTURE_DIR, NAMES, write_exercise_checkpoints
+from .i18n import _
 from .matrix import format_table, rows_json, run_cell, run_matrix
 from .resumers import crash_loop, race_resumers
 
 
 def _listed(names: Sequence[str]) -> str:
     """``a, b and c``: names in a sentence, read from a registry so the count cannot go stale."""
-    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else "".join(names)
+    if len(names) < 2:
+        return "".join(names)
+    return _("{first} and {last}").format(first=", ".join(names[:-1]), last=names[-1])
 
 
 def _choices(title: str, helps: dict[str, str]) -> str:
-    """An epilog section: each choice and its one-line help."""
+    """An epilog section: each choice and its one-line help (the core's, in now's language)."""
     width = max(map(len, helps))
-    return "\n".join([f"{title}:", *(f"  {name.ljust(width)}  {text}" for name, text in helps.items())])
+    return "\n".join([f"{title}:", *(f"  {pad(name, width)}  {core(text)}" for name, text in helps.items())])
 
 
 def _epilog(*, crash_points: bool = False) -> str:
     scenarios = {k: s.help for k, s in SCENARIOS.items()}
-    sections = [_choices("scenarios (by the tools of the turn that is crashed)", scenarios)]
+    sections = [_choices(_("scenarios (by the tools of the turn that is crashed)"), scenarios)]
     if crash_points:
-        sections.append(_choices("crash points (where the run dies)", CRASH_POINT_HELP))
-    sections.append(_choices("strategies", {k: s.help for k, s in STRATEGIES.items()}))
+        sections.append(_choices(_("crash points (where the run dies)"), CRASH_POINT_HELP))
+    sections.append(_choices(_("strategies"), {k: s.help for k, s in STRATEGIES.items()}))
     return "\n\n".join(sections)
 
 
 def _command(sub: Any, name: str, help: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = sub.add_parser(
-        name, help=help, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+        name, help=help, description=description, epilog=epilog, formatter_class=Formatter
     )
     return parser
 
@@ -57,19 +63,28 @@ def _add_matrix(sub: Any) -> None:
     p = _command(
         sub,
         "matrix",
-        "crash every crash point x scenario x strategy for real and tabulate",
-        "Crash a real run at every crash point of every scenario, resume it with each\n"
-        "strategy, and print one row per cell. A parallel turn's scenario\n"
-        "(--scenario send_email+read_file) adds the point between its tools.",
+        _("crash every crash point x scenario x strategy for real and tabulate"),
+        _(
+            "Crash a real run at every crash point of every scenario, resume it with each\n"
+            "strategy, and print one row per cell. A parallel turn's scenario\n"
+            "(--scenario send_email+read_file) adds the point between its tools."
+        ),
         _epilog(),
     )
-    p.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    p.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help=_("output format (default: {default})").format(default="table"),
+    )
     p.add_argument(
         "--strategy",
         action="append",
         choices=list(STRATEGIES),
         metavar="STRATEGY",
-        help=f"a strategy below to resume with; repeatable (default: {', '.join(matrix_strategies())})",
+        help=_("a strategy below to resume with; repeatable (default: {default})").format(
+            default=", ".join(matrix_strategies())
+        ),
     )
     p.add_argument(
         "--scenario",
@@ -78,7 +93,9 @@ def _add_matrix(sub: Any) -> None:
         action="append",
         choices=list(SCENARIOS),
         metavar="SCENARIO",
-        help=f"a scenario below to crash; repeatable (default: {', '.join(one_call_scenarios())})",
+        help=_("a scenario below to crash; repeatable (default: {default})").format(
+            default=", ".join(one_call_scenarios())
+        ),
     )
     p.set_defaults(func=_matrix)
 
@@ -88,7 +105,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.crashes:  # the crash loop: the run restarted and killed at the same point again and again
         out = crash_loop(args.crash_at, args.scenario or "read_file", crashes=args.crashes, max_turns=args.max_turns)
     elif args.scenario is None or args.strategy is None:
-        args.error("--tool and --strategy are required (except with --crashes)")
+        args.error(_("--tool and --strategy are required (except with --crashes)"))
     elif args.resumers == 1 and args.format == "text":
         out = run_cell(args.crash_at, args.scenario, args.strategy)
     else:  # several resumers of the crashed run at once, or one, as JSON
@@ -101,12 +118,12 @@ def _add_simulate(sub: Any) -> None:
     p = _command(
         sub,
         "simulate",
-        "crash one run and tell what the resume did",
-        "Crash one real run at a crash point, resume it with a strategy, and tell what\nhappened.",
+        _("crash one run and tell what the resume did"),
+        _("Crash one real run at a crash point, resume it with a strategy, and tell what\nhappened."),
         _epilog(crash_points=True),
     )
     p.add_argument(
-        "--crash-at", required=True, choices=CRASH_POINTS, metavar="POINT", help="the crash point below (required)"
+        "--crash-at", required=True, choices=CRASH_POINTS, metavar="POINT", help=_("the crash point below (required)")
     )
     p.add_argument(
         "--scenario",
@@ -114,23 +131,38 @@ def _add_simulate(sub: Any) -> None:
         dest="scenario",
         choices=list(SCENARIOS),
         metavar="SCENARIO",
-        help="the scenario below to crash (required but with --crashes)",
+        help=_("the scenario below to crash (required but with --crashes)"),
     )
     p.add_argument(
         "--strategy",
         choices=list(STRATEGIES),
         metavar="STRATEGY",
-        help="the strategy below (required but with --crashes)",
+        help=_("the strategy below (required but with --crashes)"),
     )
-    p.add_argument("--resumers", type=int, default=1, help="resumers of the crashed run started at once (default: 1)")
+    p.add_argument(
+        "--resumers",
+        type=int,
+        default=1,
+        help=_("resumers of the crashed run started at once (default: {default})").format(default=1),
+    )
     p.add_argument(
         "--crashes",
         type=int,
         default=0,
-        help="restart the run this many times, each killed at POINT (default: 0, one crash and one resume)",
+        help=_("restart the run this many times, each killed at POINT (default: 0, one crash and one resume)"),
     )
-    p.add_argument("--max-turns", type=int, default=MAX_TURNS, help=f"the turn cap (default: {MAX_TURNS})")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    p.add_argument(
+        "--max-turns",
+        type=int,
+        default=MAX_TURNS,
+        help=_("the turn cap (default: {default})").format(default=MAX_TURNS),
+    )
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help=_("output format (default: {default})").format(default="text"),
+    )
     p.set_defaults(func=_simulate, error=p.error)
 
 
@@ -144,11 +176,15 @@ def _add_fixtures(sub: Any) -> None:
     p = _command(
         sub,
         "fixtures",
-        f"regenerate the exercise checkpoints {_listed(NAMES)}",
-        f"Crash the scenarios for real and write the exercise checkpoints {_listed(NAMES)}\n"
-        "as checkpoint_<name>.json files into --out.",
+        _("regenerate the exercise checkpoints {names}").format(names=_listed(NAMES)),
+        _(
+            "Crash the scenarios for real and write the exercise checkpoints {names}\n"
+            "as checkpoint_<name>.json files into --out."
+        ).format(names=_listed(NAMES)),
     )
-    p.add_argument("--out", default=None, help=f"folder to write them to (default: {FIXTURE_DIR})")
+    p.add_argument(
+        "--out", default=None, help=_("folder to write them to (default: {default})").format(default=FIXTURE_DIR)
+    )
     p.set_defaults(func=_fixtures)
 
 

@@ -21,7 +21,6 @@ import io
 import json
 import os
 import tempfile
-import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from ..errors import CheckpointError
 from ..run_folder import RunFolder, count_effects, reference_turn
 from ..scenarios import scenario as scenario_for
 from ..strategies import STATUS_UNKNOWN, Reconcile, answer_pending, strategy_named
+from .columns import pad, table, width
 from .i18n import N_, _
 from .render import esc, has_side_effect
 
@@ -75,16 +75,6 @@ class CrashTestRow:
     """``accepted``, the API's 400 text, what the resume raised, or that it hung."""
 
 
-def _width(text: str) -> int:
-    """The columns ``text`` takes in a terminal: a wide character (Hangul, say) takes two."""
-    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
-
-
-def _ljust(text: str, width: int) -> str:
-    """``text`` padded with spaces to ``width`` terminal columns."""
-    return text + " " * (width - _width(text))
-
-
 @dataclass(frozen=True)
 class CrashTestTable:
     """The rows of :func:`crash_test`; a notebook draws it as a table."""
@@ -118,10 +108,7 @@ class CrashTestTable:
         ]
 
     def __str__(self) -> str:
-        data = [self._columns(), *(self._cells(r) for r in self.rows)]
-        widths = [max(_width(line[i]) for line in data) for i in range(len(data[0]))]
-        lines = ["  ".join(_ljust(c, w) for c, w in zip(line, widths)).rstrip() for line in data]
-        return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+        return "\n".join(table(self._columns(), [self._cells(r) for r in self.rows]))
 
     def _repr_html_(self) -> str:
         head = "".join(f"<th style='text-align:left;padding:2px 8px'>{esc(c)}</th>" for c in self._columns())
@@ -275,10 +262,10 @@ class JournalTable:
     steps: tuple[JournalStep, ...]
 
     def __str__(self) -> str:
-        width = max(_width(s.step) for s in self.steps)
+        columns = max(width(s.step) for s in self.steps)
         return "\n".join(
             _("{step}  {size:>6} bytes  read_journal: {read}").format(
-                step=_ljust(s.step, width), size=s.size, read=s.read
+                step=pad(s.step, columns), size=s.size, read=s.read
             )
             for s in self.steps
         )

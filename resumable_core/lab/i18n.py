@@ -108,8 +108,9 @@ def _compile(po: Path) -> _gettext.NullTranslations:
     return _gettext.GNUTranslations(buffer)
 
 
-#: The lab wing's messages: predictions' reveals, formative feedback, the simulator page, the figures.
-LAB = Catalog("lab", Path(__file__).parent / "locale", ("lab/**/*.py",))
+#: The lab wing's messages: predictions' reveals, formative feedback, the simulator page, the figures, the
+#: commands' help; and `python -m resumable_core`'s own (`__main__.py`, which builds its parser with the lab's).
+LAB = Catalog("lab", Path(__file__).parent / "locale", ("lab/**/*.py", "__main__.py"))
 #: The lessons' and the simulator page's own sentences: `lab.say("...")` in their code cells.
 LESSONS = Catalog("lessons", Path(__file__).parent / "locale", ("../lessons/*.ipynb", "../simulator/*.ipynb"))
 #: Every catalog, for the tests and the catalog tool; a wing adds its own here.

@@ -19,6 +19,7 @@ from ..run_folder import RunFolder, count_effects, crash_plan
 from ..scenarios import Scenario, one_call_scenarios
 from ..scenarios import scenario as scenario_for
 from ..strategies import Reconcile, matrix_strategies, strategy_named
+from .columns import table
 from .core_words import core
 from .i18n import _
 
@@ -287,13 +288,7 @@ def run_matrix(
 def format_table(rows: list[MatrixRow]) -> str:
     """The matrix as an aligned text table."""
     header = ["crash_point", "tool", "strategy", "effects", "api_error", "completed", "turns", "tokens"]
-    data = [[str(v) for v in asdict(r).values()] for r in rows]
-    widths = [max(len(h), *(len(d[i]) for d in data)) if data else len(h) for i, h in enumerate(header)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.ljust(w) for c, w in zip(cells, widths))
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, data)])
+    return "\n".join(table(header, [[str(v) for v in asdict(r).values()] for r in rows]))
 
 
 def rows_json(rows: list[MatrixRow]) -> str:
