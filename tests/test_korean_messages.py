@@ -102,13 +102,13 @@ def test_the_formative_feedback_is_korean(korean: None, capsys: pytest.CaptureFi
 
 
 def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
-    """core_words copies every crash point's, scenario's and kit strategy's help as the core writes it."""
+    """core_words copies every crash point's, scenario's and kit strategy's help, and each task, as the core writes it."""
     from resumable_core.crash import CRASH_POINT_HELP
     from resumable_core.lab.core_words import CORE_WORDS
     from resumable_core.scenarios import SCENARIOS
     from resumable_core.strategies import STRATEGIES
 
-    shown = {*CRASH_POINT_HELP.values(), *(s.help for s in SCENARIOS.values())}
+    shown = {*CRASH_POINT_HELP.values(), *(s.help for s in SCENARIOS.values()), *(s.task for s in SCENARIOS.values())}
     shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")}
     assert shown == set(CORE_WORDS)
 
@@ -209,3 +209,13 @@ def test_no_shipped_korean_message_gives_level1_away() -> None:
         text = "\n".join(str(m.string) for m in catalogs.read(every[domain], "ko") if m.id)
         assert _ko_leaks(text) == [], domain
     assert _ko_leaks("체크포인트 C: send_email은 다시 실행하지 않습니다") != []  # the scan is not blind
+
+
+def test_a_lesson_announces_a_task_in_korean_with_the_models_english_beside_it(korean: None) -> None:
+    """lab.say shows a scenario's task (data the model gets in English) in Korean, the English quoted beside it."""
+    from resumable_core import lab
+    from resumable_core.scenarios import EMAIL_TASK
+
+    said = lab.say("Task: {task}", task=EMAIL_TASK)
+    assert said.startswith("작업: 이번 주 결론을 팀에 메일로") and f"“{EMAIL_TASK}”" in said, said
+    assert lab.say("Task: {task}", task="not a core text") == "작업: not a core text"

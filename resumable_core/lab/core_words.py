@@ -1,7 +1,7 @@
 """The core's own words that the lab shows a learner, in the lab's catalog.
 
 The core imports no wing, so its texts (each crash point's help, each scenario's and strategy's
-help) cannot go through a catalog where they are written. They are copied here, marked for the
+help, each scenario's task) cannot go through a catalog where they are written. They are copied here, marked for the
 lab's catalog, and translated where the lab shows them with :func:`core`; `tests/test_korean_messages.py`
 fails when the core's texts and these copies differ, so a new or changed text cannot go untranslated.
 """
@@ -27,6 +27,11 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_("notes run: “Summarize this week's meeting notes” (read_file is read-only)"),
         N_("email run: “Email the team this week's conclusion” (send_email has a side effect)"),
         N_("briefing run: one turn asks for send_email, then read_file, at once (a crash can fall between them)"),
+        # scenarios.SCENARIOS[...].task: the user's words to the model stay English data; a lesson
+        # that announces a task shows it in the learner's language, the English beside it
+        N_("Summarize this week's meeting notes into one page."),
+        N_("Email the team this week's conclusion."),
+        N_("Email the team this week's conclusion, and tell me what the Aug 25 retro decided."),
         # strategies.STRATEGIES[...].help, the kit's own strategies
         N_("naive resume: leave the dangling tool_use as it is (the API refuses it)"),
         N_("drop the assistant message that asked for the call (hides the fact, not the risk)"),
