@@ -532,7 +532,10 @@ def test_grade_writes_safe_feedback_refuses_collisions_and_leaves_no_temp_files(
     run = grade(tmp_path / "class", "reconcile", source=source.parent, out=tmp_path / "out", timeout=20, echo=print)
     subs = {s.student: s for s in run.submissions}
     assert subs["x"].status == "invalid" and "'x.ipynb' and 'x..ipynb'" in subs["x"].reason
-    assert subs["eve"].status == "graded" and subs["eve"].score == 0 < subs["eve"].max_score
+    assert subs["eve"].status == "graded" and subs["eve"].score == 0 < subs["eve"].max_score, (
+        subs["eve"].reason,
+        subs["eve"].problems,
+    )
     page = (run.out / "feedback-html" / "eve.html").read_text()
     assert html.escape(SCRIPT) in page and "<script" not in page.lower()
     assert "test_side_effect</b> 0/3 failed" in page and "AssertionError" in page

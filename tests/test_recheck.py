@@ -4,7 +4,9 @@ process that never runs learner code, on the learner's names loaded in a process
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 from pathlib import Path
 
 import grading_samples as samples
@@ -396,3 +398,22 @@ def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path
         assert tested.restarted()() is False  # the new interpreter ran the cells but the tests
     finally:
         process.stop()
+
+
+def test_the_restarters_sockets_listen_however_deep_the_hosts_folder(tmp_path):
+    """A socket's address holds 107 bytes; the host's folders under TMPDIR may be deeper, and the restarter still binds."""
+    from resumable_core.course.grading.recheck import restarter
+
+    deep = tmp_path.joinpath(*["a-folder-name-of-forty-characters-long--"] * 4)
+    deep.mkdir(parents=True)
+    assert len(str(deep / restarter.RESTART_SOCKET)) > 108
+    with restarter._listen(deep / restarter.RESTART_SOCKET, 1) as listener:
+        assert (deep / restarter.RESTART_SOCKET).is_socket()
+        folder = os.open(deep, os.O_PATH | os.O_DIRECTORY)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+                client.connect(f"/proc/self/fd/{folder}/{restarter.RESTART_SOCKET}")
+                conn, _ = listener.accept()
+                conn.close()
+        finally:
+            os.close(folder)

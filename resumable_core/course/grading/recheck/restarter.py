@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import select
 import shutil
 import socket
@@ -39,6 +40,25 @@ JobOf = Callable[[Path, Mount], Job]
 """Builds a fresh process's job from its scratch folder (a fresh copy of the submission's files) and its hand mount."""
 
 
+def _listen(path: Path, backlog: int) -> socket.socket:
+    """A Unix socket listening at ``path``, however long the path (a socket's address holds 107 bytes).
+
+    It binds through ``/proc/self/fd`` of its folder: the host's folders sit under ``TMPDIR``,
+    which may be deep (pytest's are), while the sandboxes reach the socket by a short mount path.
+    """
+    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(f"/proc/self/fd/{folder}/{path.name}")
+        listener.listen(backlog)
+    except OSError:
+        listener.close()
+        raise
+    finally:
+        os.close(folder)
+    return listener
+
+
 class Restarter:
     """The host's end of restarted calls: a socket the checker dials, a freshly started learner's job per connection.
 
@@ -54,9 +74,7 @@ class Restarter:
         self._turns = threading.Semaphore(AT_ONCE)
         self._closed = threading.Event()
         self._jobs: list[threading.Thread] = []
-        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind(str(folder / RESTART_SOCKET))
-        self._listener.listen(16)
+        self._listener = _listen(folder / RESTART_SOCKET, 16)
         self._thread = threading.Thread(target=self._accept, daemon=True, name="restarter")
         self._thread.start()
 
@@ -89,9 +107,7 @@ class Restarter:
             hand = own / "hand"
             hand.mkdir(parents=True)
             try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-                    listener.bind(str(hand / HAND_SOCKET))
-                    listener.listen(1)
+                with _listen(hand / HAND_SOCKET, 1) as listener:
                     job = self._job_of(own / "scratch", Mount(hand, HAND))
                     ended = threading.Event()
 
