@@ -388,6 +388,24 @@ def test_a_student_folder_and_a_flat_file_with_one_id_are_refused(tmp_path):
     assert subs["lee"].status == "graded"
 
 
+def test_a_link_in_the_class_folder_is_refused_never_followed(tmp_path):
+    """A notebook, a student's folder or a timestamp that is a link (to the instructor's solution) is never read."""
+    solution = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
+    root = _files(tmp_path / "submitted", ["lee/reconcile/reconcile.ipynb", "kim/reconcile/timestamp.txt"])
+    (root / "kim" / "reconcile" / "reconcile.ipynb").symlink_to(solution)
+    (root / "eve").symlink_to(solution.parent.parent)  # eve/reconcile/ is the solutions' folder
+    (root / "lee" / "reconcile" / "timestamp.txt").symlink_to(solution)
+    (root / "ann.ipynb").symlink_to(solution)  # a flat file beside the folders
+    subs = {s.student: s for s in collect(tmp_path, "reconcile", ["reconcile"])}
+    links = {f"submitted/{name}" for name in ("ann.ipynb", "eve", "kim/reconcile/reconcile.ipynb")}
+    assert links <= set(subs), sorted(subs)
+    for label in links:
+        assert subs[label].status == "invalid" and "is a link, not a submitted file" in subs[label].reason
+    assert subs["kim"].status == "missing" and not subs["kim"].files  # the linked notebook is not kim's
+    assert subs["lee"].status == "graded" and subs["lee"].timestamp is None  # a linked timestamp is not read
+    assert not any(str(solution) in str(f) for s in subs.values() for f in s.files.values())
+
+
 def test_ids_come_from_names_and_bad_ones_are_refused_with_a_reason(tmp_path):
     """Spaces and accents are mapped; a separator, '..', nothing usable or other symbols are refused."""
     assert [student_id(n) for n in ("bob lee", "José", "x.", "a.b@uni-x")] == ["bob_lee", "Jose", "x", "a.b@uni-x"]

@@ -12,6 +12,7 @@ naming the files (not settled by sort order).
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -69,10 +70,31 @@ def _skip(path: Path) -> bool:
     return any(part.startswith(".") or part == "__MACOSX" for part in path.parts) or path.name == "timestamp.txt"
 
 
+def _file(path: Path) -> bool:
+    """A regular file that is no link: a link could name any file the grader may read (a solution)."""
+    return path.is_file() and not path.is_symlink()
+
+
+def _folder(path: Path) -> bool:
+    """A folder that is no link (:func:`_file`)."""
+    return path.is_dir() and not path.is_symlink()
+
+
+def _links(root: Path) -> list[Path]:
+    """Every link under ``root`` (not followed) that is not skipped anyway: each is refused, never read."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder, name)
+            if path.is_symlink() and not _skip(path.relative_to(root)):
+                found.append(path)
+    return sorted(found)
+
+
 def _entries(root: Path) -> tuple[list[Path], list[Path]]:
     """The (files, folders) directly in ``root`` that may be submissions."""
     kept = [p for p in root.iterdir() if not _skip(p.relative_to(root))]
-    return [p for p in kept if p.is_file()], [p for p in kept if p.is_dir()]
+    return [p for p in kept if _file(p)], [p for p in kept if _folder(p)]
 
 
 def extract_zip(path: Path, dest: Path) -> Path:
@@ -103,9 +125,9 @@ def unpacked(path: Path) -> Iterator[Path]:
 
 def _submitted_root(root: Path, assignment: str) -> Path | None:
     """The folder whose children are ``<student>/<assignment>/``, if the layout is nbgrader's."""
-    if (root / "submitted").is_dir():
+    if _folder(root / "submitted"):
         return root / "submitted"
-    if any((d / assignment).is_dir() for d in root.iterdir() if d.is_dir()):
+    if any(_folder(d / assignment) for d in root.iterdir() if _folder(d)):
         return root
     files, folders = _entries(root)
     if len(folders) == 1 and not files:  # a zip with one top folder
@@ -128,12 +150,12 @@ def _not_a_notebook(files: list[Path]) -> str:
 def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: list[str]) -> None:
     """Fill ``sub`` from ``<student>/`` in nbgrader's layout."""
     adir = folder / assignment
-    if not adir.is_dir():
+    if not _folder(adir):
         sub.status, sub.problems = "missing", [reasons.no_assignment_folder(assignment, folder.name)]
         return
     timestamp = adir / "timestamp.txt"
-    sub.timestamp = timestamp if timestamp.is_file() else None
-    found = sorted(f for f in adir.rglob("*") if f.is_file() and not _skip(f.relative_to(adir)))
+    sub.timestamp = timestamp if _file(timestamp) else None
+    found = sorted(f for f in adir.rglob("*") if _file(f) and not _skip(f.relative_to(adir)))
     ipynbs = []
     for f in found:
         if f.suffix != ".ipynb":
@@ -169,7 +191,7 @@ def _folder_claims(submitted: Path, assignment: str, notebooks: list[str]) -> li
     return [
         _Claim(d.name, f"{d.name}/", partial(_student_folder, folder=d, assignment=assignment, notebooks=notebooks))
         for d in sorted(submitted.iterdir())
-        if d.is_dir() and not _skip(d.relative_to(submitted))
+        if _folder(d) and not _skip(d.relative_to(submitted))
     ]
 
 
@@ -234,7 +256,7 @@ def _fill_lms(sub: Submission, files: list[lms_names.LmsFile], notebooks: list[s
 def _lms_claims(root: Path, notebooks: list[str], names: lms_names.Names) -> tuple[list[_Claim], list[Submission]]:
     """A claim per LMS id the download's names give (its course id from the roster), and the files refused."""
     flat = _flat_root(root)
-    files = [p for p in flat.rglob("*") if p.is_file() and not _skip(p.relative_to(flat))]
+    files = [p for p in flat.rglob("*") if _file(p) and not _skip(p.relative_to(flat))]
     lms, roster = names.lms, names.roster
     found, bad = lms_names.student_files(lms, flat, files)
     refused = [_refused(e.label, reasons.not_graded(str(e))) for e in bad]
@@ -262,15 +284,16 @@ def collect(
     of the same student are refused like any two claims on one id. ``names``: the files are a
     learning-management system's download (:mod:`.lms`), its ids mapped by its roster when given.
     """
+    links = [_refused(str(p.relative_to(root)), reasons.a_link(p.name)) for p in _links(root)]
     if names:
         claims, refused = _lms_claims(root, notebooks, names)
-        return sorted(_resolve(claims) + refused, key=lambda s: s.student)
+        return sorted(_resolve(claims) + refused + links, key=lambda s: s.student)
     submitted = _submitted_root(root, assignment)
     if submitted:
         beside = [f for f in _entries(submitted)[0] if f.suffix == ".ipynb"]
         claims = _folder_claims(submitted, assignment, notebooks) + _flat_claims(submitted, beside, notebooks)
     else:
         flat = _flat_root(root)
-        files = [p for p in flat.rglob("*") if p.is_file() and not _skip(p.relative_to(flat))]
+        files = [p for p in flat.rglob("*") if _file(p) and not _skip(p.relative_to(flat))]
         claims = _flat_claims(flat, files, notebooks)
-    return sorted(_resolve(claims), key=lambda s: s.student)
+    return sorted(_resolve(claims) + links, key=lambda s: s.student)

@@ -313,5 +313,5 @@ def prepare(subs: list[Submission], out: Path, assignment: str, releases: dict[s
         elif sub.timestamp is not None:
             shutil.copy2(sub.timestamp, dest / "timestamp.txt")
             secret = sub.timestamp.with_name(SUBMISSION_SECRET)
-            if secret.is_file() and secret.stat().st_size <= MAX_SECRET_BYTES:
+            if secret.is_file() and not secret.is_symlink() and secret.stat().st_size <= MAX_SECRET_BYTES:
                 shutil.copy2(secret, dest / SUBMISSION_SECRET)

@@ -99,6 +99,11 @@ def translations_edited(files: Iterable[str], translate: Callable[[str], str] = 
     return not_graded(translate(TRANSLATIONS_EDITED).format(files=", ".join(files)))
 
 
+def a_link(name: str) -> str:
+    """A link in the class folder: never followed, since it could name any file the grader may read."""
+    return not_graded(f"{name!r} is a link, not a submitted file; put the file itself in the class folder")
+
+
 def not_json(file_name: str) -> str:
     """A submitted file that is no JSON at all (a PDF, a text file under the notebook's name): refused, scores 0."""
     return f"{file_name} is {not_a_notebook('not JSON')}"

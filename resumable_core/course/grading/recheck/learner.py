@@ -206,9 +206,11 @@ class LearnerProcess:
         layout = Layout(own, Path(writable), Path(traces), backend)
         pristine = layout.folder / "submission"  # the host's copy: every process starts from it, none writes it
         if folder is not None:
-            shutil.copytree(folder, pristine, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
+            # a link stays a link, never the host's file it names (in the sandbox it names the sandbox's)
+            ignore = shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb")
+            shutil.copytree(folder, pristine, symlinks=True, ignore=ignore)
         pristine.mkdir(exist_ok=True)
-        scratch = shutil.copytree(pristine, layout.folder / "scratch-learner")
+        scratch = shutil.copytree(pristine, layout.folder / "scratch-learner", symlinks=True)
         import nbformat  # here, not at the top: the checker imports this package and never needs it
 
         layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
@@ -219,7 +221,7 @@ class LearnerProcess:
 
         def fresh_job(fresh_scratch: Path, hand: Mount) -> Job:
             """A freshly started learner's process: the notebook, a fresh copy of the files, the hand socket; no tracer."""
-            shutil.copytree(pristine, fresh_scratch)
+            shutil.copytree(pristine, fresh_scratch, symlinks=True)
             handed = f"{backend.inside(hand)}/{HAND_SOCKET}"
             fresh = (sys.executable, "-P", "-m", LEARNER_MODULE, backend.inside(notebook), "--serve-handed", handed)
             return Job(
