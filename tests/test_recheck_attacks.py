@@ -654,6 +654,63 @@ def test_resume_skeleton_forged_probes_do_not_make_a_plain_write_atomic(box, tmp
     assert "in place" in (report["test_kill_during_save"] or "")
 
 
+MOVED_APPEND = r"""import threading
+
+
+def _seek_from_another_thread(fd, where):
+    # a seek the call's own thread never makes: a tracer that follows only that thread keeps the old position
+    mover = threading.Thread(target=os.lseek, args=(fd, where, os.SEEK_SET))
+    mover.start()
+    mover.join()
+
+
+def append_record(path, record):
+    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    line = data + b"\t" + f"{zlib.crc32(data):08x}".encode() + b"\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        held = b""
+        while chunk := os.read(fd, 1 << 16):
+            held += chunk
+        whole = held[: held.rfind(b"\n") + 1]
+        if len(whole) < len(held):
+            os.ftruncate(fd, len(whole))
+            os.lseek(fd, len(whole), os.SEEK_SET)
+        body = line if whole else header + line
+        half = len(body) // 2
+        _seek_from_another_thread(fd, len(whole) + half)
+        os.write(fd, body[half:])  # the line's end first: a kill now leaves zero bytes, then a complete line
+        _seek_from_another_thread(fd, len(whole))
+        os.write(fd, body[:half])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not whole:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+"""
+"""An append that writes its line's second half first, placed by seeks another thread makes."""
+
+
+def test_resume_skeleton_a_seek_by_another_thread_does_not_hide_a_torn_append(box, tmp_path):
+    """append_record writes the second half of its line first, at a position another thread's lseek set, then the
+    first half: a kill between them leaves a complete line of zero bytes and a tail, a damaged journal. The trace
+    shows the other thread's seeks; none of the traced journal cells may score."""
+    from resumable_core.course.grading import syscalls
+
+    if syscalls.available() is not None:
+        pytest.skip(f"no tracer: {syscalls.available()}")
+    answers = solution_answers("resume_skeleton")
+    answers["append_record"] = MOVED_APPEND
+    report = recheck(box, tmp_path, "resume_skeleton", answers)
+    assert_no_hole(report, sorted(TRACED_JOURNAL))
+    assert "another thread or process" in (report["test_kill_during_append"] or ""), dict(report)
+
+
 # -- 5. postmortem: the freshly started process of a restarted call ----------------------------------
 
 SALTED_REFUND = """import uuid

@@ -553,6 +553,19 @@ def test_a_change_by_another_thread_is_no_part_of_the_call():
     assert "from another thread or process (trace line 3)" in str(late) and len(during) == 2
 
 
+def test_a_seek_by_another_thread_before_the_return_is_a_problem():
+    """Another thread's lseek or read of the journal's fd during the call (which moves where its writes land) is a problem; after the return it is not."""
+    n, end = len(LINE), len(HEAD)
+    opened = APPEND.splitlines()[0].replace("O_CREAT|O_APPEND", "O_CREAT")
+    for moved in (f"8  lseek(3<{J}>, {end + 4}, SEEK_SET) = {end + 4}", f'8  read(3<{J}>, ""..., 4) = 4'):
+        calls = f'7  lseek(3<{J}>, 0, SEEK_END) = {end}\n{moved}\n7  write(3<{J}>, ""..., {n}) = {n}\n'
+        text = f"{opened}\n{calls}{_marked('ab' * 8)}"
+        during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
+        assert "from another thread or process (trace line 3)" in str(late) and len(during) == 3, late
+    after = f"{APPEND}{_marked('ab' * 8)}8  lseek(3<{J}>, 0, SEEK_SET) = 0\n"
+    assert syscalls.until_returned(_events(after), syscalls.returned_mark(after, "ab" * 8), J)[1] is None
+
+
 def _stamped(text: str, start: float) -> str:
     """``text``'s lines with strace's -ttt times, one millisecond apart from ``start``."""
     lines = text.splitlines(keepends=True)

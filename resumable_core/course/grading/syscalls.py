@@ -1080,8 +1080,10 @@ def until_returned(
     A call in progress at the return (its result printed after the mark) is kept as one that
     never returned. A change in the folder by another thread or process than the one that ran
     the call, or after the return (a write, a sync, an open, a rename), is a problem: the call's
-    own thread must do its work before it returns, or the file changes under the checker. No
-    mark at all is a problem too.
+    own thread must do its work before it returns, or the file changes under the checker. So is
+    any call on the folder by another thread or process before the return, a seek or a read too:
+    it moves the position of an fd the call's own writes go through, which the call's events do
+    not show. No mark at all is a problem too.
     """
     name = posixpath.basename(_norm(target))
     if returned is None:
@@ -1099,7 +1101,8 @@ def until_returned(
         after_reply = replied_at is not None and (ev.at is None or ev.at > replied_at)
         if ev.line < line and ev.pid == returned.pid and not after_reply:
             during.append(ev if ev.end is None or ev.end < line else dataclasses.replace(ev, end=None, result=None))
-        elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL):
+        # before the return even a seek or a read by another thread counts: it moves an fd the call writes through
+        elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL or ev.line < line):
             when = "after it returned" if ev.line > line or after_reply else "from another thread or process"
             late = f"the function writing {name} left its work to others: the trace shows {ev.syscall or 'a call'}() on the folder of {name} {when} (trace line {ev.line}); write, flush and fsync in the call itself before returning, not in a thread"
     return during, late
