@@ -796,8 +796,12 @@ FRESH_ATTACKS = {
         "import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_A_SOCKET + "_RUN = _salt()"
     ),
     "a patched os.execv": PATCHED_EXECV + SALTED_REFUND,
+    "a pid, which every sandbox's first process shares": SALTED_REFUND.replace(
+        "import uuid\n\n_RUN = uuid.uuid4().hex", "import os\n\n_RUN = str(os.getpid())"
+    ),
 }
-"""Ways a loaded process could hand its per-process salt to the "fresh" one, were that started from it."""
+"""Ways a loaded process could hand its per-process salt to the "fresh" one, were that started from it, or the
+fresh one draw the same."""
 
 DIES_WHEN_FRESH = """import os, signal
 
@@ -822,6 +826,24 @@ def test_postmortem_a_loaded_process_cannot_serve_the_restarted_call(box, tmp_pa
     report = _refund_recheck(box, tmp_path, FRESH_ATTACKS[attack], ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
     assert "refunded 2 times" in (report["test_refund_kill"] or ""), dict(report)
+
+
+GUESSED_WHEN_FRESH = SALTED_REFUND.replace(
+    "def refund(tools, order_id, amount_cents):\n",
+    """def refund(tools, order_id, amount_cents):
+    if not os.path.exists("/grading/rpc"):  # the freshly started process: the provider's ids are numbered from 1
+        return "re_000001"
+""",
+).replace("import uuid\n", "import os, uuid\n")
+"""A per-process salt, and a fresh process that returns the refund's id without asking the provider."""
+
+
+def test_postmortem_a_restarted_call_must_ask_the_provider(box, tmp_path):
+    """A freshly started process that returns the killed call's refund id unasked (the provider numbers them) scores
+    nothing: nothing in it knows the refund went through, and one refund under one key is no proof it asked."""
+    report = _refund_recheck(box, tmp_path, GUESSED_WHEN_FRESH, ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
+    assert "without sending a request" in (report["test_refund_kill"] or ""), dict(report)
 
 
 @pytest.mark.parametrize("signal", ["KILL", "STOP"])
