@@ -846,6 +846,49 @@ def test_postmortem_a_restarted_call_must_ask_the_provider(box, tmp_path):
     assert "without sending a request" in (report["test_refund_kill"] or ""), dict(report)
 
 
+SALT_OVER_A_LOCK = """import fcntl, glob, os, uuid
+
+_LOCKED = sorted(glob.glob("/grading/lib/resumable_core/**/*.py", recursive=True))[:33]
+_HELD = []
+
+
+def _salt():
+    # bit 0: a salt is there; bits 1-32: its value, as locks on files every sandbox of the run sees (read-only)
+    bits = 0
+    for i, path in enumerate(_LOCKED):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            bits |= 1 << i
+        os.close(fd)
+    if bits & 1:
+        return str(bits >> 1)
+    value = uuid.uuid4().int & 0xFFFFFFFF
+    for i, path in enumerate(_LOCKED):
+        if (value << 1 | 1) >> i & 1:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _HELD.append(fd)
+    return str(value)
+
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a covert channel between sandboxes: the loaded process holds flock()s on library files every sandbox "
+    "sees read-only and the fresh one reads its salt from them; closing it needs a seccomp filter or files of the "
+    "sandbox's own, not a check",
+)
+def test_postmortem_a_lock_on_a_shared_file_hands_no_salt_to_the_fresh_process(box, tmp_path):
+    """The loaded process keeps its per-process salt as flock()s on files of the library copy, which the fresh
+    process's sandbox sees too (the same inodes); the fresh process reads the salt back: one refund, not two."""
+    refund = SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_A_LOCK + "_RUN = _salt()")
+    report = _refund_recheck(box, tmp_path, refund, ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
+
+
 @pytest.mark.parametrize("signal", ["KILL", "STOP"])
 def test_postmortem_a_fresh_process_that_dies_or_stops_fails_closed(box, tmp_path, signal):
     """A freshly started process that kills or stops itself scores nothing: the restarted call fails, never passes."""
