@@ -303,8 +303,8 @@ sys.stderr.write("the command's own\\n")
 def test_the_tracers_own_messages_never_reach_the_commands_stderr(tmp_path):
     """A trace that fills its folder: strace's message for every line it cannot write stays off the command's stderr
     (the job's capped output), which holds the command's own words only; the trace counts as cut off."""
-    if syscalls.available() is not None:
-        pytest.skip(syscalls.available())
+    if (why := syscalls.available()) is not None:
+        pytest.skip(why)
     if os.geteuid() != 0:
         pytest.skip("a folder that fills needs a tmpfs, which only root mounts")
     with capped_folder(256 << 10) as folder:
