@@ -411,10 +411,24 @@ def test_reconcile_no_key_no_forgery_no_handle_no_raw_message_scores(box, tmp_pa
     every cell fails, and the findings it reports in its last exception hold nothing of the instructor's."""
     report = recheck(box, tmp_path, "reconcile", {"level1_actions": "", "reconcile": KITCHEN_SINK}, timeout=5)
     assert_no_hole(report, targets("reconcile"))
-    # Sometimes (2 CI runs in 5) the learner's process floods its output instead and every cell is inconclusive:
-    # the grader holds (no hole, above), but then the attack's findings cannot be read. Not understood yet.
-    flooded = "the learner's process hit its output (1 MiB) limit"
-    assert "found []" in report["test_unknown_tool"] or report["test_unknown_tool"] == flooded, report
+    assert "found []" in report["test_unknown_tool"], report
+
+
+def test_a_trace_that_fills_its_folder_costs_only_the_traced_cells(box, tmp_path, monkeypatch):
+    """A learner's process whose system calls fill the trace's folder (here a 1 MiB one; the hunt above, reading a
+    venv under /tmp, filled the 256 MiB one in CI): strace's message for each line it cannot write stays off the
+    process's capped output, so the re-check is conclusive; the traced cells fail, saying why, the others pass."""
+    from resumable_core.course.grading import syscalls
+    from resumable_core.course.grading.recheck import learner
+
+    if syscalls.available() is not None:
+        pytest.skip(f"no tracer: {syscalls.available()}")
+    monkeypatch.setattr(learner, "TRACE_CAP", 1 << 20)  # the learner's imports alone write more
+    report = recheck(box, tmp_path, "resume_skeleton", solution_answers("resume_skeleton"))
+    assert report.inconclusive is None, report.inconclusive
+    failed = {g: why for g, why in report.items() if why}
+    assert set(failed) == TRACED | TRACED_JOURNAL, failed
+    assert all("filled its folder" in why for why in failed.values()), failed
 
 
 # -- 3. postmortem: a toolbox a previous check handed over --------------------------------------------
@@ -654,6 +668,63 @@ def test_resume_skeleton_forged_probes_do_not_make_a_plain_write_atomic(box, tmp
     assert "in place" in (report["test_kill_during_save"] or "")
 
 
+MOVED_APPEND = r"""import threading
+
+
+def _seek_from_another_thread(fd, where):
+    # a seek the call's own thread never makes: a tracer that follows only that thread keeps the old position
+    mover = threading.Thread(target=os.lseek, args=(fd, where, os.SEEK_SET))
+    mover.start()
+    mover.join()
+
+
+def append_record(path, record):
+    header = json.dumps(JOURNAL_HEADER, separators=(",", ":")).encode() + b"\n"
+    data = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    line = data + b"\t" + f"{zlib.crc32(data):08x}".encode() + b"\n"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        held = b""
+        while chunk := os.read(fd, 1 << 16):
+            held += chunk
+        whole = held[: held.rfind(b"\n") + 1]
+        if len(whole) < len(held):
+            os.ftruncate(fd, len(whole))
+            os.lseek(fd, len(whole), os.SEEK_SET)
+        body = line if whole else header + line
+        half = len(body) // 2
+        _seek_from_another_thread(fd, len(whole) + half)
+        os.write(fd, body[half:])  # the line's end first: a kill now leaves zero bytes, then a complete line
+        _seek_from_another_thread(fd, len(whole))
+        os.write(fd, body[:half])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if not whole:
+        folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+"""
+"""An append that writes its line's second half first, placed by seeks another thread makes."""
+
+
+def test_resume_skeleton_a_seek_by_another_thread_does_not_hide_a_torn_append(box, tmp_path):
+    """append_record writes the second half of its line first, at a position another thread's lseek set, then the
+    first half: a kill between them leaves a complete line of zero bytes and a tail, a damaged journal. The trace
+    shows the other thread's seeks; none of the traced journal cells may score."""
+    from resumable_core.course.grading import syscalls
+
+    if syscalls.available() is not None:
+        pytest.skip(f"no tracer: {syscalls.available()}")
+    answers = solution_answers("resume_skeleton")
+    answers["append_record"] = MOVED_APPEND
+    report = recheck(box, tmp_path, "resume_skeleton", answers)
+    assert_no_hole(report, sorted(TRACED_JOURNAL))
+    assert "another thread or process" in (report["test_kill_during_append"] or ""), dict(report)
+
+
 # -- 5. postmortem: the freshly started process of a restarted call ----------------------------------
 
 SALTED_REFUND = """import uuid
@@ -739,8 +810,12 @@ FRESH_ATTACKS = {
         "import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_A_SOCKET + "_RUN = _salt()"
     ),
     "a patched os.execv": PATCHED_EXECV + SALTED_REFUND,
+    "a pid, which every sandbox's first process shares": SALTED_REFUND.replace(
+        "import uuid\n\n_RUN = uuid.uuid4().hex", "import os\n\n_RUN = str(os.getpid())"
+    ),
 }
-"""Ways a loaded process could hand its per-process salt to the "fresh" one, were that started from it."""
+"""Ways a loaded process could hand its per-process salt to the "fresh" one, were that started from it, or the
+fresh one draw the same."""
 
 DIES_WHEN_FRESH = """import os, signal
 
@@ -765,6 +840,67 @@ def test_postmortem_a_loaded_process_cannot_serve_the_restarted_call(box, tmp_pa
     report = _refund_recheck(box, tmp_path, FRESH_ATTACKS[attack], ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
     assert "refunded 2 times" in (report["test_refund_kill"] or ""), dict(report)
+
+
+GUESSED_WHEN_FRESH = SALTED_REFUND.replace(
+    "def refund(tools, order_id, amount_cents):\n",
+    """def refund(tools, order_id, amount_cents):
+    if not os.path.exists("/grading/rpc"):  # the freshly started process: the provider's ids are numbered from 1
+        return "re_000001"
+""",
+).replace("import uuid\n", "import os, uuid\n")
+"""A per-process salt, and a fresh process that returns the refund's id without asking the provider."""
+
+
+def test_postmortem_a_restarted_call_must_ask_the_provider(box, tmp_path):
+    """A freshly started process that returns the killed call's refund id unasked (the provider numbers them) scores
+    nothing: nothing in it knows the refund went through, and one refund under one key is no proof it asked."""
+    report = _refund_recheck(box, tmp_path, GUESSED_WHEN_FRESH, ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
+    assert "without sending a request" in (report["test_refund_kill"] or ""), dict(report)
+
+
+SALT_OVER_A_LOCK = """import fcntl, glob, os, uuid
+
+_LOCKED = sorted(glob.glob("/grading/lib/resumable_core/**/*.py", recursive=True))[:33]
+_HELD = []
+
+
+def _salt():
+    # bit 0: a salt is there; bits 1-32: its value, as locks on files every sandbox of the run sees (read-only)
+    bits = 0
+    for i, path in enumerate(_LOCKED):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            bits |= 1 << i
+        os.close(fd)
+    if bits & 1:
+        return str(bits >> 1)
+    value = uuid.uuid4().int & 0xFFFFFFFF
+    for i, path in enumerate(_LOCKED):
+        if (value << 1 | 1) >> i & 1:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            _HELD.append(fd)
+    return str(value)
+
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a covert channel between sandboxes: the loaded process holds flock()s on library files every sandbox "
+    "sees read-only and the fresh one reads its salt from them; closing it needs a seccomp filter or files of the "
+    "sandbox's own, not a check",
+)
+def test_postmortem_a_lock_on_a_shared_file_hands_no_salt_to_the_fresh_process(box, tmp_path):
+    """The loaded process keeps its per-process salt as flock()s on files of the library copy, which the fresh
+    process's sandbox sees too (the same inodes); the fresh process reads the salt back: one refund, not two."""
+    refund = SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_A_LOCK + "_RUN = _salt()")
+    report = _refund_recheck(box, tmp_path, refund, ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
 
 
 @pytest.mark.parametrize("signal", ["KILL", "STOP"])

@@ -232,6 +232,24 @@ def test_a_cell_failed_only_after_a_fresh_start_is_named_by_its_check_not_called
     assert "may patch the checks" in reasons.visible_check_disagreed("the customer was refunded 2 times")
 
 
+def test_a_restarted_call_that_returns_the_id_unasked_fails_after_the_restart():
+    """A restarted call's id returned without a request to the provider is a guess: it fails, named as after a restart;
+    the solution's retry (one request under the killed call's key) passes."""
+    from resumable_core.course.checks import postmortem as checks
+    from resumable_core.course.checks.support import FailedAfterRestart
+
+    refund = learner(SOLUTION)["refund"]
+    shop = checks.Shop.open()
+    assert shop.call(refund, die_after_refund=True).ended == "killed"
+    sent = len(shop.requests())
+    refund_id = shop.refunds()[0]["id"]
+    guessed = checks.Call("returned", value=refund_id, returned="str")
+    with pytest.raises(FailedAfterRestart, match="without sending a request"):
+        checks.require_one_refund_after_restart(shop, guessed, "here", sent_before=sent)
+    again = shop.call(refund)
+    assert checks.require_one_refund_after_restart(shop, again, "here", sent_before=sent) == refund_id
+
+
 @pytest.mark.slow
 def test_a_per_process_salt_passes_only_where_the_restart_is_a_fork():
     """In the kernel (a forked retry) the per-process salt passes every Part 2 cell: only a fresh process can tell."""

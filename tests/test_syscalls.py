@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resumable_core.course.grading import syscalls
-from resumable_core.course.grading.isolation import BwrapBackend, Job, Mount
+from resumable_core.course.grading.isolation import BwrapBackend, Job, Mount, capped_folder
 from resumable_core.course.grading.syscalls import Event, atomic_problem, durable_problem, read_events
 
 SAVERS = Path(__file__).parent / "syscall_savers"
@@ -287,9 +287,35 @@ def test_lines_that_cannot_touch_the_folder_are_left_out():
 def test_tracer_argv_is_a_prefix_writing_to_an_absolute_file():
     """The prefix follows forks, decodes fds, hides data, filters in the kernel, and never reads "|x" as a pipe."""
     argv = syscalls.tracer_argv(Path("|x"))
-    assert argv[0] == "strace" and argv[-1] == "--"
-    assert {"-f", "-y", "-xx", "--seccomp-bpf"} <= set(argv) and argv[argv.index("-s") + 1] == "0"
-    assert Path(argv[argv.index("-o") + 1]).is_absolute()
+    strace = argv[argv.index("strace") : argv.index("--") + 1]
+    assert {"-f", "-y", "-xx", "--seccomp-bpf"} <= set(strace) and strace[strace.index("-s") + 1] == "0"
+    assert Path(strace[strace.index("-o") + 1]).is_absolute()
+
+
+FLOOD = """import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for _ in range(20000):
+    os.lseek(fd, 0, os.SEEK_SET)
+sys.stderr.write("the command's own\\n")
+"""
+
+
+def test_the_tracers_own_messages_never_reach_the_commands_stderr(tmp_path):
+    """A trace that fills its folder: strace's message for every line it cannot write stays off the command's stderr
+    (the job's capped output), which holds the command's own words only; the trace counts as cut off."""
+    if (why := syscalls.available()) is not None:
+        pytest.skip(why)
+    if os.geteuid() != 0:
+        pytest.skip("a folder that fills needs a tmpfs, which only root mounts")
+    with capped_folder(256 << 10) as folder:
+        trace = folder / "trace.txt"
+        argv = [*syscalls.tracer_argv(trace), sys.executable, "-c", FLOOD, str(folder)]
+        proc = subprocess.run(argv, capture_output=True, timeout=300, check=False)
+        assert proc.returncode == 0 and proc.stderr == b"the command's own\n", proc.stderr[-300:]
+        assert "filled its folder" in str(syscalls.cut_off(trace))
+    roomy = tmp_path / "trace.txt"
+    assert subprocess.run([*syscalls.tracer_argv(roomy), "/bin/true"], check=False).returncode == 0
+    assert syscalls.cut_off(roomy) is None and Path(f"{roomy}{syscalls.LOG}").read_bytes() == b""
 
 
 FRAGMENTS = st.sampled_from(
@@ -551,6 +577,27 @@ def test_a_change_by_another_thread_is_no_part_of_the_call():
     text = APPEND.replace("7  fsync", "8  fsync") + _marked("ab" * 8)
     during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
     assert "from another thread or process (trace line 3)" in str(late) and len(during) == 2
+
+
+def test_a_seek_by_another_thread_before_the_return_is_a_problem():
+    """Another thread's lseek or read of the journal's fd during the call (which moves where its writes land) is a problem; after the return it is not."""
+    n, end = len(LINE), len(HEAD)
+    opened = APPEND.splitlines()[0].replace("O_CREAT|O_APPEND", "O_CREAT")
+    for moved in (f"8  lseek(3<{J}>, {end + 4}, SEEK_SET) = {end + 4}", f'8  read(3<{J}>, ""..., 4) = 4'):
+        calls = f'7  lseek(3<{J}>, 0, SEEK_END) = {end}\n{moved}\n7  write(3<{J}>, ""..., {n}) = {n}\n'
+        text = f"{opened}\n{calls}{_marked('ab' * 8)}"
+        during, late = syscalls.until_returned(_events(text), syscalls.returned_mark(text, "ab" * 8), J)
+        assert "from another thread or process (trace line 3)" in str(late) and len(during) == 3, late
+    after = f"{APPEND}{_marked('ab' * 8)}8  lseek(3<{J}>, 0, SEEK_SET) = 0\n"
+    assert syscalls.until_returned(_events(after), syscalls.returned_mark(after, "ab" * 8), J)[1] is None
+
+
+def test_a_dups_new_fd_without_a_path_was_not_open():
+    """strace shows a dup's new fd without a path when it was not open: it names no file (the tracer's own shell
+    makes one before the command), but an old fd without a path is still unresolved."""
+    assert read_events("8  dup2(3<pipe:[7]>, 2) = 2<pipe:[7]>\n", "/f") == []
+    assert read_events("8  dup2(3, 2) = 2\n", "/f")[0].fds == (None, "(not open)")
+    assert read_events(f"8  dup3(3<{J}>, 9, O_CLOEXEC) = 9<{J}>\n", "/f")[0].fd_numbers == (3, 9)
 
 
 def _stamped(text: str, start: float) -> str:

@@ -260,10 +260,22 @@ PER_CALL = N_(
 )
 
 
-def require_one_refund_after_restart(shop_: Shop, call: Call, where: str) -> str:
-    """:func:`require_one_refund` for a call of the :func:`.support.restarted` ``refund``: its failure says so."""
+def require_one_refund_after_restart(shop_: Shop, call: Call, where: str, *, sent_before: int) -> str:
+    """:func:`require_one_refund` for a call of the :func:`.support.restarted` ``refund``, which must have asked the
+    provider itself (``sent_before``: the requests in its book before the call): its failure says so.
+
+    A restarted process holds nothing that says the refund went through, so an id it returns unasked is a guess.
+    """
     try:
-        return require_one_refund(shop_, call, where, same_key=PER_CALL)
+        refund_id = require_one_refund(shop_, call, where, same_key=PER_CALL)
+        require(
+            any(r["order_id"] == ORDER for r in shop_.requests()[sent_before:]),
+            _(
+                "{where}: refund returned {refund_id} without sending a request: a restarted process holds nothing "
+                "that says the refund went through, so it sends it again under the killed call's key ({key_lesson})"
+            ).format(where=where, refund_id=repr(refund_id), key_lesson=_(KEY_LESSON)),
+        )
+        return refund_id
     except FailedAfterRestart:
         raise
     except CheckFailed as e:
@@ -384,8 +396,11 @@ def check_refund_after_kill(refund: Refund) -> None:
             "refund never reached the provider (it {ended}{value}); it must call tools.execute('refund_payment', ...)"
         ).format(ended=ended_as_said(first.ended), value=": " + first.error if first.error else ""),
     )
+    sent = len(s.requests())
     again = s.call(restarted(refund))
-    require_one_refund_after_restart(s, again, _("the re-run after a SIGKILL that fell after the refund"))
+    require_one_refund_after_restart(
+        s, again, _("the re-run after a SIGKILL that fell after the refund"), sent_before=sent
+    )
 
 
 def check_two_refunds(refund: Refund) -> None:

@@ -676,7 +676,7 @@ class RemoteFunction:
         target = given[0]
         events = syscalls.read_events(_TRACE[0], str(Path(target).parent))
         during, late = syscalls.until_returned(events, syscalls.returned_mark(_TRACE[0], mark), target, replied_at)
-        return Observation(tuple(during), target, late)
+        return Observation(tuple(during), target, syscalls.cut_off(_TRACE[0]) or late)
 
     def __repr__(self) -> str:
         where = "a freshly started learner's process" if self.fresh else "the learner's process"

@@ -86,19 +86,47 @@ class Event:
         return self.error is not None and self.result is not None
 
 
+SH = "/bin/sh"
+LOG = ".log"
+"""What :func:`tracer_argv` adds to the trace's path for strace's own messages."""
+_APART = 'exec 3>&2 2>>"$1" && shift && exec "$@"'
+"""Run by the first shell: the command's stderr kept on fd 3, strace's own on the log ($1)."""
+_BACK = 'exec 2>&3 3>&- && exec "$@"'
+"""Run by the second shell, strace's child: fd 3 back as the command's stderr."""
+FULL = 64 << 10
+"""Free bytes of the trace's folder under which it counts as full: strace may have lost lines since (:func:`cut_off`)."""
+
+
 def tracer_argv(output: Path) -> list[str]:
-    """The strace prefix to put before a command (ending in ``--``): it writes its trace to ``output``.
+    """The strace prefix to put before a command: it writes its trace to ``output``, its own messages beside it.
 
     Follows forks (``-f``); decodes fds to the kernel's paths (``-y``); prints strings in hex
     (``-xx``) and no written data (``-s 0``); stamps each call with the host's clock (``-ttt``: the
     checker bounds a call by when it got the reply); stops the tracee only at :data:`TRACED` calls
-    (``--seccomp-bpf``); no signal, attach or exit lines.
+    (``--seccomp-bpf``); no signal, attach or exit lines. strace's own messages go to ``output``
+    and :data:`LOG`, never to the command's stderr: that is the job's output, which a sandbox caps,
+    and once the trace's folder is full strace reports every line it cannot write (a flood that
+    killed the learner's process and made the whole re-check inconclusive). Two shells put them
+    apart: the first keeps the command's stderr on fd 3 and starts strace with its stderr on the
+    log; the second, which strace traces, gives fd 3 back to the command as its stderr.
     """
     # strace reads "-o |cmd" as a pipe to a command: an absolute path never starts with "|" or "!"
     out = os.path.abspath(output)
     follow = [STRACE, "-f", "--seccomp-bpf", "-qq", "-e", "signal=none"]
     show = ["-y", "-xx", "-s", "0", "-ttt", "-e", f"trace={','.join(TRACED)}"]
-    return [*follow, *show, "-o", out, "--"]
+    return [SH, "-c", _APART, SH, out + LOG, *follow, *show, "-o", out, "--", SH, "-c", _BACK, SH]
+
+
+def cut_off(trace: Path | str) -> str | None:
+    """Why the trace may have lost lines (its folder is full, so strace writes no more), or None.
+
+    strace only appends, so a full folder cuts the trace at one place: the mark of a call after it
+    is lost too (:func:`until_returned` refuses the call), but what followed a mark may be.
+    """
+    st = os.statvfs(os.path.dirname(os.path.abspath(trace)))
+    if st.f_bavail * st.f_frsize >= FULL:
+        return None
+    return "the grader's trace of the learner's process filled its folder, so it cannot judge the call: the notebook makes too many file system calls"
 
 
 @functools.cache
@@ -116,7 +144,8 @@ def available() -> str | None:
         except (OSError, subprocess.SubprocessError) as e:
             return f"strace could not start: {e}"
         if proc.returncode != 0:
-            last = (proc.stderr.decode(errors="replace").strip().splitlines() or ["no message"])[-1]
+            said = Path(f"{trace}{LOG}").read_text(errors="replace") if Path(f"{trace}{LOG}").exists() else ""
+            last = ((said + proc.stderr.decode(errors="replace")).strip().splitlines() or ["no message"])[-1]
             hint = " (ptrace is refused: a container without CAP_SYS_PTRACE, or yama ptrace_scope)"
             return f"strace failed (exit code {proc.returncode}): {last[:200]}" + (hint if "ptrace" in last else "")
         seen = [e.returned for e in read_events(trace, folder) if e.syscall in _OPENS]
@@ -144,7 +173,8 @@ _COPY_READS = {"copy_file_range": 0, "sendfile": 1, "splice": 0}
 """Calls that also read from a file, and which of their fds they read: with a NULL offset they move its position."""
 
 # Each argument's role. D: a dirfd for the next P; P: a path; S: a symlink's content; f: an fd;
-# F: flags; H: a struct holding flags=; o: an offset or length (:attr:`Event.offset`); .: skipped. Missing arguments (a cut line) stay unresolved.
+# n: a dup's new fd (no path shown: it was not open, so it names no file); F: flags; H: a struct
+# holding flags=; o: an offset or length (:attr:`Event.offset`); .: skipped. Missing arguments (a cut line) stay unresolved.
 _ARGS = {
     "open": "PF",
     "creat": "P",
@@ -185,7 +215,9 @@ _ARGS = {
 }
 _ARGS |= dict.fromkeys(["write", "writev", "read", "readv", "lseek", "_llseek", "dup"], "f")
 _ARGS |= {"pwrite64": "f..o", "pwritev": "f..o", "pwritev2": "f..oF", "preadv2": "f..o", "ftruncate": "fo"}
-_ARGS |= {"dup2": "ff", "dup3": "ff", "fcntl": "fF", "truncate": "Po"}
+_ARGS |= {"dup2": "fn", "dup3": "fn", "fcntl": "fF", "truncate": "Po"}
+_NOT_OPEN = "(not open)"
+"""The path of a dup's new fd that was not open before the call: no file (never absolute, so in no folder)."""
 _ARGS |= dict.fromkeys(["fsync", "fdatasync", "syncfs", "sync_file_range"], "f")
 _ARGS |= dict.fromkeys(["io_uring_enter", "io_uring_register", "io_submit"], "f")
 
@@ -429,8 +461,9 @@ class _Reader:
                 base = self.cwd.get(pid)
             elif role == "S":
                 content = _string(arg)
-            elif role == "f":
-                fds.append(_fd_path(arg)[1] if arg is not None else None)
+            elif role == "f" or role == "n":
+                where = _fd_path(arg)[1] if arg is not None else None
+                fds.append(_NOT_OPEN if role == "n" and arg is not None and where is None else where)
                 numbers.append(_fd_number(arg))
             elif role == "o" and arg is not None and _INTEGER.fullmatch(arg):
                 offset = int(arg)
@@ -1080,8 +1113,10 @@ def until_returned(
     A call in progress at the return (its result printed after the mark) is kept as one that
     never returned. A change in the folder by another thread or process than the one that ran
     the call, or after the return (a write, a sync, an open, a rename), is a problem: the call's
-    own thread must do its work before it returns, or the file changes under the checker. No
-    mark at all is a problem too.
+    own thread must do its work before it returns, or the file changes under the checker. So is
+    any call on the folder by another thread or process before the return, a seek or a read too:
+    it moves the position of an fd the call's own writes go through, which the call's events do
+    not show. No mark at all is a problem too.
     """
     name = posixpath.basename(_norm(target))
     if returned is None:
@@ -1099,7 +1134,8 @@ def until_returned(
         after_reply = replied_at is not None and (ev.at is None or ev.at > replied_at)
         if ev.line < line and ev.pid == returned.pid and not after_reply:
             during.append(ev if ev.end is None or ev.end < line else dataclasses.replace(ev, end=None, result=None))
-        elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL):
+        # before the return even a seek or a read by another thread counts: it moves an fd the call writes through
+        elif late is None and not ev.failed and (ev.unparsed or ev.syscall not in _STILL or ev.line < line):
             when = "after it returned" if ev.line > line or after_reply else "from another thread or process"
             late = f"the function writing {name} left its work to others: the trace shows {ev.syscall or 'a call'}() on the folder of {name} {when} (trace line {ev.line}); write, flush and fsync in the call itself before returning, not in a thread"
     return during, late

@@ -154,8 +154,9 @@ def check_refund_kill_then_timeout(refund: Refund) -> None:
     require(
         first.ended == "killed", _("refund never reached the provider: it must call tools.execute('refund_payment')")
     )
+    sent = len(s.requests())
     again = s.call(restarted(refund), [Fault.TIMEOUT])
-    require_one_refund_after_restart(s, again, _("a re-run after a SIGKILL, meeting a timeout"))
+    require_one_refund_after_restart(s, again, _("a re-run after a SIGKILL, meeting a timeout"), sent_before=sent)
 
 
 CONTRACT: dict[str, tuple[str, ...]] = {

@@ -142,7 +142,15 @@ def serve_handed(notebook: Path, hand: str, timeout: int) -> None:
     The host hands the checker's connection over ``hand`` (one descriptor, ``SCM_RIGHTS``); the
     sandbox is this process's own, so it ends with it. What the cells print goes nowhere; a cell
     that raises is passed, as in the kernel.
+
+    It runs in a child of this process: every sandbox's first process has the same pid (bwrap's
+    init is 1, its child 2), the loaded one too, and a pid drawn once per process must be new here,
+    as after a real restart.
     """
+    child = os.fork()
+    if child:
+        _, status = os.waitpid(child, 0)
+        os._exit(0 if os.waitstatus_to_exitcode(status) == 0 else 1)
     shell = new_shell(Path.cwd())
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     for count, source in enumerate(fresh_cells(nb), start=1):
