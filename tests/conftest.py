@@ -8,16 +8,30 @@ import resumable_core as rc
 from resumable_core._scripted import ScriptedClaude
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `-n 2 --dist loadgroup` a file's tests share a worker (its module fixtures are paid once), as with
-    loadfile; a module that sets ``SPLIT_ACROSS_WORKERS`` lets each of its tests go to any worker (a long file
-    whose tests share nothing would otherwise hold one worker for all of them)."""
-    if not config.pluginmanager.hasplugin("xdist"):  # the core suite on 3.12/3.13 runs without it
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            split = getattr(getattr(item, "module", None), "SPLIT_ACROSS_WORKERS", False)
-            item.add_marker(pytest.mark.xdist_group(item.nodeid if split else item.nodeid.split("::")[0]))
+SPLIT_ACROSS_WORKERS = ("tests/test_no_answers.py",)
+"""Files whose tests share no module fixture and may each go to any worker (a long file would otherwise hold one)."""
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit `-n 2 --dist loadfile` hands a worker: a test's file (its module fixtures are paid once), or the
+    test itself in a file of ``SPLIT_ACROSS_WORKERS``."""
+    file = nodeid.split("::", 1)[0]
+    return nodeid if file in SPLIT_ACROSS_WORKERS else file
+
+
+@pytest.hookimpl(optionalhook=True)  # the core suite on 3.12/3.13 runs without xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``, scoped by ``xdist_scope``: the controller groups node ids itself. (Groups a worker
+    writes into node ids, as ``--dist loadgroup`` does, are lost under pytest 9.2: pytest-xdist issue 1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByScope(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return ByScope(config, log)
 
 
 @pytest.fixture(autouse=True)

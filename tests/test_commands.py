@@ -84,6 +84,24 @@ def test_ci_runs_make_test():
     assert lines[-1] == "make test"
 
 
+def test_make_test_hands_each_worker_whole_files(pytestconfig, monkeypatch):
+    """`make test` runs `-n 2 --dist loadfile`, whose scheduler keeps a file's tests on one worker (its module
+    fixtures paid once) and spreads only the tests of a file in SPLIT_ACROSS_WORKERS."""
+    pytest.importorskip("xdist")
+    import conftest  # tests/ is on sys.path under pytest (rootdir-relative import)
+
+    test_line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("test:"))
+    recipe = (ROOT / "Makefile").read_text().split(test_line, 1)[1].splitlines()[1]
+    assert "-n 2 --dist loadfile" in recipe
+    monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
+    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])  # what -n 2 sets
+    scheduler = conftest.pytest_xdist_make_scheduler(pytestconfig, None)
+    scopes = {scheduler._split_scope(n) for n in ("tests/test_term.py::test_a", "tests/test_term.py::C::test_b[1]")}
+    assert scopes == {"tests/test_term.py"}
+    split = f"{conftest.SPLIT_ACROSS_WORKERS[0]}::test_a"
+    assert scheduler._split_scope(split) == split
+
+
 def test_readme_starts_with_the_two_commands():
     """The README's first commands are `make lab` and `make test`."""
     text = (ROOT / "README.md").read_text()
