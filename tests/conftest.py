@@ -7,7 +7,6 @@ import pytest
 import resumable_core as rc
 from resumable_core._scripted import ScriptedClaude
 
-
 SPLIT_ACROSS_WORKERS = ("tests/test_no_answers.py",)
 """Files whose tests share no module fixture and may each go to any worker (a long file would otherwise hold one)."""
 
