@@ -7,8 +7,28 @@ import pytest
 import resumable_core as rc
 from resumable_core._scripted import ScriptedClaude
 
-SPLIT_ACROSS_WORKERS = ("tests/test_no_answers.py",)
-"""Files whose tests share no module fixture and may each go to any worker (a long file would otherwise hold one)."""
+SPLIT_ACROSS_WORKERS = (
+    "tests/test_no_answers.py",
+    "tests/test_journal_exercise.py",
+    "tests/test_recheck.py",
+    "tests/test_recheck_attacks.py",
+)
+"""Long files whose module fixtures cost a second (a library copy): each test may go to any worker."""
+LONGEST_FIRST = (
+    "tests/test_grading.py",
+    *SPLIT_ACROSS_WORKERS,
+    "tests/test_self_study_kit.py",
+    "tests/test_report_exercise.py",
+    "tests/test_regrade.py",
+    "tests/test_checks.py",
+    "tests/test_attacks.py",
+    "tests/test_lessons.py",
+    "tests/test_term.py",
+    "tests/test_student_kit.py",
+    "tests/test_postgres_gradebook.py",
+)
+"""The files that take longest (measured one file at a time), handed out first so that no worker is left alone with
+one at the end; the others follow in xdist's order (most tests first). A stale order costs time, never a result."""
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -18,10 +38,17 @@ def xdist_scope(nodeid: str) -> str:
     return nodeid if file in SPLIT_ACROSS_WORKERS else file
 
 
+def xdist_rank(scope: str) -> int:
+    """Where a unit goes in the queue: its file's place in ``LONGEST_FIRST``, the others after them."""
+    file = scope.split("::", 1)[0]
+    return LONGEST_FIRST.index(file) if file in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
 @pytest.hookimpl(optionalhook=True)  # the core suite on 3.12/3.13 runs without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadfile``, scoped by ``xdist_scope``: the controller groups node ids itself. (Groups a worker
-    writes into node ids, as ``--dist loadgroup`` does, are lost under pytest 9.2: pytest-xdist issue 1386.)"""
+    """``--dist loadfile``, scoped by ``xdist_scope`` and ordered by ``xdist_rank``: the controller groups node ids
+    itself. (Groups a worker writes into node ids, as ``--dist loadgroup`` does, are lost under pytest 9.2:
+    pytest-xdist issue 1386.)"""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -29,6 +56,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     class ByScope(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return xdist_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            first = min(self.workqueue, key=xdist_rank)  # the first of the lowest rank: xdist's order among equals
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
 
     return ByScope(config, log)
 
