@@ -61,7 +61,7 @@ formgrader: setup  ## formgrader on this course's gradebook: open the printed li
 	$(BIN)/jupyter server $(FORMGRADER_FLAGS) $(FORMGRADER_ARGS)
 
 test: setup lint  ## lint, types, then every test; then the core suite on 3.12 and 3.13
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
 	$(MAKE) test-core-pythons
 
 # The core wing's tests, which need only `pip install .` plus pytest and hypothesis.

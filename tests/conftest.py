@@ -7,17 +7,62 @@ import pytest
 import resumable_core as rc
 from resumable_core._scripted import ScriptedClaude
 
+SPLIT_ACROSS_WORKERS = (
+    "tests/test_no_answers.py",
+    "tests/test_journal_exercise.py",
+    "tests/test_recheck.py",
+    "tests/test_recheck_attacks.py",
+)
+"""Long files whose module fixtures cost a second (a library copy): each test may go to any worker."""
+LONGEST_FIRST = (
+    "tests/test_grading.py",
+    *SPLIT_ACROSS_WORKERS,
+    "tests/test_self_study_kit.py",
+    "tests/test_report_exercise.py",
+    "tests/test_regrade.py",
+    "tests/test_checks.py",
+    "tests/test_attacks.py",
+    "tests/test_lessons.py",
+    "tests/test_term.py",
+    "tests/test_student_kit.py",
+    "tests/test_postgres_gradebook.py",
+)
+"""The files that take longest (measured one file at a time), handed out first so that no worker is left alone with
+one at the end; the others follow in xdist's order (most tests first). A stale order costs time, never a result."""
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `-n 2 --dist loadgroup` a file's tests share a worker (its module fixtures are paid once), as with
-    loadfile; a module that sets ``SPLIT_ACROSS_WORKERS`` lets each of its tests go to any worker (a long file
-    whose tests share nothing would otherwise hold one worker for all of them)."""
-    if not config.pluginmanager.hasplugin("xdist"):  # the core suite on 3.12/3.13 runs without it
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            split = getattr(getattr(item, "module", None), "SPLIT_ACROSS_WORKERS", False)
-            item.add_marker(pytest.mark.xdist_group(item.nodeid if split else item.nodeid.split("::")[0]))
+
+def xdist_scope(nodeid: str) -> str:
+    """The unit `-n 2 --dist loadfile` hands a worker: a test's file (its module fixtures are paid once), or the
+    test itself in a file of ``SPLIT_ACROSS_WORKERS``."""
+    file = nodeid.split("::", 1)[0]
+    return nodeid if file in SPLIT_ACROSS_WORKERS else file
+
+
+def xdist_rank(scope: str) -> int:
+    """Where a unit goes in the queue: its file's place in ``LONGEST_FIRST``, the others after them."""
+    file = scope.split("::", 1)[0]
+    return LONGEST_FIRST.index(file) if file in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
+@pytest.hookimpl(optionalhook=True)  # the core suite on 3.12/3.13 runs without xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadfile``, scoped by ``xdist_scope`` and ordered by ``xdist_rank``: the controller groups node ids
+    itself. (Groups a worker writes into node ids, as ``--dist loadgroup`` does, are lost under pytest 9.2:
+    pytest-xdist issue 1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByScope(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            first = min(self.workqueue, key=xdist_rank)  # the first of the lowest rank: xdist's order among equals
+            self.workqueue.move_to_end(first, last=False)
+            super()._assign_work_unit(node)
+
+    return ByScope(config, log)
 
 
 @pytest.fixture(autouse=True)

@@ -84,6 +84,44 @@ def test_ci_runs_make_test():
     assert lines[-1] == "make test"
 
 
+def test_make_test_hands_each_worker_whole_files_longest_first(pytestconfig, monkeypatch):
+    """`make test` runs `-n 2 --dist loadfile`, whose scheduler keeps a file's tests on one worker (its module
+    fixtures paid once) but for the files in SPLIT_ACROSS_WORKERS, and hands out the LONGEST_FIRST files first."""
+    pytest.importorskip("xdist")
+    import conftest  # tests/ is on sys.path under pytest (rootdir-relative import)
+
+    test_line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("test:"))
+    recipe = (ROOT / "Makefile").read_text().split(test_line, 1)[1].splitlines()[1]
+    assert "-n 2 --dist loadfile" in recipe
+    assert all((ROOT / f).is_file() for f in (*conftest.SPLIT_ACROSS_WORKERS, *conftest.LONGEST_FIRST))
+    monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
+    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])  # what -n 2 sets
+    scheduler = conftest.pytest_xdist_make_scheduler(pytestconfig, None)
+    split = conftest.SPLIT_ACROSS_WORKERS[0]
+    ids = [
+        "tests/test_lease.py::a",
+        "tests/test_lease.py::C::b[1]",
+        f"{split}::c",
+        f"{split}::d",
+        "tests/test_grading.py::e",
+    ]
+
+    class Node:
+        def __init__(self) -> None:
+            self.sent: list[list[int]] = []
+
+        def send_runtest_some(self, indices: list[int]) -> None:
+            self.sent.append(indices)
+
+    node = Node()
+    scheduler.registered_collections[node] = ids
+    for nodeid in ids:
+        scheduler.workqueue.setdefault(scheduler._split_scope(nodeid), {})[nodeid] = False
+    while scheduler.workqueue:
+        scheduler._assign_work_unit(node)
+    assert node.sent == [[4], [2], [3], [0, 1]]  # test_grading, the split file's tests one by one, then the rest
+
+
 def test_readme_starts_with_the_two_commands():
     """The README's first commands are `make lab` and `make test`."""
     text = (ROOT / "README.md").read_text()

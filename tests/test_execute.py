@@ -105,6 +105,7 @@ def test_a_forged_result_cannot_change_the_cells():
     assert all(c.outputs[0].ename == NOT_RUN for c in merge_result(sent, shorter, None).cells if "outputs" in c)
 
 
+@pytest.mark.slow  # a kernel started in the sandbox: seconds of CPU
 def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path):
     """The learner's process in the sandbox: stderr comes back as stdout, writes are thrown away, a kill's later cells say why."""
     from resumable_core.course.grading.execute import SandboxedExecute

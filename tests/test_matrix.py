@@ -303,6 +303,7 @@ def test_the_lab_imports_nothing_from_the_course():
     assert offenders == []
 
 
+@pytest.mark.slow  # a fresh interpreter runs three cells with real kills: 5 s of CPU or more
 def test_the_lab_defaults_work_with_only_the_kits_strategies():
     """In a fresh process with no answers registered, the matrix, the simulator and the races use what is registered."""
     code = (

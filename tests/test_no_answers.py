@@ -51,7 +51,6 @@ from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
 from resumable_core.course.hidden import strategies as answers
 from resumable_core.strategies import Strategy
 
-SPLIT_ACROSS_WORKERS = True  # no module fixture: each assignment may run on its own worker (conftest.py)
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 GRADE_TIMEOUT = 180.0
