@@ -9,20 +9,26 @@ with `wcwidth`, which measures what a terminal shows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import wcwidth
+from types import ModuleType
 
 __all__ = ["pad", "table", "width", "wrap"]
 
 
+def _wcwidth() -> ModuleType:
+    # here, not at the top: the core's tests import the lab on `pip install .` alone, which has no wcwidth
+    import wcwidth
+
+    return wcwidth
+
+
 def width(text: str) -> int:
     """The columns ``text`` takes in a terminal: a wide character (Hangul, say) takes two."""
-    return int(wcwidth.width(text))
+    return int(_wcwidth().width(text))
 
 
 def pad(text: str, columns: int, *, right: bool = False) -> str:
     """``text`` padded with spaces to ``columns`` terminal columns, on the right (``right``: on the left)."""
-    return str(wcwidth.rjust(text, columns) if right else wcwidth.ljust(text, columns))
+    return str(_wcwidth().rjust(text, columns) if right else _wcwidth().ljust(text, columns))
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, gap: str = "  ") -> list[str]:
@@ -37,4 +43,4 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, gap: str = " 
 
 def wrap(text: str, columns: int) -> list[str]:
     """``text`` wrapped into lines of at most ``columns`` terminal columns, as :func:`textwrap.wrap` by characters."""
-    return list(wcwidth.wrap(text, columns))
+    return list(_wcwidth().wrap(text, columns))
