@@ -69,7 +69,7 @@ CORE_PYTHONS := 3.12 3.13
 CORE_TESTS := $(addprefix tests/test_,architecture.py checkpoint.py checkpoint_os.py claude.py crash.py \
 	lease.py ledger.py loop.py protocol.py strategies.py tools.py)
 
-test-core-pythons:  ## the core suite (-m "not slow") on each of CORE_PYTHONS, in .venv-3.x
+test-core-pythons:  ## the core suite (-m "not extras": slow tests too) on each of CORE_PYTHONS, in .venv-3.x
 	@for v in $(CORE_PYTHONS); do \
 	  py=$$(python$$v -c 'import sys; print(sys.executable)' 2>/dev/null \
 	    || ls -d "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/$$v*/bin/python$$v 2>/dev/null | tail -n 1); \
@@ -81,7 +81,7 @@ test-core-pythons:  ## the core suite (-m "not slow") on each of CORE_PYTHONS, i
 	    || { cat .venv-$$v/install.log; exit 1; }; \
 	  fi; \
 	  echo "== core tests on $$(.venv-$$v/bin/python --version)"; \
-	  .venv-$$v/bin/python -m pytest -p no:cacheprovider -q -m "not slow" $(CORE_TESTS) || exit 1; \
+	  .venv-$$v/bin/python -m pytest -p no:cacheprovider -q -m "not extras" $(CORE_TESTS) || exit 1; \
 	done
 
 lint: setup  ## ruff (lint and format) and mypy, as CI runs them

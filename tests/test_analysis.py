@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 
+import pytest
 from PIL import Image
 
 from resumable_core.course.grading.analysis import NO_MESSAGE, Outcome, analyse, write
@@ -40,6 +41,7 @@ def test_checks_failed_by_the_same_students_are_paired_and_a_lone_failure_is_not
     assert analyse(_class()).together == [("test_a", "test_b", 1.0, 2)]
 
 
+@pytest.mark.slow
 def test_the_files_are_written_and_the_html_escapes_messages(tmp_path):
     """item-analysis.csv has a row per check, the picture is a PNG, and a message's markup is escaped in the page."""
     rows = [*_class(), Outcome("s5", "test_a", 0, 2, "<script>alert(1)</script>")]

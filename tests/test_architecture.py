@@ -50,6 +50,7 @@ def test_no_core_module_imports_a_wing_or_a_notebook_package(module):
     assert not bad, f"{module.name} imports {bad}: the core may use anthropic and pydantic only"
 
 
+@pytest.mark.slow
 def test_importing_every_core_module_loads_no_wing():
     """Loading all of the core at run time pulls in no wing and no notebook package either."""
     names = [f"resumable_core.{p.stem}" for p in CORE_MODULES if p.stem != "__init__"]
@@ -137,6 +138,7 @@ def test_no_sys_path_insert_in_tests_or_benches():
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_plain_install_brings_only_the_core(tmp_path):
     """``pip install .`` in a fresh venv installs no notebook stack, and the core API imports and runs."""
     env_dir = tmp_path / "venv"
@@ -250,6 +252,7 @@ def _reached(path: Path) -> dict[Path, set[str]]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", INSIDE, ids=lambda p: p.name)
 def test_nothing_inside_a_sandbox_reaches_the_gradebook_side_through_another_module(path):
     """inside/* reaches no nbgrader, gradebook or gradebook step through the modules of ours it imports (deferred too)."""
@@ -258,6 +261,7 @@ def test_nothing_inside_a_sandbox_reaches_the_gradebook_side_through_another_mod
         assert not bad, f"{path.name} reaches {module.relative_to(ROOT)}, which imports {sorted(bad)}"
 
 
+@pytest.mark.slow
 def test_only_the_gradebook_module_opens_a_gradebook():
     """Within course/grading only ``gradebook.py`` imports nbgrader's gradebook API (``nbgrader.api``) or SQLAlchemy."""
     for path in sorted(set(GRADING.rglob("*.py")) - {GRADING / "gradebook.py"}):
@@ -284,6 +288,7 @@ def test_the_channel_knows_nothing_of_learners(path):
     assert all(m.startswith("resumable_core.course.grading.rpc") for m in ours), sorted(ours)
 
 
+@pytest.mark.slow
 def test_the_trusted_side_starts_the_inside_by_module_name_never_by_import():
     """No module outside inside/ imports it: recheck and execute start it as ``python -m`` in a command line."""
     outside = [p for p in GRADING.rglob("*.py") if "inside" not in p.parts]

@@ -20,6 +20,7 @@ def test_every_message_the_code_uses_is_translated_and_none_is_stale(domain: str
     assert catalogs.problems(ALL[domain], lang) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("domain", sorted(ALL))
 def test_update_changes_no_byte_of_a_current_catalog(domain: str, tmp_path: Path) -> None:
     """Rewriting a current catalog from the code gives the committed file back, byte for byte."""
@@ -116,6 +117,7 @@ def test_a_reveal_speaks_korean_when_asked(monkeypatch: pytest.MonkeyPatch, caps
     assert "You predicted 3; it is 2." in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_check_command_passes_on_this_repository(capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m resumable_core.lab.catalogs check` (the README's command) prints nothing and exits 0 here."""
     assert catalogs.main(["check"]) == 0

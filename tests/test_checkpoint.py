@@ -248,6 +248,7 @@ def test_is_finished_reads_the_last_message():
 _VALID = json.dumps(lab.load_exercise_checkpoint("B").model_dump(mode="json"), indent=2).encode()
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     cut=st.integers(min_value=0, max_value=len(_VALID)),
@@ -303,6 +304,7 @@ _RAW_JSON = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_RAW_JSON)
 def test_arbitrary_json_is_loaded_or_refused_with_checkpoint_error(tmp_path, raw):
@@ -326,6 +328,7 @@ def _checkpoint_text_with(raw: str, where: str = "input") -> str:
     return json.dumps(data, indent=2, ensure_ascii=False).replace(_PLACEHOLDER, raw, 1)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=_RAW_JSON, where=st.sampled_from(["input", "text"]))
 def test_a_checkpoint_that_loads_can_be_saved_and_loads_back_equal(tmp_path, raw, where):
@@ -504,6 +507,7 @@ _PY_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_PY_VALUES)
 def test_what_save_writes_loads_back_equal(tmp_path, value):

@@ -488,6 +488,7 @@ def test_reconcile_that_returns_nothing_fails_with_a_clear_message():
         checks_reconcile.check_checkpoint_b(no_return)
 
 
+@pytest.mark.slow
 def test_api_check_gives_no_point_for_a_call_left_dangling():
     """Leaving the dangling call in place fails the API check before any request, naming the lesson to reread."""
     with pytest.raises(CheckFailed, match=r"still unanswered.*'Resume naively: the API says no'"):
@@ -694,6 +695,7 @@ def _defined_in(folder: Path) -> set[str]:
     return names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
 def test_hidden_blocks_call_only_checks_defined_under_course_hidden(assignment):
     """Every check a hidden block calls is defined in course/hidden and nowhere in course/checks (the student kit)."""

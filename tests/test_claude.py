@@ -43,6 +43,7 @@ def _use(id_="toolu_01A", name="read_file", input_=None):
     }
 
 
+@pytest.mark.slow
 def test_dangling_tool_use_gets_the_real_400_text(client):
     """A tool_use with no tool_result after it is refused with the API's own message."""
     msg = _error(client, [{"role": "user", "content": "t"}, _use(), {"role": "user", "content": "go on"}])

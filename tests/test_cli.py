@@ -56,6 +56,7 @@ def test_matrix_of_the_parallel_turn_crosses_between_tools():
     assert {r["crash_point"]: r["effects"] for r in rows}["between_tools"] == 1
 
 
+@pytest.mark.slow
 def test_simulate_tells_a_crash_between_two_tools():
     """`simulate` between the parallel turn's tools tells what was recorded, what was pending, and each call's effects."""
     out = _cli("simulate", "--crash-at", "between_tools", "--scenario", "send_email+read_file", "--strategy", "delete")
@@ -64,6 +65,7 @@ def test_simulate_tells_a_crash_between_two_tools():
     assert "emails in the outbox now: 2" in out and "send_email 2, read_file 1" in out
 
 
+@pytest.mark.slow
 def test_the_help_lists_the_parallel_scenario():
     """`simulate --help` offers the parallel turn's scenario with its one-line help."""
     assert "send_email+read_file" in _cli("simulate", "--help") and "a crash can fall between them" in " ".join(
@@ -71,6 +73,7 @@ def test_the_help_lists_the_parallel_scenario():
     )
 
 
+@pytest.mark.slow
 def test_unknown_crash_point_is_a_usage_error():
     """A wrong crash point exits 2 with argparse's message naming the choices."""
     out = _run("simulate", "--crash-at", "x", "--tool", "send_email", "--strategy", "rerun")
@@ -104,6 +107,7 @@ def test_matrix_help_states_the_real_defaults():
     assert "default: table" in text
 
 
+@pytest.mark.slow
 def test_a_wing_without_its_extra_says_what_to_install(monkeypatch, capsys):
     """If a wing's module cannot import a third-party dependency, its commands print one line naming the extra."""
     monkeypatch.setattr(cli, "WINGS", (cli.Wing("course", "nbgrader_absent_for_this_test", "add_parser", ("grade",)),))
@@ -115,6 +119,7 @@ def test_a_wing_without_its_extra_says_what_to_install(monkeypatch, capsys):
     ]
 
 
+@pytest.mark.slow
 def test_a_command_that_imports_its_extra_late_also_says_what_to_install():
     """grade with nbgrader missing (imported only when it runs) exits 1 with the one-line install hint."""
     code = "import sys; sys.modules['nbgrader'] = None\nfrom resumable_core.__main__ import main\nsys.exit(main(['grade', 'x.zip']))"

@@ -27,6 +27,7 @@ def test_a_bad_scheduler_address_is_one_line_naming_the_form():
     assert cluster.scheduler_address("tcp://10.0.0.5:8786") == "tcp://10.0.0.5:8786"
 
 
+@pytest.mark.slow
 def test_an_unreachable_scheduler_is_refused_before_the_release(tmp_path, capsys, monkeypatch):
     """grade --scheduler at a port nobody listens on exits 2 with one line saying how to start one; no work folder."""
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", "1s")

@@ -35,6 +35,7 @@ def solution_resume() -> Any:
     return namespace["resume"]
 
 
+@pytest.mark.slow
 def test_a_sound_resume_finishes_once_at_every_crash_point(solution_resume: Any) -> None:
     """The solution, crashed at every point of the email run: one email, finished, accepted, each row."""
     table = lab.crash_test(solution_resume)
@@ -46,6 +47,7 @@ def test_a_sound_resume_finishes_once_at_every_crash_point(solution_resume: Any)
     assert str(table).splitlines()[0].split()[:2] == ["crash", "point"]
 
 
+@pytest.mark.slow
 def test_the_reconcile_handed_decides_the_duplicates(solution_resume: Any) -> None:
     """With the production rerun handed as reconcile, the rows between the send and save B show two emails."""
     table = lab.crash_test(solution_resume, reconcile="rerun", crash_points=["after_save_a", "after_tool"])
@@ -53,6 +55,7 @@ def test_the_reconcile_handed_decides_the_duplicates(solution_resume: Any) -> No
     assert "fde2e1" in table._repr_html_()
 
 
+@pytest.mark.slow
 def test_a_broken_resume_is_shown_not_raised() -> None:
     """A resume that raises, one that returns nothing, and one that sends a dangling call: each verdict says so."""
 

@@ -17,6 +17,7 @@ from resumable_core.lab.exercise_checkpoints import (
 from resumable_core.lab.formative import RIGHT_ACTIONS
 
 
+@pytest.mark.slow
 def test_regenerating_the_fixtures_gives_the_committed_files_migrated(tmp_path):
     """Crashing the scenarios again reproduces checkpoint_a.json … checkpoint_f.json (committed as version 1,
     kept as the migration's inputs) byte for byte once they are migrated and saved as version 2."""

@@ -51,6 +51,7 @@ def test_a_point_sits_at_the_step_its_name_says():
     assert y_of("save B:") < y_of("6 during_save_b") + 10 < y_of("7 between_tools") < y_of("8 after_save_b")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "draw",
     [
@@ -72,6 +73,7 @@ def test_the_lesson_charts_are_png(draw):
     assert fig._repr_png_() == fig.png and fig.png.startswith(b"\x89PNG")
 
 
+@pytest.mark.slow
 def test_the_crash_window_is_png():
     """Lesson 2's pending-vs-sent picture renders to PNG bytes, one column per crash point."""
     points = list(crash.CRASH_POINTS)

@@ -457,6 +457,7 @@ print("ran")
 """
 
 
+@pytest.mark.slow
 def test_the_checks_leave_the_temp_folder_as_it_was(tmp_path):
     """Scratch folders, a forked child's included, go with the process: its TMPDIR is empty afterwards."""
     tmp = tmp_path / "tmp"
@@ -481,6 +482,7 @@ def _prepare_one(tmp_path: Path, nb: nbformat.NotebookNode) -> tuple[Submission,
     return sub, tmp_path / "out" / "submitted" / "kim" / "reconcile" / "reconcile.ipynb"
 
 
+@pytest.mark.slow
 def test_a_26_mb_notebook_of_outputs_is_graded_without_them(tmp_path):
     """26 MB of printed output: stripped with a note (nbgrader runs every cell again), the code kept."""
     nb = samples.tiny_source_notebook()

@@ -39,6 +39,7 @@ def own_rcparams():
         yield
 
 
+@pytest.mark.slow
 @needs_font
 def test_a_figure_with_korean_labels_misses_no_glyph(own_rcparams) -> None:
     """Every Hangul glyph is found: the kit's figures fall back to the installed Hangul font."""

@@ -53,6 +53,7 @@ def _run(library: Path, scratch: Path, code: str, limits: Limits | None = None) 
     return box.run(Job((sys.executable, "-c", textwrap.dedent(code)), scratch))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
 def test_only_folders_and_regular_files_come_back_from_scratch(library, tmp_path):
     """A symlink to a host file, a fifo and a symlinked folder left in scratch never reach the grader."""
@@ -69,6 +70,7 @@ def test_only_folders_and_regular_files_come_back_from_scratch(library, tmp_path
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == ["deep", "deep/er", "deep/er/kept.txt"]
 
 
+@pytest.mark.slow
 def test_rw_binds_are_writable_and_ro_binds_read_only(library, tmp_path):
     """An ``rw`` bind takes writes that reach the host; an ``ro`` bind is readable and refuses them."""
     scratch, ro, rw = tmp_path / "scratch", tmp_path / "ro", tmp_path / "rw"
@@ -91,6 +93,7 @@ def test_rw_binds_are_writable_and_ro_binds_read_only(library, tmp_path):
     assert (rw / "x").read_text() == "written" and not (ro / "x").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="a capped folder needs a tmpfs the grader mounts, as root")
 def test_a_capped_folder_bound_rw_takes_no_more_than_its_size(library, tmp_path, monkeypatch):
     """Writes into a capped folder bound ``rw`` stop at its size; it goes, mount and all, at the end."""
@@ -115,6 +118,7 @@ def test_a_capped_folder_bound_rw_takes_no_more_than_its_size(library, tmp_path,
     assert list((tmp_path / "tmp").iterdir()) == [] and str(tmp_path) not in Path("/proc/self/mounts").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
 def test_what_a_grader_that_died_mid_run_left_is_removed_by_the_next_sandbox(library, tmp_path):
     """A mounted scratch tmpfs and an empty cgroup named for an ended process go; a live grader's stay."""
@@ -189,6 +193,7 @@ def test_without_bwrap_available_says_why(monkeypatch):
         bwrap_backend._probe.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
 def test_sparse_files_come_back_no_bigger_than_the_disk_cap(library, tmp_path):
     """Forty sparse 64 MiB files take no room in the tmpfs; copied back (holes as bytes) they stop at its size."""
@@ -204,6 +209,7 @@ def test_sparse_files_come_back_no_bigger_than_the_disk_cap(library, tmp_path):
     assert 0 < kept <= 128 << 20
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
 def test_a_job_that_keeps_no_scratch_leaves_nothing_on_the_host(library, tmp_path):
     """With keep_scratch=False, what a job writes in its scratch folder stays in its tmpfs and goes with it."""

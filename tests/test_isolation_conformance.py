@@ -158,6 +158,7 @@ def test_every_guarantee_has_a_conformance_test() -> None:
     assert marks == set(Guarantee)
 
 
+@pytest.mark.slow
 def test_a_backend_claims_only_guarantees(make) -> None:
     """What a backend claims is a set of Guarantee members, and it runs here (bwrap only where installed)."""
     backend = make()
@@ -198,6 +199,7 @@ def test_a_read_only_mount_refuses_writes(make, tmp_path):
     assert _lines(result) == ["OSError"] and not (given / "x").exists()
 
 
+@pytest.mark.slow
 def test_a_job_sets_its_own_wall_clock(make, tmp_path):
     """A job's ``wall`` replaces the backend's for that job alone, and the outcome names it."""
     backend = make(Limits(wall=600))
@@ -205,6 +207,7 @@ def test_a_job_sets_its_own_wall_clock(make, tmp_path):
     assert result.limit == "wall clock (1 s)" and backend.limits.wall == 600
 
 
+@pytest.mark.slow
 def test_a_job_imports_the_library_it_names(make, library, tmp_path):
     """``Job.library`` is the ``resumable_core`` the job imports: a view made for it wins over the backend's."""
     view = tmp_path / "view"
@@ -294,6 +297,7 @@ def test_the_library_is_the_pristine_copy_and_read_only(run, tmp_path):
     assert not Path(site, "evil.pth").exists()
 
 
+@pytest.mark.slow
 @guarantee(Guarantee.PRIVATE_TMP)
 def test_tmp_and_home_are_private_and_thrown_away(run, tmp_path):
     """Files written in /tmp and HOME are in no later sandbox and not on the host; scratch is the one writable folder."""
@@ -354,6 +358,7 @@ def test_no_process_outlives_the_sandbox(run, tmp_path):
     assert _running_with(marker) == []
 
 
+@pytest.mark.slow
 @guarantee(Guarantee.WHOLE_MEMORY)
 def test_memory_spread_over_forked_processes_is_capped_for_the_whole_sandbox(run, tmp_path):
     """Six children of 128 MiB, each far under the per-process cap: no more than 512 MiB is held at once."""
@@ -397,6 +402,7 @@ def test_a_disk_filler_is_stopped_at_the_file_size_limit(run, tmp_path):
     assert (tmp_path / "big").stat().st_size <= 1 << 20
 
 
+@pytest.mark.slow
 @guarantee(Guarantee.DISK)
 def test_a_disk_filler_of_small_files_is_stopped_at_the_disk_limit(run, tmp_path):
     """Many small files stop at the disk limit, named; what the folder held before is there and does not count."""
@@ -432,6 +438,7 @@ def test_an_output_flood_is_capped_and_named(run, tmp_path):
     assert result.limit == "output (1 MiB)" and len(result.stdout) == 1 << 20
 
 
+@pytest.mark.slow
 @guarantee(Guarantee.WALL)
 def test_the_wall_clock_kills_the_whole_sandbox(run, tmp_path):
     """A command that never ends is killed at the wall clock, and the result names it."""

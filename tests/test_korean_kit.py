@@ -69,6 +69,7 @@ def _files(kit: Path) -> set[str]:
     return {p.relative_to(kit).as_posix() for p in kit.rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_the_korean_student_kit_holds_the_korean_editions(course: Path, tmp_path: Path) -> None:
     """Lessons, simulator and exercises are the Korean ones, at the English paths; no ko/ folder, no source."""
     kit = _build(course, tmp_path)
@@ -90,6 +91,7 @@ def test_the_korean_student_kit_holds_the_korean_editions(course: Path, tmp_path
     assert not [n for n in names if n.startswith(("solutions/", "resumable_core/course/hidden/"))]
 
 
+@pytest.mark.slow
 def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -> None:
     """Its README is the Korean template, its Makefile runs make lab with RESUMABLE_LANG=ko (overridable), and
     `make check` without NB= says how to use it in Korean."""
@@ -134,6 +136,7 @@ def test_the_kit_readmes_say_the_same_in_both_languages() -> None:
         assert "fonts-noto-cjk" in en and "fonts-noto-cjk" in ko, "the set-up notes name the Hangul font's package"
 
 
+@pytest.mark.slow
 def test_the_glossary_ships_in_every_kit_once_written(course: Path, tmp_path: Path) -> None:
     """lessons/ko/GLOSSARY.md: the Korean kits' lessons/GLOSSARY.md, the English kits' lessons/ko/GLOSSARY.md."""
     glossary = course / "lessons" / "ko" / "GLOSSARY.md"
@@ -155,6 +158,7 @@ def test_the_glossary_ships_in_every_kit_once_written(course: Path, tmp_path: Pa
             glossary.write_bytes(before)
 
 
+@pytest.mark.slow
 def test_the_korean_self_study_kit_folds_the_korean_worked_solutions(course: Path, tmp_path: Path) -> None:
     """Each answer cell is followed by the Korean source's solution, under a Korean summary; every check ships."""
     kit = _build(course, tmp_path, "self-study-kit")
@@ -246,6 +250,7 @@ def test_make_lab_lang_ko_opens_jupyterlab_in_korean(tmp_path: Path) -> None:
     assert "lab-settings/overrides.ko.json .venv/share/jupyter/lab/settings/overrides.json" in lab.stdout, lab.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["student-kit", "self-study-kit"])
 def test_the_real_korean_kits_links_resolve_and_their_code_is_the_english_kits(name: str, tmp_path: Path) -> None:
     """Built from this repository: every relative link of its lessons resolves (one folder up from lessons/ko/), and
@@ -276,6 +281,7 @@ def test_the_real_korean_kits_links_resolve_and_their_code_is_the_english_kits(n
                 )
 
 
+@pytest.mark.slow
 def test_the_korean_kits_jupyterlab_speaks_korean(tmp_path: Path) -> None:
     """The Korean kit installs JupyterLab's Korean language pack and its settings pick it; the English kit's stay English."""
     korean, english = _build(ROOT, tmp_path / "ko"), _build(ROOT, tmp_path / "en", lang="en")

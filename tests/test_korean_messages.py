@@ -55,6 +55,7 @@ def test_checks_refusal_of_a_bad_argument_is_korean(korean: None, tmp_path: Path
     assert "예: exercises/reconcile/reconcile.ipynb" in caught.value.reason and "e.g." not in caught.value.reason
 
 
+@pytest.mark.slow
 def test_checks_output_warning_is_korean(korean: None) -> None:
     """The warning of outputs near grading's cap, and over it, is Korean, its sizes and command kept."""
     import nbformat
@@ -150,6 +151,7 @@ def test_the_crash_tests_tables_speak_korean(korean: None) -> None:
     assert "단계" in JournalTable((JournalStep("x", "y", 3),))._repr_html_()
 
 
+@pytest.mark.slow
 def test_the_figures_are_labelled_in_korean(korean: None) -> None:
     """The turn diagram's and the heatmap's words are Korean (the Hangul font is installed elsewhere)."""
     import warnings

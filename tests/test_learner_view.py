@@ -41,6 +41,7 @@ def test_the_kernel_gets_no_hidden_test_code(assignment):
     assert len(sent.cells) == len(nb.cells)
 
 
+@pytest.mark.slow
 def test_the_learner_library_has_no_hidden_package(tmp_path):
     """The learner's view holds the library but course/hidden, and is made once per library copy."""
     full = library_copy(tmp_path / "lib")
@@ -51,6 +52,7 @@ def test_the_learner_library_has_no_hidden_package(tmp_path):
     assert learner_library(full) == view
 
 
+@pytest.mark.slow
 def test_the_view_for_a_loop_assignment_has_a_loop_that_refuses(tmp_path):
     """In the loopless view run_agent and everything built on it (RunFolder.run) refuse to run; the other keeps the loop."""
     import subprocess

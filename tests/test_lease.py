@@ -104,6 +104,7 @@ def test_the_ledger_refuses_a_stale_token(tmp_path):
     assert ledger.lookup("run_1:toolu_1").status == "unknown"
 
 
+@pytest.mark.slow
 def test_a_resumer_that_lost_its_lease_cannot_send(tmp_path, monkeypatch):
     """A resumer paused mid-reconcile past its lease's expiry wakes to find its writes refused.
 
@@ -164,6 +165,7 @@ def test_waiting_resumers_all_complete():
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_simulate_races_resumers_as_json(capsys):
     """`simulate --resumers 2 --format json` prints the race's effects, refused, found_finished, completed and api_error."""
     from resumable_core.__main__ import main
@@ -187,6 +189,7 @@ def test_simulate_races_resumers_as_json(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 def test_simulate_crash_loop_reports_model_calls(capsys):
     """`simulate --crash-at after_response --crashes 10 --max-turns 3 --format json` reports 3 model calls."""
     from resumable_core.__main__ import main
@@ -196,6 +199,7 @@ def test_simulate_crash_loop_reports_model_calls(capsys):
     assert json.loads(capsys.readouterr().out)["model_calls"] == 3
 
 
+@pytest.mark.slow
 def test_resumers_can_race_with_a_learners_function():
     """race_resumers takes any reconcile(cp, tools), named by its function, like run_cell."""
     out = race_resumers("after_tool", "send_email", answers.reconcile_by_effect, 2)

@@ -69,6 +69,7 @@ def test_receipts_survive_reopening(tmp_path):
     assert [r.key for r in rc.Ledger(tmp_path / "l.sqlite").receipts()] == ["k"]
 
 
+@pytest.mark.slow
 def test_a_new_run_does_not_reuse_an_old_runs_receipt(tmp_path):
     """Deleting the checkpoint and running again is a new run: new run id, new key, a new email."""
     box = rc.RunFolder.create(tmp_path, ledger=True)
@@ -80,6 +81,7 @@ def test_a_new_run_does_not_reuse_an_old_runs_receipt(tmp_path):
     assert len(box.world.sent_emails()) == 2
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_its_run_id(tmp_path):
     """The run id is in the checkpoint, so the resume's keys match the crashed run's."""
     box = rc.RunFolder.create(tmp_path, ledger=True)

@@ -53,6 +53,7 @@ def test_a_parallel_turn_is_answered_in_one_user_message_in_block_order(run_fold
     assert len(run_folder.world.sent_emails()) == 1
 
 
+@pytest.mark.slow
 def test_a_crash_between_a_turns_tools_keeps_the_first_result_and_the_rest_pending(run_folder):
     """Killed between the two tools, the checkpoint holds send_email's result and read_file still pending."""
     _crash(run_folder, BRIEFING_TASK, rc.CrashPlan("between_tools", tool="send_email"))
@@ -70,6 +71,7 @@ def test_save_point_a_of_a_parallel_turn_records_every_call_pending(run_folder):
     assert [p.name for p in cp.pending_tool_uses] == ["send_email", "read_file"] and cp.recorded_results == []
 
 
+@pytest.mark.slow
 def test_resume_after_a_crash_between_tools_settles_the_turn_and_finishes(run_folder, client):
     """Resumed, the reconcile answers the pending call after the kept result, and the run finishes with one email."""
     _crash(run_folder, BRIEFING_TASK, rc.CrashPlan("between_tools", tool="send_email"))
@@ -81,12 +83,14 @@ def test_resume_after_a_crash_between_tools_settles_the_turn_and_finishes(run_fo
     assert len(run_folder.world.sent_emails()) == 1
 
 
+@pytest.mark.slow
 def test_the_crash_point_between_tools_never_fires_in_a_turn_of_one_call(run_folder):
     """A turn of one call has no point between tools: the email run is not killed there."""
     plan = rc.CrashPlan("between_tools", tool="send_email")
     assert run_in_child(lambda: _run(run_folder, EMAIL_TASK, None, crash=plan)) == "exited"
 
 
+@pytest.mark.slow
 def test_save_point_a_records_the_pending_call(run_folder):
     """Killed after save point A, the checkpoint ends on the tool_use with pending_tool_use set."""
     _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
@@ -104,6 +108,7 @@ def test_save_point_b_records_the_result(run_folder):
     assert cp.messages[-1]["content"][0]["type"] == "tool_result"
 
 
+@pytest.mark.slow
 def test_resume_continues_without_redoing_finished_turns(run_folder, client, scripted):
     """After a crash at save point B, resume makes only the remaining model calls."""
     _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_b", turn=3))
@@ -122,6 +127,7 @@ def test_a_finished_run_is_reported_not_resent(run_folder, client, scripted):
     assert again.final_text == first.final_text
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_tasks_checkpoint(run_folder, client):
     """A checkpoint of another task is refused, and left on disk untouched."""
     _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_save_a", tool="send_email"))
@@ -132,6 +138,7 @@ def test_resume_refuses_another_tasks_checkpoint(run_folder, client):
     assert run_folder.checkpoint_path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_reconciled_state_is_saved_before_the_next_model_call(run_folder):
     """The reconciled checkpoint is on disk before resume calls the model again."""
     _crash(run_folder, EMAIL_TASK, rc.CrashPlan("after_tool", tool="send_email"))
@@ -142,6 +149,7 @@ def test_reconciled_state_is_saved_before_the_next_model_call(run_folder):
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
 
+@pytest.mark.slow
 def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(run_folder):
     """Killing the run at every turn still stops it at max_turns: turns count the task, not the process."""
     plan = rc.CrashPlan("after_save_b")
@@ -152,6 +160,7 @@ def test_counters_carry_over_so_the_turn_cap_holds_across_crashes(run_folder):
     assert _run(run_folder, NOTES_TASK, None, max_turns=3).status == "max_turns"
 
 
+@pytest.mark.slow
 def test_tokens_accumulate_over_every_recorded_call(run_folder, client, scripted):
     """tokens_used is the sum of every recorded call's input and output tokens, across a resume."""
     _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_b", turn=2))
@@ -163,6 +172,7 @@ def test_tokens_accumulate_over_every_recorded_call(run_folder, client, scripted
     assert result.checkpoint.tokens_used == before + spent_after
 
 
+@pytest.mark.slow
 def test_an_ordinary_tool_failure_is_reported_with_is_error(run_folder, client):
     """A tool that fails is answered with an is_error tool_result: it finished, so nothing dangles."""
     (run_folder.world.notes_dir / "conclusion.md").unlink()
@@ -171,6 +181,7 @@ def test_an_ordinary_tool_failure_is_reported_with_is_error(run_folder, client):
     assert results[0]["is_error"] is True and "no such file" in results[0]["content"]
 
 
+@pytest.mark.slow
 def test_a_reconcile_that_leaves_the_state_inconsistent_is_refused(run_folder, client):
     """A reconcile that appends a result but forgets to clear pending is caught before anything is saved."""
     _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))
@@ -272,6 +283,7 @@ def test_a_reconcile_that_returns_no_checkpoint_is_named(run_folder, client, ret
     assert run_folder.checkpoint_path.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_run_folder_run_with_a_dangling_call_and_no_reconcile_names_the_fix(run_folder, client):
     """RunFolder.run with no reconcile stops at a dangling call, naming it and the fix; given one, it resumes."""
     _crash(run_folder, NOTES_TASK, rc.CrashPlan("after_save_a", tool="read_file"))

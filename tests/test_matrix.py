@@ -71,6 +71,7 @@ def test_crashes_before_save_a_leave_nothing_to_reconcile(matrix):
         assert rows == {1}
 
 
+@pytest.mark.slow
 def test_naive_resume_hits_the_real_400():
     """Resuming with the call still dangling is refused by the API with its real message."""
     cell = lab.run_cell("after_save_a", "send_email", "none")
@@ -78,6 +79,7 @@ def test_naive_resume_hits_the_real_400():
     assert "`tool_use` ids were found without `tool_result` blocks immediately after" in cell.error
 
 
+@pytest.mark.slow
 def test_a_learners_function_plugs_in(tmp_path):
     """Any reconcile(cp, tools) runs in a cell, named by its function name."""
 
@@ -91,6 +93,7 @@ def test_a_learners_function_plugs_in(tmp_path):
     assert "Crash after the tool ran" in cell.story()
 
 
+@pytest.mark.slow
 def test_table_and_json_show_the_same_rows():
     """The JSON rows carry the matrix's columns; the table has a header and one line per row."""
     rows = lab.run_matrix(strategies=["rerun"], scenarios=["send_email"], crash_points=["after_tool"])
@@ -152,6 +155,7 @@ def test_rerun_duplicates_under_random_kills(tmp_path, run_span):
     assert duplicates >= 2
 
 
+@pytest.mark.slow
 def test_a_learners_ledger_function_can_ask_for_a_ledger(tmp_path):
     """run_cell(ledger=True) gives any strategy a toolbox with a ledger."""
     seen = []
@@ -211,6 +215,7 @@ def test_recorded_rows_of_the_parallel_turn_cross_every_crash_point():
     assert all(r.effects == 1 and r.completed and not r.api_error for r in rows)
 
 
+@pytest.mark.slow
 def test_the_parallel_scenario_is_one_registry_entry_whose_turn_asks_for_two_tools():
     """The briefing scenario's key names its turn's tools, and an uncrashed run asks for them at once, in that order."""
     chosen = rc.SCENARIOS[PARALLEL]
@@ -251,6 +256,7 @@ def test_recorded_rows_equal_a_fresh_run(matrix, parallel_matrix):
     assert parallel == [parallel_matrix[(r.crash_point, r.strategy)] for r in parallel], "stale fixture (parallel turn)"
 
 
+@pytest.mark.slow
 def test_a_cell_between_the_tools_tells_what_was_recorded_and_what_each_call_did(tmp_path):
     """A real kill between send_email and read_file: one result recorded, one call pending, each call's effects counted."""
     cell = lab.run_cell("between_tools", PARALLEL, "rerun", root=tmp_path)
@@ -266,6 +272,7 @@ def test_a_cell_between_the_tools_tells_what_was_recorded_and_what_each_call_did
     assert "Effects of each call of the crashed turn: send_email 1, read_file 1." in story
 
 
+@pytest.mark.slow
 def test_a_parallel_turn_dies_at_the_first_call_and_after_the_last(tmp_path):
     """after_tool kills the parallel turn at its first call (both pending), after_save_b after its last (none)."""
     first = lab.run_cell("after_tool", PARALLEL, "by_effect", root=tmp_path / "first")

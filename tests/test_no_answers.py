@@ -392,6 +392,7 @@ def test_the_solution_scores_full_by_the_same_reckoning():
         assert score.points == score.total, f"{name}: the solution scores {score.points}/{score.total}: {score.earned}"
 
 
+@pytest.mark.slow
 def test_a_kit_strategy_passes_what_it_should_and_no_more():
     """The reckoning tells strategies apart: by_effect passes a reconcile cell that rerun fails, on one cell."""
     g = graded(REGISTRY["reconcile"])

@@ -298,6 +298,7 @@ def test_a_gradebook_on_a_server_without_a_course_id_is_refused(tmp_path: Path, 
     assert not (course / "exercises").exists()
 
 
+@pytest.mark.slow
 def test_an_unreachable_gradebook_is_one_line_without_its_password(tmp_path: Path) -> None:
     """`grade`'s first look at a course whose database server is down says so in one line, the password hidden."""
     course = find_course(_course(tmp_path / "course", CLOSED_PORT_URL))

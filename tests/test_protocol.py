@@ -374,6 +374,7 @@ def checkpoints(draw) -> Checkpoint:
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(cp=checkpoints())
 def test_an_accepted_checkpoint_is_never_refused_by_the_api_for_its_shape(client, cp):
@@ -390,6 +391,7 @@ def test_an_accepted_checkpoint_is_never_refused_by_the_api_for_its_shape(client
     assert reply.stop_reason in ("tool_use", "end_turn")
 
 
+@pytest.mark.slow
 @PROPERTY
 @given(cp=checkpoints())
 def test_the_loader_refuses_exactly_what_the_api_refuses(cp):
@@ -434,6 +436,7 @@ _MESSAGE_LIKE = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(messages=_JSON | st.lists(_MESSAGE_LIKE, min_size=1, max_size=4))
 def test_any_json_gets_a_200_or_a_400_never_an_exception(messages):

@@ -209,6 +209,7 @@ FRESH_RECONCILE = re.sub(r"\n *### (BEGIN|END) SOLUTION", "", text_of(EXERCISE.c
 """The Level 2 solution, but it returns a new Checkpoint as well."""
 
 
+@pytest.mark.slow
 def test_a_fresh_checkpoint_loses_every_cell_that_settles_calls_and_says_what_it_lost():
     """A reconcile(_turn) that returns rc.Checkpoint(task=..., messages=...) fails each answering cell of Levels 2 and 3, naming run_id and lesson 1, section 8."""
     assert FRESH_RECONCILE.count("rc.Checkpoint(") == 1
@@ -231,6 +232,7 @@ def test_the_carry_over_lesson_is_the_lessons_own_title():
     assert any(f"## 8. {title}" in h for h in headings), title
 
 
+@pytest.mark.slow
 def test_an_unknown_tool_with_a_finished_receipt_gets_the_receipts_result_in_the_solution():
     """The solution passes the hidden unknown-tool-with-a-receipt check that the receipt-blind answer fails."""
     hidden.check_turn_status_unknown(learner(SOLUTION)["reconcile_turn"])

@@ -146,6 +146,7 @@ def test_the_toolbox_hands_the_key_to_a_tool_without_a_ledger(tmp_path):
     assert [e["idempotency_key"] for e in world.sent_emails()] == ["run:toolu_1", None]
 
 
+@pytest.mark.slow
 def test_the_loop_sends_no_key_without_a_ledger(tmp_path):
     """The loop keys a side effect only when it keeps receipts: without a ledger the outbox row has no key."""
     plain = rc.RunFolder.create(tmp_path / "plain")
@@ -232,6 +233,7 @@ def test_a_cell_failed_only_after_a_fresh_start_is_named_by_its_check_not_called
     assert "may patch the checks" in reasons.visible_check_disagreed("the customer was refunded 2 times")
 
 
+@pytest.mark.slow
 def test_a_restarted_call_that_returns_the_id_unasked_fails_after_the_restart():
     """A restarted call's id returned without a request to the provider is a guess: it fails, named as after a restart;
     the solution's retry (one request under the killed call's key) passes."""

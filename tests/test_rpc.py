@@ -446,6 +446,7 @@ def test_receive_at_the_end(socks):
         rpc.receive(b)
 
 
+@pytest.mark.slow
 def test_send_refuses_an_oversized_message(socks):
     """A message over MAX_MESSAGE is a ValueError and nothing is written."""
     a, b = socks
@@ -787,6 +788,7 @@ message_bytes = st.binary(max_size=200) | json_values.map(lambda v: json.dumps({
 """Any bytes, and the bytes of messages whose args are JSON-like values."""
 
 
+@pytest.mark.slow
 @FUZZ
 @given(message_bytes)
 def test_fuzz_parse_then_decode(data):
@@ -795,6 +797,7 @@ def test_fuzz_parse_then_decode(data):
         CODEC.decode(rpc.parse(data).get("args"))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(json_values)
 def test_fuzz_decode(value):
@@ -830,6 +833,7 @@ data_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @FUZZ
 @given(data_values)
 def test_fuzz_round_trip(value):
@@ -854,6 +858,7 @@ frames = st.lists(
 """Streams of frames: random payloads, echo requests of JSON-like args, requests of any op, raw bytes."""
 
 
+@pytest.mark.slow
 @FUZZ
 @given(frames)
 def test_fuzz_serve_forever_never_raises(stream):

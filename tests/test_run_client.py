@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import resumable_core as rc
 from resumable_core import lab
 from resumable_core.scenarios import NOTES_TASK
@@ -16,6 +18,7 @@ def first_tool_id(tmp_path, folder: str, name: str) -> str:
     return next(b["id"] for b in result.checkpoint.messages[1]["content"] if b["type"] == "tool_use")
 
 
+@pytest.mark.slow
 def test_runs_with_different_names_get_different_ids(tmp_path):
     """Two names, two id sequences; the same name again, the same ids."""
     a = first_tool_id(tmp_path, "a", "lesson-a")

@@ -37,6 +37,7 @@ OTHER = """def reconcile(cp, tools):
 RELEASE = "def reconcile(cp, tools):\n    raise NotImplementedError()"
 
 
+@pytest.mark.slow
 def test_a_copy_with_names_strings_and_layout_changed_is_paired_and_another_answer_is_not():
     """The renamed, re-indented, re-worded copy is found whole; an answer of its own reaches no threshold."""
     codes = {s: normalise(c) for s, c in {"ann": MINE, "bo": RENAMED, "cy": OTHER}.items()}

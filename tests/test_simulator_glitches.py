@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from resumable_core import lab
@@ -16,6 +17,7 @@ from resumable_core.lab.render import heatmap_figure
 from resumable_core.lab.widgets import RECORDED, CrashSimulator, MatrixHeatmap
 
 
+@pytest.mark.slow
 def test_recorded_labels_clear_the_legend() -> None:
     """With every strategy "(recorded)", as the student kit draws them, no strategy label touches the legend."""
     recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix()]
@@ -33,6 +35,7 @@ def test_recorded_labels_clear_the_legend() -> None:
         assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, f"{label.get_text()!r} is cut off"
 
 
+@pytest.mark.slow
 def test_the_heatmap_image_is_hidden_until_a_matrix_is_drawn() -> None:
     """Before Compute the empty Image is not displayed (it drew a broken-image icon); after, it is."""
     heatmap = MatrixHeatmap(strategies=[], recorded=lab.recorded_matrix())  # nothing to crash: recorded rows only
@@ -41,6 +44,7 @@ def test_the_heatmap_image_is_hidden_until_a_matrix_is_drawn() -> None:
     assert heatmap.image.layout.display != "none" and heatmap.image.value[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_the_notes_run_shows_no_outbox() -> None:
     """The Outbox panel shows for send_email and not for read_file: on the menu, and for the case shown."""
     sim = CrashSimulator()
@@ -59,6 +63,7 @@ PARALLEL = "send_email+read_file"
 """The simulator page's third view: the parallel turn's matrix."""
 
 
+@pytest.mark.slow
 def test_the_parallel_heatmap_clears_its_legend_and_titles() -> None:
     """The parallel turn's one panel (8 points, a two-line title, "(recorded)" labels): no label on the legend, nothing cut off."""
     recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix([PARALLEL])]
@@ -86,6 +91,7 @@ def test_the_parallel_heatmap_clears_its_legend_and_titles() -> None:
     assert not title.overlaps(suptitle), "the panel's two-line title overlaps the figure's title"
 
 
+@pytest.mark.slow
 def test_the_parallel_heatmap_is_hidden_until_drawn() -> None:
     """The page's parallel heatmap shows no broken image before Compute either, and draws from its recorded rows."""
     heatmap = MatrixHeatmap(strategies=[], scenarios=[PARALLEL], recorded=lab.recorded_matrix([PARALLEL]))

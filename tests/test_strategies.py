@@ -17,6 +17,7 @@ from resumable_core.course.hidden import strategies as answers
 from resumable_core.lab.exercise_checkpoints import exercise_run_folder
 
 
+@pytest.mark.slow
 def test_nothing_pending_is_returned_as_is(tmp_path):
     """Every strategy leaves a checkpoint with nothing pending unchanged."""
     cp_a, box = exercise_run_folder("A", tmp_path)
@@ -26,6 +27,7 @@ def test_nothing_pending_is_returned_as_is(tmp_path):
     assert box.world.calls() == calls
 
 
+@pytest.mark.slow
 def test_by_effect_reruns_a_read_only_call(tmp_path):
     """The lesson's reconcile re-runs read_file and records its real output as the result."""
     cp, box = exercise_run_folder("B", tmp_path)
@@ -36,6 +38,7 @@ def test_by_effect_reruns_a_read_only_call(tmp_path):
     assert len(box.world.calls("read_file")) == reads + 1
 
 
+@pytest.mark.slow
 def test_by_effect_does_not_rerun_a_side_effect(tmp_path):
     """For send_email it answers is_error 'status unknown' and sends nothing."""
     cp, box = exercise_run_folder("C", tmp_path)
@@ -47,6 +50,7 @@ def test_by_effect_does_not_rerun_a_side_effect(tmp_path):
     assert len(box.world.sent_emails()) == 1
 
 
+@pytest.mark.slow
 def test_rerun_sends_the_email_again(tmp_path):
     """The postmortem's production reconcile re-runs send_email: a second email."""
     cp, box = exercise_run_folder("C", tmp_path)
@@ -54,6 +58,7 @@ def test_rerun_sends_the_email_again(tmp_path):
     assert len(box.world.sent_emails()) == 2
 
 
+@pytest.mark.slow
 def test_delete_drops_the_call_and_the_fact(tmp_path):
     """delete removes the assistant's tool_use message: the conversation no longer says it was sent."""
     cp, box = exercise_run_folder("C", tmp_path)
@@ -64,6 +69,7 @@ def test_delete_drops_the_call_and_the_fact(tmp_path):
     assert len(box.world.sent_emails()) == 1  # the email is still out there
 
 
+@pytest.mark.slow
 def test_ledger_reuses_the_receipt_or_finishes_under_the_key(tmp_path):
     """With a ledger, the crashed send is finished under its idempotency key: still one email."""
     cp, box = exercise_run_folder("C", tmp_path, ledger=True)
@@ -75,6 +81,7 @@ def test_ledger_reuses_the_receipt_or_finishes_under_the_key(tmp_path):
     assert receipt is not None and receipt.done
 
 
+@pytest.mark.slow
 def test_ledger_strategy_without_a_ledger_falls_back(tmp_path):
     """by_effect_ledger with no ledger answers 'status unknown' like by_effect."""
     cp, box = exercise_run_folder("C", tmp_path)
@@ -82,6 +89,7 @@ def test_ledger_strategy_without_a_ledger_falls_back(tmp_path):
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
 
+@pytest.mark.slow
 def test_unknown_tool_is_not_executed(tmp_path):
     """A pending call to a tool the toolbox lacks is answered 'status unknown', never executed."""
     cp, box = exercise_run_folder("C", tmp_path)
@@ -93,6 +101,7 @@ def test_unknown_tool_is_not_executed(tmp_path):
     assert cp.messages[-1]["content"][0]["is_error"] is True
 
 
+@pytest.mark.slow
 def test_none_leaves_the_call_dangling(tmp_path):
     """The naive strategy changes nothing (the API then refuses the request)."""
     cp, box = exercise_run_folder("B", tmp_path)
@@ -133,6 +142,7 @@ def _choices(subcommand: str, option: str) -> list[str]:
     return list(next(a for a in _subcommand(subcommand)._actions if option in a.option_strings).choices or ())
 
 
+@pytest.mark.slow
 def test_a_strategy_registered_at_runtime_shows_up_everywhere(ask_first):
     """One register() call: the CLI's choices and help, the simulator's menu and help, and the matrix's default."""
     pytest.importorskip("ipywidgets", reason="the simulator's widgets come with the [lab] extra")
@@ -150,6 +160,7 @@ def test_a_strategy_registered_at_runtime_shows_up_everywhere(ask_first):
     assert rows[-1].effects == 1
 
 
+@pytest.mark.slow
 def test_the_core_registers_only_the_naive_strategies():
     """A fresh ``import resumable_core`` offers none, delete and rerun: the answers are not in the core."""
     code = "import json, resumable_core as rc; print(json.dumps(list(rc.STRATEGIES)))"
@@ -189,6 +200,7 @@ def _crashed_between_tools(tmp_path, point: str = "between_tools", tool: str = "
     return rc.load_checkpoint(folder.checkpoint_path), folder.toolbox
 
 
+@pytest.mark.slow
 def test_answer_pending_settles_a_parallel_turn_in_block_order(tmp_path):
     """Each answer takes the first pending call; the last one sends every result in one user message."""
     cp, _ = _crashed_between_tools(tmp_path, "after_save_a", "read_file")
@@ -201,6 +213,7 @@ def test_answer_pending_settles_a_parallel_turn_in_block_order(tmp_path):
     assert cp.recorded_results == [] and rc.consistency_problem(cp) is None
 
 
+@pytest.mark.slow
 def test_rerun_keeps_the_recorded_result_and_reruns_the_rest(tmp_path):
     """Crashed between the tools, rerun keeps send_email's result and re-reads the note: one message, in order."""
     cp, box = _crashed_between_tools(tmp_path)
@@ -211,6 +224,7 @@ def test_rerun_keeps_the_recorded_result_and_reruns_the_rest(tmp_path):
     assert rc.consistency_problem(cp) is None and len(box.world.sent_emails()) == 1
 
 
+@pytest.mark.slow
 def test_rerun_resends_a_pending_side_effect_of_a_parallel_turn(tmp_path):
     """Crashed after send_email ran in the parallel turn, rerun sends it again: the kit's rerun is no answer."""
     cp, box = _crashed_between_tools(tmp_path, "after_tool", "send_email")
@@ -218,6 +232,7 @@ def test_rerun_resends_a_pending_side_effect_of_a_parallel_turn(tmp_path):
     assert len(box.world.sent_emails()) == 2
 
 
+@pytest.mark.slow
 def test_delete_drops_a_parallel_turn_and_its_recorded_result(tmp_path):
     """delete removes the turn's assistant message and the result recorded for it: the email is forgotten."""
     cp, box = _crashed_between_tools(tmp_path)

@@ -196,6 +196,7 @@ def test_kit_holds_the_manifest(built: tuple[Path, Path]) -> None:
     assert not [n for n in names if n.startswith("solutions/") or "__pycache__" in n or n.endswith(".pyc")]
 
 
+@pytest.mark.slow
 def test_zip_is_deterministic(built: tuple[Path, Path], tmp_path: Path) -> None:
     """Two builds write the same bytes: sorted entries, one date (the source's, not 1980's) and fixed modes."""
     archive, _ = built
@@ -228,6 +229,7 @@ def test_zip_date_is_the_sources(monkeypatch: pytest.MonkeyPatch, tmp_path: Path
     assert student_kit.zip_date(0) == (1980, 1, 1, 0, 0, 0)
 
 
+@pytest.mark.slow
 def test_no_solution_region(built: tuple[Path, Path]) -> None:
     """No file of the kit holds a solution region of solutions/."""
     assert solution_leaks(kit_texts(built[1])) == []
@@ -238,6 +240,7 @@ def test_no_hidden_test_code(built: tuple[Path, Path]) -> None:
     assert hidden_test_leaks(kit_texts(built[1])) == []
 
 
+@pytest.mark.slow
 def test_no_definition_of_a_hidden_check(built: tuple[Path, Path]) -> None:
     """No file of the kit defines a function that a hidden test block calls."""
     assert definition_leaks(kit_texts(built[1])) == []
@@ -259,6 +262,7 @@ def _planted_definition() -> str:
     return f"def {sorted(hidden_calls())[0]}(fn):\n    pass\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("plant", "finder"),
     [

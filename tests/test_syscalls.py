@@ -77,6 +77,7 @@ def _save(saver: str, tmp_path: Path, mode: str) -> Saved:
     return Saved(read_events(trace, folder), f"{folder}/state.json", content, proc.returncode, proc.stderr.decode())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_correct_saver_passes_both_verdicts(tmp_path, mode):
     """Temp file in the folder, fsync, os.replace, fsync of the folder: atomic and durable."""
@@ -105,6 +106,7 @@ WRONG = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("saver", "atomic", "durable", "content"), WRONG, ids=[w[0] for w in WRONG])
 def test_each_saver_gets_its_verdicts(tmp_path, mode, saver, atomic, durable, content):
@@ -119,6 +121,7 @@ def test_each_saver_gets_its_verdicts(tmp_path, mode, saver, atomic, durable, co
         assert saved.content == content
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_temp_file_in_another_folder_is_refused(tmp_path, mode):
     """A temp file in /tmp: renamed across folders it is not durable; where that rename fails, the copy is in place."""
@@ -300,6 +303,7 @@ sys.stderr.write("the command's own\\n")
 """
 
 
+@pytest.mark.slow
 def test_the_tracers_own_messages_never_reach_the_commands_stderr(tmp_path):
     """A trace that fills its folder: strace's message for every line it cannot write stays off the command's stderr
     (the job's capped output), which holds the command's own words only; the trace counts as cut off."""
@@ -355,6 +359,7 @@ FRAGMENTS = st.sampled_from(
 LINES = st.lists(st.one_of(FRAGMENTS, st.text(max_size=12)), max_size=14).map("".join)
 
 
+@pytest.mark.slow
 @settings(max_examples=250, deadline=None)
 @given(st.lists(LINES, max_size=20))
 def test_read_events_never_raises(lines):
@@ -442,6 +447,7 @@ with open(path, "ab") as f:
 """
 
 
+@pytest.mark.slow
 def test_a_real_append_under_strace(tmp_path):
     """A real process appending under the real strace: its one write gives every prefix, and its fsync is seen."""
     reason = syscalls.available()
@@ -528,6 +534,7 @@ os.fsync(fd)
 """
 
 
+@pytest.mark.slow
 def test_a_real_read_then_write_under_strace(tmp_path):
     """A real process that reads to the end, then writes: strace's read moves the position, so the write lands at the end."""
     reason = syscalls.available()

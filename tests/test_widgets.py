@@ -48,6 +48,7 @@ def choose(sim: CrashSimulator, scenario: str, point: str, strategy: str) -> Non
     sim.strategy.value = strategy
 
 
+@pytest.mark.slow
 def test_rerun_after_tool_shows_two_emails_matching_the_outbox(capfd):
     """send_email + after_tool + rerun, clicked: the badge shows 2, equal to len(cell.outbox), duplicate marked."""
     sim = CrashSimulator()
@@ -64,6 +65,7 @@ def test_rerun_after_tool_shows_two_emails_matching_the_outbox(capfd):
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_ledger_strategy_shows_one_email_with_its_idempotency_key():
     """by_effect_ledger at the same crash: the badge shows 1 and the email carries the run's idempotency key."""
     sim = CrashSimulator()
@@ -75,6 +77,7 @@ def test_ledger_strategy_shows_one_email_with_its_idempotency_key():
     assert cell.row.effects == 1 and cell.row.completed
 
 
+@pytest.mark.slow
 def test_naive_resume_shows_the_real_400_text():
     """Strategy none: the API panel shows the Messages API's own 400 text and the run did not complete."""
     sim = CrashSimulator()
@@ -87,6 +90,7 @@ def test_naive_resume_shows_the_real_400_text():
     assert shown_count(sim) == len(cell.outbox) == 1
 
 
+@pytest.mark.slow
 def test_checkpoint_view_marks_the_pending_send_email():
     """After a crash at after_tool, the checkpoint view highlights the pending send_email by its tool_use id."""
     sim = CrashSimulator()
@@ -111,6 +115,7 @@ def test_checkpoint_html_marks_only_the_pending_call():
     assert "No checkpoint file was on disk" in checkpoint_html(None)
 
 
+@pytest.mark.slow
 def test_my_reconcile_is_offered_and_used():
     """CrashSimulator(reconcile=fn) offers and selects "my reconcile", and the run resumes through fn."""
     calls = []
@@ -134,6 +139,7 @@ def test_my_reconcile_is_offered_and_used():
     assert shown_count(sim) == len(cell.outbox) == 1  # the model checked the outbox and did not resend
 
 
+@pytest.mark.slow
 def test_a_failing_reconcile_is_shown_in_the_widget_not_on_stderr(capfd):
     """A learner's reconcile that raises: the click shows the exception in the widget and writes nothing to stderr."""
 
@@ -152,6 +158,7 @@ def test_a_failing_reconcile_is_shown_in_the_widget_not_on_stderr(capfd):
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_read_file_scenario_shows_no_emails_and_the_reread():
     """read_file + after_tool + rerun: no emails, and the summary shows the file was read twice (row.effects)."""
     sim = CrashSimulator()
@@ -162,6 +169,7 @@ def test_read_file_scenario_shows_no_emails_and_the_reread():
     assert "times the crashed read_file ran): 2" in text(sim.summary)
 
 
+@pytest.mark.slow
 def test_changing_a_setting_updates_help_and_marks_results_stale():
     """After a run, picking another strategy updates the help line and says the shown result is for the old settings."""
     sim = CrashSimulator()
@@ -194,6 +202,7 @@ def test_heatmap_compute_draws_the_matrix_quietly(capfd):
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.slow
 def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
     """compute() returns the rows; a learner's function appears as a "my reconcile" column."""
     heat = MatrixHeatmap(
@@ -203,6 +212,7 @@ def test_heatmap_compute_returns_rows_and_takes_my_reconcile():
     assert [(r.strategy, r.effects) for r in rows] == [("rerun", 2), (MY_RECONCILE, 1)]
 
 
+@pytest.mark.slow
 def test_heatmap_draws_recorded_rows_of_strategies_it_does_not_run():
     """recorded= rows of a strategy not run here join the heatmap, labelled "(recorded)"; a strategy run here wins."""
     heat = MatrixHeatmap(
@@ -254,6 +264,7 @@ def test_import_resumable_core_does_not_load_the_simulator():
     assert out.stderr == ""
 
 
+@pytest.mark.slow
 def test_only_the_widgets_import_ipywidgets():
     """The lab's rendering, matrix and CLI load without ipywidgets (or matplotlib, until a heatmap is drawn)."""
     code = (
@@ -277,6 +288,7 @@ PARALLEL = "send_email+read_file"
 """The briefing run's scenario: its crashed turn asks for send_email, then read_file."""
 
 
+@pytest.mark.slow
 def test_describe_checkpoint_lists_every_recorded_result_and_pending_call():
     """Between two tools of a turn, describe_checkpoint lists the recorded result and the pending call, one line each."""
     cell = lab.run_cell("between_tools", PARALLEL, "by_effect")
@@ -295,6 +307,7 @@ def test_describe_checkpoint_lists_every_recorded_result_and_pending_call():
     ]
 
 
+@pytest.mark.slow
 def test_checkpoint_html_marks_every_pending_call_and_names_the_recorded_result():
     """The checkpoint view of a crash between the tools marks read_file pending and says send_email's result is kept."""
     cell = lab.run_cell("between_tools", PARALLEL, "rerun")
@@ -309,6 +322,7 @@ def test_checkpoint_html_marks_every_pending_call_and_names_the_recorded_result(
     assert both.count('class="rs-pending-tag"') == 4  # each call's tool_use block and its pending record
 
 
+@pytest.mark.slow
 def test_the_simulator_runs_the_parallel_turn_between_its_tools():
     """send_email+read_file · between_tools · rerun: one email (the recorded send is kept), the outbox shown, the story says where."""
     sim = CrashSimulator()
@@ -323,6 +337,7 @@ def test_the_simulator_runs_the_parallel_turn_between_its_tools():
     assert "never passes it" in text(sim.help)
 
 
+@pytest.mark.slow
 def test_the_parallel_heatmap_crosses_between_tools_and_counts_duplicates_by_the_email():
     """MatrixHeatmap of the parallel turn: 8 points with between_tools; delete's second email is a duplicate side effect."""
     heatmap = MatrixHeatmap(strategies=["delete"], scenarios=[PARALLEL], recorded=lab.recorded_matrix([PARALLEL]))
