@@ -655,15 +655,20 @@ FORGED_PROBES_SAVE = """def save_state(state, path):
         json.dump(state, f)"""
 
 
-def test_resume_skeleton_forged_probes_do_not_make_a_plain_write_atomic(box, tmp_path):
-    """A save that writes the file in place and fakes fsync and rename in its own process: both traced cells fail."""
+def _traced_recheck(box, tmp_path: Path, name: str, answer: str) -> isolated.Report:
+    """resume_skeleton's solution with ``name`` answered by ``answer``, re-checked under the tracer (skipped without one)."""
     from resumable_core.course.grading import syscalls
 
     if syscalls.available() is not None:
         pytest.skip(f"no tracer: {syscalls.available()}")
     answers = solution_answers("resume_skeleton")
-    answers["save_state"] = FORGED_PROBES_SAVE
-    report = recheck(box, tmp_path, "resume_skeleton", answers)
+    answers[name] = answer
+    return recheck(box, tmp_path, "resume_skeleton", answers)
+
+
+def test_resume_skeleton_forged_probes_do_not_make_a_plain_write_atomic(box, tmp_path):
+    """A save that writes the file in place and fakes fsync and rename in its own process: both traced cells fail."""
+    report = _traced_recheck(box, tmp_path, "save_state", FORGED_PROBES_SAVE)
     assert_no_hole(report, sorted(TRACED))
     assert "in place" in (report["test_kill_during_save"] or "")
 
@@ -714,13 +719,7 @@ def test_resume_skeleton_a_seek_by_another_thread_does_not_hide_a_torn_append(bo
     """append_record writes the second half of its line first, at a position another thread's lseek set, then the
     first half: a kill between them leaves a complete line of zero bytes and a tail, a damaged journal. The trace
     shows the other thread's seeks; none of the traced journal cells may score."""
-    from resumable_core.course.grading import syscalls
-
-    if syscalls.available() is not None:
-        pytest.skip(f"no tracer: {syscalls.available()}")
-    answers = solution_answers("resume_skeleton")
-    answers["append_record"] = MOVED_APPEND
-    report = recheck(box, tmp_path, "resume_skeleton", answers)
+    report = _traced_recheck(box, tmp_path, "append_record", MOVED_APPEND)
     assert_no_hole(report, sorted(TRACED_JOURNAL))
     assert "another thread or process" in (report["test_kill_during_append"] or ""), dict(report)
 
