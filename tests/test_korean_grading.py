@@ -256,3 +256,20 @@ def test_editing_the_instructors_text_is_no_edit_but_a_cell_of_ones_own_is() -> 
     answered = nbformat.from_dict(course.fill_in(KOREAN, {"level1_why": "because"}))
     for nb in (added, answered):
         assert prep.learner_part(nb, release) != prep.learner_part(release, release)
+
+
+@needs_korean
+def test_a_notebook_saved_without_cell_ids_is_no_edit_by_itself() -> None:
+    """Saved as nbformat 4.4 (no cell ids), the Korean release is still unedited; answered, it is edited."""
+    release = notebooks.read(ENGLISH)
+
+    def without_ids(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+        nb.nbformat_minor = 4
+        for cell in nb.cells:
+            cell.pop("id", None)
+        return nb
+
+    untouched = without_ids(notebooks.read(KOREAN))
+    assert prep.learner_part(untouched, release) == prep.learner_part(release, release)
+    answered = without_ids(nbformat.from_dict(course.fill_in(KOREAN, {"level1_why": "because"})))
+    assert prep.learner_part(answered, release) != prep.learner_part(release, release)

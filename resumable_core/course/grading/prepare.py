@@ -223,14 +223,31 @@ def suspicious(nb: nbformat.NotebookNode) -> list[str]:
     return sorted(set(found))
 
 
-def learner_part(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[tuple[Any, str, str]]:
-    """What a learner's editing changes in a notebook of any language: each cell's id, type and source, but the
-    text of the release's markdown (its edition's language) left out; outputs, counts and metadata are Jupyter's."""
-    text = {c.get("id") for c in release.cells if c.cell_type == "markdown" and not notebooks.is_solution(c)}
+def learner_part(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[tuple[str, str]]:
+    """What a learner's editing changes in a notebook of any language: each cell's type and source, but the
+    text of the release's markdown (its edition's language) left out; outputs, counts and metadata are Jupyter's.
+
+    The release's text is known by its cell id or by nbgrader's ``grade_id`` (every release cell has one): a
+    notebook saved as nbformat 4.4, which has no cell ids, is no edit by itself.
+    """
+    text = {
+        key for c in release.cells if c.cell_type == "markdown" and not notebooks.is_solution(c) for key in _keys(c)
+    }
     return [
-        (c.get("id"), c.cell_type, "" if c.cell_type == "markdown" and c.get("id") in text else notebooks.source(c))
+        (c.cell_type, "" if c.cell_type == "markdown" and not text.isdisjoint(_keys(c)) else notebooks.source(c))
         for c in nb.cells
     ]
+
+
+def _keys(cell: Any) -> set[str]:
+    """How a cell is known across editions: its id and its nbgrader ``grade_id``, as far as it has them."""
+    nbgrader = cell.get("metadata", {}).get("nbgrader")
+    grade_id = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
+    return {
+        f"{kind}:{key}"
+        for kind, key in (("id", cell.get("id")), ("grade_id", grade_id))
+        if isinstance(key, str) and key
+    }
 
 
 def was_edited(path: Path, release: nbformat.NotebookNode) -> bool:
