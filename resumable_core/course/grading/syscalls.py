@@ -138,13 +138,14 @@ def available() -> str | None:
         folder = os.path.join(os.path.realpath(tmp), "probe")
         os.mkdir(folder)
         trace = Path(tmp, "trace")
-        argv = [*tracer_argv(trace), "/bin/sh", "-c", ': > "$1"', "sh", f"{folder}/probe.json"]
+        argv = [*tracer_argv(trace), SH, "-c", ': > "$1"', SH, f"{folder}/probe.json"]
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=60, check=False)
         except (OSError, subprocess.SubprocessError) as e:
             return f"strace could not start: {e}"
         if proc.returncode != 0:
-            said = Path(f"{trace}{LOG}").read_text(errors="replace") if Path(f"{trace}{LOG}").exists() else ""
+            log = Path(f"{trace}{LOG}")
+            said = log.read_text(errors="replace") if log.exists() else ""
             last = ((said + proc.stderr.decode(errors="replace")).strip().splitlines() or ["no message"])[-1]
             hint = " (ptrace is refused: a container without CAP_SYS_PTRACE, or yama ptrace_scope)"
             return f"strace failed (exit code {proc.returncode}): {last[:200]}" + (hint if "ptrace" in last else "")
