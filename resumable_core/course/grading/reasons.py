@@ -16,6 +16,18 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+# --- the learner's words -------------------------------------------------------------------------
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` a learner's code wrote (an exception, a check's message about it) as one printable line: a
+    control character shown as its escape (a terminal's escape sequence in ``grades.csv`` would act on
+    the instructor's terminal), a line break or tab as a space."""
+    return _CONTROL.sub(lambda m: " " if m[0] in "\n\r\t" else m[0].encode("unicode_escape").decode(), text)
+
+
 # --- the policies --------------------------------------------------------------------------------
 
 
@@ -182,7 +194,7 @@ def classify_failure(text: str, timeout: int) -> str:
     if ours:  # the kit's own step failed, not nbgrader: no score of this student was kept
         return f"{ours[-1]}; no score is kept (nothing was re-checked)"
     errs = [ln for ln in lines if re.match(r"^\w*(Error|Exception)\b", ln.strip())]
-    return "nbgrader autograde failed: " + (
+    return "nbgrader autograde failed: " + printable(
         errs[-1].strip() if errs else (lines[-1].strip() if lines else "unknown error")
     )
 
@@ -195,7 +207,7 @@ def cell_loss(cell: Mapping[str, Any], timeout: int) -> str:
             if ename in ("CellTimeoutError", "KeyboardInterrupt"):
                 return f"interrupted at the {timeout} s timeout"
             evalue = str(o.get("evalue", "")).strip().splitlines()
-            return f"{ename}: {evalue[0][:120]}" if evalue else ename
+            return printable(f"{ename}: {evalue[0][:120]}" if evalue else str(ename))
     for o in cell.get("outputs", []):
         if o.get("output_type") == "stream" and o.get("name") == "stderr":
             return "wrote to stderr"

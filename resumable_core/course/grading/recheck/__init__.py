@@ -26,6 +26,7 @@ from ..budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
 from ..isolation import Backend, Job, Limit, Mount, Outcome, PlainBackend
 from ..learner_view import kernel_notebook
 from ..notebook_cells import NOT_RUN, is_test, setup_cells, source_of
+from ..reasons import printable
 from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, LearnerProcess, read_result, start
 from .plan import CheckCall, UnknownCheckError, check_calls, graded_sources, planned_calls
 from .report import Report
@@ -174,10 +175,11 @@ def _read_report(checked: Outcome, learned: Outcome, only: list[str] | None) -> 
     if not isinstance(result, dict) or not isinstance(result.get("cells"), dict):
         why = f"the isolated re-run ended with exit code {checked.returncode} and no result"
         return Report(dict.fromkeys(only or [], why), inconclusive=why)
-    cells = {str(k): (None if v is None else (str(v)[:400] or "failed")) for k, v in result["cells"].items()}
+    cells = {str(k): (None if v is None else (printable(str(v)[:400]) or "failed")) for k, v in result["cells"].items()}
+    inconclusive = result.get("inconclusive")
     return Report(
         {k: v for k, v in cells.items() if only is None or k in only},
         load_errors=[e for e in result.get("load_errors") or [] if isinstance(e, dict)],
-        inconclusive=result.get("inconclusive") if isinstance(result.get("inconclusive"), str) else None,
+        inconclusive=printable(inconclusive) if isinstance(inconclusive, str) else None,
         visible_failures=[g for g in result.get("visible_failures") or [] if isinstance(g, str) and g in cells],
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..reasons import raised_only_here
+from ..reasons import printable, raised_only_here
 
 
 class Report(dict):
@@ -34,7 +34,7 @@ class Report(dict):
         if inconclusive is None:
             new = [e for e in self.load_errors if e.get("kernel") is None]
             if new:
-                self.inconclusive = raised_only_here(new[0]["cell"], new[0]["error"])[:200]
+                self.inconclusive = printable(raised_only_here(str(new[0]["cell"]), str(new[0]["error"])))[:200]
 
     def to_json(self) -> str:
         return json.dumps(

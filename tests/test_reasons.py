@@ -1,0 +1,40 @@
+"""A learner's words reach grades.csv, the gradebook and the summary as one printable line."""
+
+from __future__ import annotations
+
+import json
+
+from resumable_core.course.grading import reasons
+from resumable_core.course.grading.isolation import Outcome
+from resumable_core.course.grading.recheck import _read_report
+from resumable_core.course.grading.recheck.report import Report
+
+TITLE = "\x1b]0;pwned\x07"
+"""A terminal's escape sequence that sets its window title: in a reason, it would act on the instructor's terminal."""
+
+
+def _outcome(stdout: str) -> Outcome:
+    return Outcome(returncode=0, stdout=stdout.encode(), stderr=b"", limit=None, seconds=0.1)
+
+
+def test_a_control_character_is_shown_as_its_escape_and_a_line_break_as_a_space():
+    """ESC and BEL become \\x1b and \\x07, a newline or tab a space; Hangul and accents stay as they are."""
+    assert reasons.printable(f"boom{TITLE}\nnext\tline") == "boom\\x1b]0;pwned\\x07 next line"
+    assert reasons.printable("정산 réussi") == "정산 réussi"
+
+
+def test_a_learners_exception_in_a_test_cell_reaches_the_reason_printable():
+    """The kernel's error output of a graded cell gives a reason without the learner's control characters."""
+    cell = {"outputs": [{"output_type": "error", "ename": "ValueError", "evalue": f"bad{TITLE}"}]}
+    assert reasons.cell_loss(cell, 60) == "ValueError: bad\\x1b]0;pwned\\x07"
+    assert "\x1b" not in reasons.classify_failure(f"Traceback\nValueError: bad{TITLE}", 60)
+
+
+def test_the_checkers_report_reaches_the_host_printable():
+    """Each cell's reason and the run's inconclusive reason, which carry the learner's words, lose their controls."""
+    line = json.dumps({"cells": {"test_a": f"raised {TITLE}", "test_b": None}, "inconclusive": f"why{TITLE}"})
+    report = _read_report(_outcome(line), _outcome(""), None)
+    assert report == {"test_a": "raised \\x1b]0;pwned\\x07", "test_b": None}
+    assert report.inconclusive == "why\\x1b]0;pwned\\x07"
+    loaded = Report({}, load_errors=[{"cell": "answer", "error": f"NameError{TITLE}", "kernel": None}])
+    assert loaded.inconclusive is not None and "\x1b" not in loaded.inconclusive
