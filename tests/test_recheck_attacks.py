@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import grading_samples as samples
 import nbformat
@@ -888,20 +889,6 @@ def _salt():
 """
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a covert channel between sandboxes: the loaded process holds flock()s on library files every sandbox "
-    "sees read-only and the fresh one reads its salt from them; closing it needs a seccomp filter or files of the "
-    "sandbox's own, not a check",
-)
-def test_postmortem_a_lock_on_a_shared_file_hands_no_salt_to_the_fresh_process(box, tmp_path):
-    """The loaded process keeps its per-process salt as flock()s on files of the library copy, which the fresh
-    process's sandbox sees too (the same inodes); the fresh process reads the salt back: one refund, not two."""
-    refund = SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_A_LOCK + "_RUN = _salt()")
-    report = _refund_recheck(box, tmp_path, refund, ["test_refund_kill"])
-    assert_no_hole(report, ["test_refund_kill"])
-
-
 SALT_OVER_OPENS = """import ctypes, glob, os, struct, threading, time, uuid
 
 _FILES = sorted(glob.glob("/grading/lib/resumable_core/**/*.py", recursive=True))[:33]
@@ -946,16 +933,33 @@ else:
 """A salt sent by a thread of the loaded process opening shared files, read back by the fresh one with inotify."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a covert channel between sandboxes running at once: the loaded process opens library files every "
-    "sandbox sees read-only, and the fresh one watches them with inotify; closing it needs the loaded sandbox "
-    "frozen while the fresh one runs, not a check",
-)
-def test_postmortem_opens_of_a_shared_file_hand_no_salt_to_the_fresh_process(box, tmp_path):
-    """A thread of the loaded process spells its per-process salt as opens of library files; the fresh process
-    watches the same inodes with inotify and reads the salt back: one refund, not two (found by a red team)."""
-    refund = SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", SALT_OVER_OPENS)
+def _covert(salt: str, why: str) -> Any:
+    """A refund whose per-process salt reaches the fresh process by ``salt``'s channel: a known hole (``why``)."""
+    refund = SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", salt)
+    return pytest.param(
+        refund, marks=pytest.mark.xfail(strict=True, reason=f"a covert channel between sandboxes: {why}")
+    )
+
+
+COVERT_CHANNELS = {
+    "flock()s held on shared files": _covert(
+        SALT_OVER_A_LOCK + "_RUN = _salt()",
+        "the loaded process holds flock()s on library files every sandbox sees read-only and the fresh one reads "
+        "its salt from them; closing it needs the loaded process gone or a seccomp filter, not a check",
+    ),
+    "opens of shared files, watched with inotify (found by a red team)": _covert(
+        SALT_OVER_OPENS,
+        "a thread of the loaded process opens library files every sandbox sees read-only and the fresh one watches "
+        "them with inotify while it runs; closing it needs the loaded sandbox frozen meanwhile, not a check",
+    ),
+}
+"""Ways a salt still crosses from the loaded process to the fresh one: both run as sandboxes of one host at once."""
+
+
+@pytest.mark.parametrize("refund", list(COVERT_CHANNELS.values()), ids=list(COVERT_CHANNELS))
+def test_postmortem_a_covert_channel_hands_no_salt_to_the_fresh_process(box, tmp_path, refund):
+    """The loaded process leaves its per-process salt on files the fresh process's sandbox sees too (the same
+    inodes), as locks held or as opens made; the fresh process reads it back: one refund, not two."""
     report = _refund_recheck(box, tmp_path, refund, ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
 
