@@ -13,7 +13,7 @@ export LANG
 endif
 KIT_LANG = $(or $(RESUMABLE_LANG),en)
 
-.PHONY: FORCE setup lab formgrader test test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
+.PHONY: FORCE setup lab formgrader test test-suite types test-core-pythons lint matrix grade bench bench-sandbox bench-grading release student-kit self-study-kit hub hub-remove clean
 
 $(STAMP): pyproject.toml
 	@echo "Installing JupyterLab and the kit into $(VENV): the first time, this takes a few minutes."
@@ -60,17 +60,33 @@ FORMGRADER_FLAGS := --ServerApp.root_dir=$(CURDIR) --ServerApp.default_url=/form
 formgrader: setup  ## formgrader on this course's gradebook: open the printed link (it ends in /formgrader)
 	$(BIN)/jupyter server $(FORMGRADER_FLAGS) $(FORMGRADER_ARGS)
 
-test: setup lint  ## lint, types, then every test; then the core suite on 3.12 and 3.13
+# ruff first (seconds: a style slip fails at once); then the main suite, with mypy and the core suite
+# on 3.12/3.13 beside it (-j3), not after it: the main suite waits on kernels and sandboxes, and the
+# other two fill those waits. Each side job prints its output as one block when it ends.
+# Every temporary file of the run goes to one fresh folder on a memory file system where there is one
+# (/dev/shm), removed at the end: the tests kill processes, never the machine, so they need fsync
+# called, not a disk under it, and on a virtual machine's disk fsync was most of their time.
+TEST_TMP_ROOT := $(firstword $(wildcard /dev/shm) /tmp)
+
+test: setup  ## ruff, then every test with mypy and the core suite on 3.12 and 3.13 beside it
+	$(BIN)/ruff check resumable_core tests bench
+	$(BIN)/ruff format --check resumable_core tests bench
+	@tmp=$$(mktemp -d $(TEST_TMP_ROOT)/resumable-tests-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "temporary files: $$tmp" && env TMPDIR=$$tmp $(MAKE) --no-print-directory -j3 test-suite types test-core-pythons
+
+test-suite: setup  ## every test, on two workers (the longest files first: tests/conftest.py)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25
-	$(MAKE) test-core-pythons
+
+types: setup  ## mypy, its output shown when it ends
+	@$(BIN)/mypy >$(VENV)/mypy.log 2>&1; code=$$?; cat $(VENV)/mypy.log; exit $$code
 
 # The core wing's tests, which need only `pip install .` plus pytest and hypothesis.
 CORE_PYTHONS := 3.12 3.13
 CORE_TESTS := $(addprefix tests/test_,architecture.py checkpoint.py checkpoint_os.py claude.py crash.py \
 	lease.py ledger.py loop.py protocol.py strategies.py tools.py)
 
-test-core-pythons:  ## the core suite (-m "not extras": slow tests too) on each of CORE_PYTHONS, in .venv-3.x
-	@for v in $(CORE_PYTHONS); do \
+test-core-pythons:  ## the core suite (-m "not extras": slow tests too) on each of CORE_PYTHONS, in .venv-3.x; its output shown when it ends
+	@{ for v in $(CORE_PYTHONS); do \
 	  py=$$(python$$v -c 'import sys; print(sys.executable)' 2>/dev/null \
 	    || ls -d "$${PYENV_ROOT:-$$HOME/.pyenv}"/versions/$$v*/bin/python$$v 2>/dev/null | tail -n 1); \
 	  if [ -z "$$py" ]; then echo "test-core-pythons: no python$$v on this machine, skipped"; continue; fi; \
@@ -82,9 +98,9 @@ test-core-pythons:  ## the core suite (-m "not extras": slow tests too) on each 
 	  fi; \
 	  echo "== core tests on $$(.venv-$$v/bin/python --version)"; \
 	  .venv-$$v/bin/python -m pytest -p no:cacheprovider -q -m "not extras" $(CORE_TESTS) || exit 1; \
-	done
+	done; } >.core-pythons.log 2>&1; code=$$?; cat .core-pythons.log; exit $$code
 
-lint: setup  ## ruff (lint and format) and mypy, as CI runs them
+lint: setup  ## ruff (lint and format) and mypy, as make test runs them
 	$(BIN)/ruff check resumable_core tests bench
 	$(BIN)/ruff format --check resumable_core tests bench
 	$(BIN)/mypy
@@ -126,4 +142,4 @@ bench-grading: setup  ## each assignment, 60 submissions: sequential nbgrader au
 	$(BIN)/python bench/bench_grading.py
 
 clean:
-	rm -rf $(VENV) .venv-3.* .pytest_cache
+	rm -rf $(VENV) .venv-3.* .core-pythons.log .pytest_cache
