@@ -194,7 +194,7 @@ def test_no_kit_callable_or_lesson_function_resumes_the_report_agent():
     graded = no_answers.graded(REGISTRY["resume"])
     assert graded.arity["resume_report"] == 3
     report = [c for c in graded.cells if c.functions == {"resume_report"}]
-    candidates = {**no_answers.kit_callables(3), **no_answers.every_lesson_definition()}
+    candidates = {**no_answers.kit_callables(3), **no_answers.every_lesson_definition()[0]}
     fitting = {name: fn for name, fn in candidates.items() if no_answers._fits(fn, 3)}
     assert report and fitting, "no cell or no candidate was found: the test would grade nothing"
     ids = {c.grade_id for c in report}
