@@ -18,13 +18,14 @@ from typing import Any
 
 # --- the learner's words -------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
-    """``text`` a learner's code wrote (an exception, a check's message about it) as one printable line: a
-    control character shown as its escape (a terminal's escape sequence in ``grades.csv`` would act on
-    the instructor's terminal), a line break or tab as a space."""
+    """``text`` a learner's code wrote (an exception, a check's message about it) as one printable line of valid
+    UTF-8: a control character shown as its escape (a terminal's escape sequence in ``grades.csv`` would act on
+    the instructor's terminal), and so a lone surrogate (no UTF-8 encodes one: the gradebook's database refused
+    it), a line break or tab as a space."""
     return _CONTROL.sub(lambda m: " " if m[0] in "\n\r\t" else m[0].encode("unicode_escape").decode(), text)
 
 
