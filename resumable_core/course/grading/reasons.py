@@ -259,31 +259,24 @@ def raised_only_here(cell: str, error: str) -> str:
 
 
 AFTER_RESTART = "after a fresh start, "
-"""How the re-check's why begins when a check failed on a call served by a freshly started learner's
+"""How the re-check's why begins when a visible check failed on a call served by a freshly started learner's
 process (``checks.support.FailedAfterRestart``), which the kernel cannot start: then a kernel pass means no patching."""
 
 
-def failed_after_restart(check: str, why: str) -> str:
-    """The re-check's why for ``check``, which failed on a call in a freshly started learner's process."""
-    return f"{AFTER_RESTART}{check}: {why}"
+def failed_after_restart(why: str) -> str:
+    """The re-check's why for a visible check that failed on a call in a freshly started learner's process."""
+    return f"{AFTER_RESTART}{why}"
 
 
-def _restarted(why: str) -> str:
-    return (
-        "passed where a restarted call is only a forked copy of the kernel, but failed in the isolated re-run, "
-        f"where it ran in a freshly started process, as after a real restart: {why[len(AFTER_RESTART) :]}"
-    )
-
-
-def hidden_check_failed(why: str) -> str:
+def hidden_check_failed(sentence: str) -> str:
     """A cell that scored in the kernel and failed a hidden check, which only the isolated re-check runs (it scores 0).
 
-    The kernel runs a test cell without its hidden blocks, so a plain wrong answer "passes" there:
-    this is the check's own message, no suspicion. ``grades.csv`` and the feedback page alike.
+    The kernel runs a test cell without its hidden blocks, so a plain wrong answer "passes" there: no
+    suspicion. ``sentence`` is all the check's failure hands back, the rule broken and what to reread
+    (``hidden.i18n.fails_with``): never its inputs, its name or the learner's text. ``grades.csv`` and
+    the feedback page alike.
     """
-    if why.startswith(AFTER_RESTART):
-        return f"a hidden check {_restarted(why)}"
-    return f"a hidden check failed: {why}"
+    return f"a hidden check failed: {sentence}"
 
 
 def visible_check_disagreed(why: str) -> str:
@@ -292,11 +285,15 @@ def visible_check_disagreed(why: str) -> str:
     The one real disagreement between the two runs (the kernel's result was changed from inside the
     notebook, or the answer behaves differently when called from outside): it scores 0 until a human
     looks. ``grades.csv`` and the feedback page alike. A call the re-check served from a freshly
-    started process (``AFTER_RESTART``) is no disagreement: the kernel cannot restart, so that cell
-    gets the check's own message.
+    started process (``AFTER_RESTART``) is no disagreement: the kernel can only fork a copy of itself,
+    so that cell gets the check's own message.
     """
     if why.startswith(AFTER_RESTART):
-        return f"a visible check {_restarted(why)}"
+        return (
+            "a visible check failed in the isolated re-check, where a restarted call runs in a freshly started "
+            f"process as after a real restart (the notebook's kernel can only fork a copy of itself): "
+            f"{why[len(AFTER_RESTART) :]}"
+        )
     return needs_review(
         f"a visible check passed in the notebook's kernel but failed when re-checked in isolation: {why} "
         "(the submission may patch the checks)"
