@@ -117,6 +117,20 @@ def a_link(name: str) -> str:
     return not_graded(f"{name!r} is a link, not a submitted file; put the file itself in the class folder")
 
 
+NOT_UTF8 = N_("{file} is not UTF-8 text: open it in Jupyter and save it again, as UTF-8")
+OTHER_ASSIGNMENT = N_("{file} is the {other} assignment's notebook: submit {notebook}.ipynb")
+
+
+def not_utf8(file_name: str, translate: Callable[[str], str] = str) -> str:
+    """A submitted file whose bytes are no UTF-8 (a notebook saved as Latin-1, say): refused, scores 0."""
+    return not_graded(translate(NOT_UTF8).format(file=file_name))
+
+
+def other_assignment(file_name: str, other: str, notebook: str, translate: Callable[[str], str] = str) -> str:
+    """A notebook of another assignment of the course, by its cells: refused with the file to submit (it scores 0)."""
+    return not_graded(translate(OTHER_ASSIGNMENT).format(file=file_name, other=other, notebook=notebook))
+
+
 def not_json(file_name: str) -> str:
     """A submitted file that is no JSON at all (a PDF, a text file under the notebook's name): refused, scores 0."""
     return f"{file_name} is {not_a_notebook('not JSON')}"
