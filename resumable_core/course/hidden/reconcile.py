@@ -182,7 +182,7 @@ def check_other_read_only_tools(fn: Reconcile) -> None:
 
 @fails_with(
     N_(
-        "A pending side-effecting call never runs on resume: it is answered with is_error and an unknown status. Reread the contract of Level 2 (Exercise 2)."
+        "A pending call with a side effect never runs on resume: it is answered with is_error and an unknown status. Reread the contract of Level 2 (Exercise 2)."
     )
 )
 def check_other_side_effect_tools(fn: Reconcile) -> None:
