@@ -50,16 +50,20 @@ def test_a_missing_or_empty_class_is_one_line_before_nbgrader_loads(tmp_path, mo
 
 
 def test_a_notebook_that_is_not_utf8_is_named_so_in_its_editions_language(tmp_path):
-    """A notebook saved as Latin-1 is "not UTF-8 text", not "not JSON"; a ko/ edition's reason is Korean."""
-    latin1 = RELEASE.read_text(encoding="utf-8").replace("Exercise", "Exercíse").encode("latin-1", "replace")
-    for path in (tmp_path / "reconcile.ipynb", tmp_path / "ko" / "reconcile.ipynb"):
-        path.parent.mkdir(exist_ok=True)
-        path.write_bytes(latin1)
-    assert read_notebook(tmp_path / "reconcile.ipynb") == (
-        None,
-        "not graded: reconcile.ipynb is not UTF-8 text: open it in Jupyter and save it again, as UTF-8",
-    )
+    """A notebook saved as Latin-1 or UTF-16 is "not UTF-8 text", not "not JSON" (a PDF still is); a ko/ edition's
+    reason is Korean."""
+    text = RELEASE.read_text(encoding="utf-8").replace("Exercise", "Exercíse")
+    (tmp_path / "ko").mkdir()
+    (tmp_path / "ko" / "reconcile.ipynb").write_bytes(text.encode("latin-1", "replace"))
+    for encoding in ("latin-1", "utf-16"):
+        (tmp_path / "reconcile.ipynb").write_bytes(text.encode(encoding, "replace"))
+        assert read_notebook(tmp_path / "reconcile.ipynb") == (
+            None,
+            "not graded: reconcile.ipynb is not UTF-8 text: open it in Jupyter and save it again, as UTF-8",
+        )
     assert "UTF-8 텍스트가 아닙니다" in str(read_notebook(tmp_path / "ko" / "reconcile.ipynb")[1])
+    (tmp_path / "a.ipynb").write_bytes(b"%PDF-1.4\xff")
+    assert read_notebook(tmp_path / "a.ipynb")[1] == "a.ipynb is not a notebook: not JSON"
 
 
 @pytest.mark.parametrize(

@@ -52,17 +52,29 @@ def _in_language_of(path: Path) -> Callable[[str], str]:
     return lambda message: GRADING.gettext(message, lang)
 
 
+def _json_text(raw: bytes) -> bool:
+    """Whether ``raw`` is JSON text in an encoding other than UTF-8 (Latin-1 decodes any bytes, so it comes last)."""
+    for encoding in ("utf-16", "latin-1"):
+        try:
+            json.loads(raw.decode(encoding))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        return True
+    return False
+
+
 def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
     """The notebook, or why it is not one (a file over :data:`MAX_FILE_BYTES` is not read)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         return None, reasons.file_too_large(size, MAX_FILE_BYTES)
+    raw = path.read_bytes()
     try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        return None, reasons.not_utf8(path.name, _in_language_of(path))
-    try:
+        text = raw.decode("utf-8")
         data = json.loads(text)
+    except UnicodeDecodeError:  # JSON in another encoding (Latin-1, UTF-16) is a notebook saved wrong; a PDF is none
+        why = reasons.not_utf8(path.name, _in_language_of(path)) if _json_text(raw) else reasons.not_json(path.name)
+        return None, why
     except json.JSONDecodeError:
         return None, reasons.not_json(path.name)
     if not isinstance(data, dict) or "cells" not in data:
