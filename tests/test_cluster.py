@@ -32,6 +32,7 @@ def test_an_unreachable_scheduler_is_refused_before_the_release(tmp_path, capsys
     """grade --scheduler at a port nobody listens on exits 2 with one line saying how to start one; no work folder."""
     monkeypatch.setattr(cluster, "CONNECT_TIMEOUT", "1s")
     (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ann.ipynb").write_text("{}")  # an empty class is refused before the scheduler is asked
     args = ["grade", str(tmp_path / "class"), "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")]
     assert cli_main(args) == 2
     err = capsys.readouterr().err

@@ -340,6 +340,7 @@ def test_grade_refuses_to_run_without_the_sandbox(tmp_path, monkeypatch, capsys)
 
     monkeypatch.setattr(BwrapBackend, "available", lambda self: "bwrap is not installed (apt-get install bubblewrap)")
     (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ann.ipynb").write_text("{}")  # an empty class is refused before the sandbox is asked
     assert cli_main(["grade", str(tmp_path / "class"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "bwrap is not installed" in err and "--no-sandbox" in err

@@ -423,9 +423,9 @@ def test_ids_come_from_names_and_bad_ones_are_refused_with_a_reason(tmp_path):
     for bad in ("../x", "a/b", "", ".."):
         with pytest.raises(StudentIdError):
             check_id(bad)
-    root = _files(tmp_path / "c", ["ok (1).ipynb", "fine.ipynb"])
+    root = _files(tmp_path / "c", ["ok [1].ipynb", "fine.ipynb"])
     subs = {s.student: s for s in collect(root, "reconcile", ["reconcile"])}
-    assert subs["ok (1).ipynb"].status == "invalid" and "'('" in subs["ok (1).ipynb"].reason
+    assert subs["ok [1].ipynb"].status == "invalid" and "'['" in subs["ok [1].ipynb"].reason
     assert subs["fine"].status == "graded"
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from resumable_core.course.grading import reasons
 from resumable_core.course.grading.isolation import Outcome
 from resumable_core.course.grading.recheck import _read_report
@@ -38,3 +40,36 @@ def test_the_checkers_report_reaches_the_host_printable():
     assert report.inconclusive == "why\\x1b]0;pwned\\x07"
     loaded = Report({}, load_errors=[{"cell": "answer", "error": f"NameError{TITLE}", "kernel": None}])
     assert loaded.inconclusive is not None and "\x1b" not in loaded.inconclusive
+
+
+@pytest.mark.slow
+def test_a_lone_surrogate_in_a_learners_error_reaches_the_gradebook_comment(tmp_path, monkeypatch):
+    """A reason quoting a lone surrogate (no UTF-8 encodes one) is written as formgrader's comment, escaped."""
+    from nbgrader import api
+    from nbgrader.api import Gradebook
+
+    from resumable_core.course.grading import gradebook, workers
+
+    # a new gradebook's stamp: `alembic heads` is a subprocess costing seconds, and no part of this test
+    monkeypatch.setattr(api, "get_alembic_version", lambda: "0")
+    db = f"sqlite:///{tmp_path / 'gradebook.db'}"
+    with Gradebook(db) as gb:
+        gb.add_assignment("a1")
+        gb.add_notebook("nb", "a1")
+        gb.add_solution_cell("answer", "nb", "a1")
+        gb.add_grade_cell("test_a", "nb", "a1", max_score=1, cell_type="code")
+        gb.add_student("s1")
+        gb.add_submission("a1", "s1")
+    line = json.dumps({"cells": {"test_a": "ValueError: bad \ud800 input"}, "visible_failures": ["test_a"]})
+    checked = _read_report(_outcome(line), _outcome(""), ["test_a"])
+    failed, _ = workers.recheck_outcome(["test_a"], checked, None, checked.visible_failures)
+    source = {
+        "cells": [
+            {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "answer", "solution": True}}, "source": ""},
+            {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "test_a", "grade": True}}, "source": ""},
+        ]
+    }
+    gradebook.comment_answers(db, workers.recheck_comments(failed, source), "nb", "a1", "s1")
+    with Gradebook(db) as gb:
+        comment = gb.find_comment("answer", "nb", "a1", "s1").auto_comment
+    assert "bad \\ud800 input" in comment

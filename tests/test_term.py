@@ -302,6 +302,7 @@ def test_grading_into_a_course_that_never_released_refuses_first(tmp_path: Path,
     shutil.copytree(REPO / "solutions" / ASSIGNMENT, course / "solutions" / ASSIGNMENT)
     shutil.copy2(REPO / "nbgrader_config.py", course / "nbgrader_config.py")
     (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ann.ipynb").write_text("{}")  # an empty class is refused before the course is opened
     monkeypatch.chdir(tmp_path)
     assert _grade(tmp_path / "class", course) == 2
     error = capsys.readouterr().err

@@ -97,6 +97,10 @@ def restarted(fn: Any) -> Any:
     return fn.restarted() if is_remote(fn) else fn
 
 
+HIDDEN_SENTENCE = "hidden_sentence"
+"""The attribute of a hidden check that gives its one failure sentence, in now's language (``hidden.i18n.fails_with``)."""
+
+
 class FailedAfterRestart(CheckFailed):
     """A check failed on what a :func:`restarted` call did: the re-check names it as such.
 

@@ -11,13 +11,14 @@ autograded notebooks (:func:`course_outcomes`): ``item-analysis.csv``, ``item-an
 
 from __future__ import annotations
 
-import csv
 import html
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
+
+from . import csvfile
 
 TOP_MESSAGES = 3
 """The failure messages kept per check, most common first."""
@@ -101,12 +102,19 @@ def analyse(outcomes: Iterable[Outcome]) -> ItemAnalysis:
 
 def write_csv(path: Path, result: ItemAnalysis) -> None:
     """``item-analysis.csv``: a row per check (its commonest messages with their counts in one column)."""
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["check", "points", "students", "failed", "share_failed", "common_failures"])
-        for c in result.checks:
-            common = " | ".join(f"{n}x {m}" for m, n in c.messages)
-            w.writerow([c.check, f"{c.points:g}", c.students, c.failed, f"{c.share_failed:.2f}", common])
+    header = ["check", "points", "students", "failed", "share_failed", "common_failures"]
+    rows = [
+        [
+            c.check,
+            f"{c.points:g}",
+            c.students,
+            c.failed,
+            f"{c.share_failed:.2f}",
+            " | ".join(f"{n}x {m}" for m, n in c.messages),
+        ]
+        for c in result.checks
+    ]
+    csvfile.write_csv(path, header, rows)
 
 
 def plot(path: Path, result: ItemAnalysis, assignment: str) -> None:

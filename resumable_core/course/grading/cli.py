@@ -10,6 +10,7 @@ from typing import Any
 from ..assignments import ASSIGNMENTS
 from ..nbgrader_cli import NbgraderError
 from .budget import DEFAULT_TIMEOUT
+from .collect import check_class
 from .errors import GradingError
 from .lms import PARSERS, Names
 from .similarity import THRESHOLD as SIMILAR
@@ -203,6 +204,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     try:
         names = Names.of(args.lms, args.roster)  # a bad roster is one line before any work
+        check_class(Path(args.path))  # and so is a missing or empty class, before nbgrader's seconds of imports
         with RunProgress(_echo) as progress:  # the bar is up before nbgrader's seconds of imports
             progress.step("loading nbgrader")
             from .pipeline import grade  # imported here: nbgrader loads only when a class is graded

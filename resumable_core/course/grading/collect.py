@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..release import TRANSLATIONS
+from ...lab.i18n import TRANSLATIONS
 from . import lms as lms_names
 from . import reasons
 from .errors import GradingError, StudentIdError
@@ -32,6 +32,8 @@ from .model import Submission
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.@-]+")
 MAX_ID_LENGTH = 64
+_BROWSER_COPY = re.compile(r"^(?P<name>.+?) ?\((?P<n>\d+)\)$")
+"""``reconcile (1)``, ``reconcile(2)``: a browser's name for a file downloaded again under a name it already had."""
 
 
 def check_id(sid: str) -> str:
@@ -63,6 +65,21 @@ def student_id(name: str) -> str:
         return check_id(sid)
     except StudentIdError as e:
         raise StudentIdError(name, e.reason) from None
+
+
+def resubmission(stem: str) -> tuple[str, int]:
+    """``(name, n)`` of a file stem: ``reconcile (2)`` is the browser's second copy of ``reconcile``, the latest of
+    a student who downloaded it more than once (the highest ``n`` is the latest); any other stem is ``(stem, 0)``."""
+    m = _BROWSER_COPY.match(stem)
+    return (m["name"], int(m["n"])) if m else (stem, 0)
+
+
+def _latest(files: list[Path]) -> list[Path]:
+    """``files`` with only the latest copy of each name (:func:`resubmission`)."""
+    latest: dict[tuple[Path, str], Path] = {}
+    for f in sorted(files, key=lambda f: resubmission(f.stem)[1]):
+        latest[(f.parent, resubmission(f.stem)[0] + f.suffix)] = f
+    return sorted(latest.values())
 
 
 def _skip(path: Path) -> bool:
@@ -111,14 +128,32 @@ def extract_zip(path: Path, dest: Path) -> Path:
     return dest
 
 
-@contextmanager
-def unpacked(path: Path) -> Iterator[Path]:
-    """The folder to collect from: ``path`` itself, or a zip unpacked for the duration."""
+def check_class(path: Path) -> None:
+    """Refuse, in one line naming the fix, a class that is missing, neither a folder nor a zip, or holds no file.
+
+    Cheap and before anything slow (``grade`` calls it before nbgrader loads): a mistyped path or an
+    empty download is told at once, and no working folder is made for it.
+    """
+    if not path.exists():
+        raise GradingError(f"{path} does not exist; pass the class's folder or zip")
     if path.is_dir():
-        yield path
+        if not any(_file(f) and not _skip(f.relative_to(path)) for f in path.rglob("*")):
+            raise GradingError(f"{path} holds no submitted file; pass the folder the class's submissions are in")
         return
     if not zipfile.is_zipfile(path):
         raise GradingError(f"{path} is neither a folder nor a zip file; pass the class's folder or zip")
+    with zipfile.ZipFile(path) as z:
+        if all(i.is_dir() or _skip(Path(i.filename)) for i in z.infolist()):
+            raise GradingError(f"{path} is a zip with no submitted file in it; download the class's submissions again")
+
+
+@contextmanager
+def unpacked(path: Path) -> Iterator[Path]:
+    """The folder to collect from: ``path`` itself, or a zip unpacked for the duration (:func:`check_class` first)."""
+    check_class(path)
+    if path.is_dir():
+        yield path
+        return
     with tempfile.TemporaryDirectory(prefix="grading-unzip-") as tmp:
         yield extract_zip(path, Path(tmp))
 
@@ -157,17 +192,15 @@ def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: l
     sub.timestamp = timestamp if _file(timestamp) else None
     found = sorted(f for f in adir.rglob("*") if _file(f) and not _skip(f.relative_to(adir)))
     ipynbs = []
-    for f in found:
-        if f.suffix != ".ipynb":
-            continue
-        parts = f.relative_to(adir).parts
-        if len(parts) == 2 and parts[0] in TRANSLATIONS and f.stem in notebooks:  # <lang>/<name>.ipynb
-            sub.translations.setdefault(f.stem, {})[parts[0]] = f
+    for f in _latest([f for f in found if f.suffix == ".ipynb"]):
+        name, parts = resubmission(f.stem)[0], f.relative_to(adir).parts
+        if len(parts) == 2 and parts[0] in TRANSLATIONS and name in notebooks:  # <lang>/<name>.ipynb
+            sub.translations.setdefault(name, {})[parts[0]] = f
         else:
             ipynbs.append(f)
-    sub.files.update({f.stem: f for f in ipynbs if f.stem in notebooks})
+    sub.files.update({resubmission(f.stem)[0]: f for f in ipynbs if resubmission(f.stem)[0] in notebooks})
     missing = [n for n in notebooks if n not in sub.files and n not in sub.translations]
-    extra = [f for f in ipynbs if f.stem not in notebooks]
+    extra = [f for f in ipynbs if resubmission(f.stem)[0] not in notebooks]
     if len(missing) == 1 and len(extra) == 1:
         sub.files[missing[0]] = extra[0]
         sub.notes.append(reasons.renamed_notebook(extra[0].name, missing[0]))
@@ -197,22 +230,22 @@ def _folder_claims(submitted: Path, assignment: str, notebooks: list[str]) -> li
 
 def _fill_flat(sub: Submission, files: list[Path], notebooks: list[str]) -> None:
     """One student's flat files (one stem): the notebook is graded, the others noted; no notebook is invalid."""
-    ipynbs = [f for f in files if f.suffix == ".ipynb"]
+    ipynbs = sorted((f for f in files if f.suffix == ".ipynb"), key=lambda f: -resubmission(f.stem)[1])
     if not ipynbs:
         sub.status = "invalid"
         sub.problems.append(_not_a_notebook(files))
         return
-    sub.files[notebooks[0]] = ipynbs[0]
+    sub.files[notebooks[0]] = ipynbs[0]  # the latest copy: a browser's `ann (2).ipynb` after `ann.ipynb`
     sub.notes += [reasons.ignored_file(f.name) for f in files if f != ipynbs[0]]
     if len(notebooks) > 1:
         sub.notes.append(reasons.flat_file_graded_as(notebooks[0]))
 
 
 def _flat_claims(flat: Path, files: list[Path], notebooks: list[str]) -> list[_Claim]:
-    """A claim per (folder, stem) of ``files``: ``ann.ipynb`` and ``ann.txt`` are one student's."""
+    """A claim per (folder, stem) of ``files``: ``ann.ipynb``, ``ann.txt`` and ``ann (1).ipynb`` are one student's."""
     stems: dict[tuple[Path, str], list[Path]] = {}
     for f in sorted(files):
-        stems.setdefault((f.parent, f.stem), []).append(f)
+        stems.setdefault((f.parent, resubmission(f.stem)[0]), []).append(f)
     return [
         _Claim(
             stem, ", ".join(str(f.relative_to(flat)) for f in fs), partial(_fill_flat, files=fs, notebooks=notebooks)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .csvfile import write_csv
 from .errors import GradingError, StudentIdError
 from .model import Submission
 
@@ -206,18 +207,12 @@ def write_imports(folder: Path, names: Names | None, assignment: str, subs: list
     lms = names.lms
     graded = sorted((s for s in subs if s.lms_id), key=lambda s: s.student)
     path = folder / f"{lms}-import.csv"
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        if lms == "canvas":
-            w.writerow([*CANVAS_HEADER, assignment])
-            top = max((s.max_score for s in graded), default=0)
-            w.writerow(["Points Possible", "", "", "", "", f"{top:g}"])
-            w.writerows([s.lms_name, s.lms_id, s.student, "", "", f"{s.score:g}"] for s in graded)
-        elif lms == "moodle":
-            w.writerow(MOODLE_HEADER)
-            w.writerows(
-                [f"Participant {s.lms_id}", s.lms_name, f"{s.score:g}", f"{s.max_score:g}", s.reason] for s in graded
-            )
-        else:  # Gradescope imports no grades from a file: grades.csv, with SIDs as ids, is what it offers
-            return []
-    return [path]
+    if lms == "canvas":
+        top = max((s.max_score for s in graded), default=0)
+        rows: list[list[object]] = [["Points Possible", "", "", "", "", f"{top:g}"]]
+        rows += [[s.lms_name, s.lms_id, s.student, "", "", f"{s.score:g}"] for s in graded]
+        return [write_csv(path, [*CANVAS_HEADER, assignment], rows)]
+    if lms == "moodle":
+        rows = [[f"Participant {s.lms_id}", s.lms_name, f"{s.score:g}", f"{s.max_score:g}", s.reason] for s in graded]
+        return [write_csv(path, MOODLE_HEADER, rows)]
+    return []  # Gradescope imports no grades from a file: grades.csv, with SIDs as ids, is what it offers

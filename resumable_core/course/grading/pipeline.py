@@ -40,7 +40,7 @@ from typing import Any
 from ..release import COURSE_ROOT
 from . import analysis
 from .cluster import check_scheduler, run_on_cluster
-from .collect import check_id, collect, unpacked
+from .collect import check_class, check_id, collect, unpacked
 from .course_grades import course_outcomes, record_results, write_course_grades
 from .errors import GradingError, StudentIdError
 from .gradebook import export_csv, gradebook_url, submission_score
@@ -215,8 +215,7 @@ def grade(
     started = time.monotonic()
     progress = progress or RunProgress(echo)
     path = Path(path)
-    if not path.exists():
-        raise GradingError(f"{path} does not exist; pass the class's folder or zip")
+    check_class(path)  # a missing or empty class is one line, before any work
     check_scheduler(scheduler)  # before any work: an unreachable cluster is a one-line error
     src = find_source(assignment, source, course)
     course_roots = [COURSE_ROOT, Path(course) if course else COURSE_ROOT, src.parent.parent]

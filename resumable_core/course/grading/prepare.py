@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +24,12 @@ import nbformat
 from resumable_core.lab import i18n
 
 from .. import notebooks
+from ..assignments import ASSIGNMENTS
+from ..release import notebook_path
 from . import reasons
 from .i18n import GRADING
 from .model import Submission
+from .notebook_cells import read
 
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
 _WATCHED_MODULES = frozenset({"sys", "builtins", "os", "resumable_core", "rc"})
@@ -41,15 +46,36 @@ _GRADING_KEYS = ("grade", "solution", "locked", "task", "points")
 """The nbgrader metadata that decides how a cell is graded (a change in the others is not worth a note)."""
 
 
+def _in_language_of(path: Path) -> Callable[[str], str]:
+    """The grading catalog's words in the language of the edition at ``path`` (a ``ko/`` folder), for a file not read."""
+    lang = path.parent.name if path.parent.name in i18n.TRANSLATIONS else i18n.DEFAULT
+    return lambda message: GRADING.gettext(message, lang)
+
+
+def _json_text(raw: bytes) -> bool:
+    """Whether ``raw`` is JSON text in an encoding other than UTF-8 (Latin-1 decodes any bytes, so it comes last)."""
+    for encoding in ("utf-16", "latin-1"):
+        try:
+            json.loads(raw.decode(encoding))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        return True
+    return False
+
+
 def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]:
     """The notebook, or why it is not one (a file over :data:`MAX_FILE_BYTES` is not read)."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         return None, reasons.file_too_large(size, MAX_FILE_BYTES)
+    raw = path.read_bytes()
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
         data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except UnicodeDecodeError:  # JSON in another encoding (Latin-1, UTF-16) is a notebook saved wrong; a PDF is none
+        why = reasons.not_utf8(path.name, _in_language_of(path)) if _json_text(raw) else reasons.not_json(path.name)
+        return None, why
+    except json.JSONDecodeError:
         return None, reasons.not_json(path.name)
     if not isinstance(data, dict) or "cells" not in data:
         return None, reasons.NO_CELLS
@@ -60,6 +86,22 @@ def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
     except (nbformat.ValidationError, nbformat.NBFormatError, KeyError, TypeError, ValueError, AttributeError) as e:
         return None, reasons.fails_validation(type(e).__name__)
     return nb, None
+
+
+def other_assignment(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> str | None:
+    """The course's other assignment whose notebook ``nb`` is, or None: the one whose source shares more of its cells
+    (by id or ``grade_id``) than ``release`` does. Graded as this one's, it would only score 0, unexplained."""
+    keys = {key for c in nb.cells for key in _keys(c)}
+    ours = len(keys & {key for c in release.cells for key in _keys(c)})
+    shared, name = max(((len(keys & _source_keys(name)), name) for name in ASSIGNMENTS), default=(0, ""))
+    return name if shared > ours else None
+
+
+@functools.cache
+def _source_keys(assignment: str) -> frozenset[str]:
+    """How the cells of ``assignment``'s source notebook are known (:func:`_keys`); none if it is not there."""
+    source = read(notebook_path(assignment))
+    return frozenset(key for c in (source or {}).get("cells", []) for key in _keys(c))
 
 
 def strip_outputs(nb: nbformat.NotebookNode) -> int:
@@ -290,6 +332,10 @@ def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode
     nb, problem = read_notebook(sub.files[name])
     if nb is None:
         return _refuse(sub, str(problem))
+    other = other_assignment(nb, release)
+    if other is not None:
+        translate = functools.partial(GRADING.gettext, lang=notebooks.language(nb))
+        return _refuse(sub, reasons.other_assignment(sub.files[name].name, other, name, translate))
     cleared = strip_outputs(nb)
     problem = check_size(nb)
     if problem is not None:

@@ -18,13 +18,14 @@ from typing import Any
 
 # --- the learner's words -------------------------------------------------------------------------
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
-    """``text`` a learner's code wrote (an exception, a check's message about it) as one printable line: a
-    control character shown as its escape (a terminal's escape sequence in ``grades.csv`` would act on
-    the instructor's terminal), a line break or tab as a space."""
+    """``text`` a learner's code wrote (an exception, a check's message about it) as one printable line of valid
+    UTF-8: a control character shown as its escape (a terminal's escape sequence in ``grades.csv`` would act on
+    the instructor's terminal), and so a lone surrogate (no UTF-8 encodes one: the gradebook's database refused
+    it), a line break or tab as a space."""
     return _CONTROL.sub(lambda m: " " if m[0] in "\n\r\t" else m[0].encode("unicode_escape").decode(), text)
 
 
@@ -114,6 +115,20 @@ def translations_edited(files: Iterable[str], translate: Callable[[str], str] = 
 def a_link(name: str) -> str:
     """A link in the class folder: never followed, since it could name any file the grader may read."""
     return not_graded(f"{name!r} is a link, not a submitted file; put the file itself in the class folder")
+
+
+NOT_UTF8 = N_("{file} is not UTF-8 text: open it in Jupyter and save it again, as UTF-8")
+OTHER_ASSIGNMENT = N_("{file} is the {other} assignment's notebook: submit {notebook}.ipynb")
+
+
+def not_utf8(file_name: str, translate: Callable[[str], str] = str) -> str:
+    """A submitted file whose bytes are no UTF-8 (a notebook saved as Latin-1, say): refused, scores 0."""
+    return not_graded(translate(NOT_UTF8).format(file=file_name))
+
+
+def other_assignment(file_name: str, other: str, notebook: str, translate: Callable[[str], str] = str) -> str:
+    """A notebook of another assignment of the course, by its cells: refused with the file to submit (it scores 0)."""
+    return not_graded(translate(OTHER_ASSIGNMENT).format(file=file_name, other=other, notebook=notebook))
 
 
 def not_json(file_name: str) -> str:
@@ -258,31 +273,24 @@ def raised_only_here(cell: str, error: str) -> str:
 
 
 AFTER_RESTART = "after a fresh start, "
-"""How the re-check's why begins when a check failed on a call served by a freshly started learner's
+"""How the re-check's why begins when a visible check failed on a call served by a freshly started learner's
 process (``checks.support.FailedAfterRestart``), which the kernel cannot start: then a kernel pass means no patching."""
 
 
-def failed_after_restart(check: str, why: str) -> str:
-    """The re-check's why for ``check``, which failed on a call in a freshly started learner's process."""
-    return f"{AFTER_RESTART}{check}: {why}"
+def failed_after_restart(why: str) -> str:
+    """The re-check's why for a visible check that failed on a call in a freshly started learner's process."""
+    return f"{AFTER_RESTART}{why}"
 
 
-def _restarted(why: str) -> str:
-    return (
-        "passed where a restarted call is only a forked copy of the kernel, but failed in the isolated re-run, "
-        f"where it ran in a freshly started process, as after a real restart: {why[len(AFTER_RESTART) :]}"
-    )
-
-
-def hidden_check_failed(why: str) -> str:
+def hidden_check_failed(sentence: str) -> str:
     """A cell that scored in the kernel and failed a hidden check, which only the isolated re-check runs (it scores 0).
 
-    The kernel runs a test cell without its hidden blocks, so a plain wrong answer "passes" there:
-    this is the check's own message, no suspicion. ``grades.csv`` and the feedback page alike.
+    The kernel runs a test cell without its hidden blocks, so a plain wrong answer "passes" there: no
+    suspicion. ``sentence`` is all the check's failure hands back, the rule broken and what to reread
+    (``hidden.i18n.fails_with``): never its inputs, its name or the learner's text. ``grades.csv`` and
+    the feedback page alike.
     """
-    if why.startswith(AFTER_RESTART):
-        return f"a hidden check {_restarted(why)}"
-    return f"a hidden check failed: {why}"
+    return f"a hidden check failed: {sentence}"
 
 
 def visible_check_disagreed(why: str) -> str:
@@ -291,11 +299,15 @@ def visible_check_disagreed(why: str) -> str:
     The one real disagreement between the two runs (the kernel's result was changed from inside the
     notebook, or the answer behaves differently when called from outside): it scores 0 until a human
     looks. ``grades.csv`` and the feedback page alike. A call the re-check served from a freshly
-    started process (``AFTER_RESTART``) is no disagreement: the kernel cannot restart, so that cell
-    gets the check's own message.
+    started process (``AFTER_RESTART``) is no disagreement: the kernel can only fork a copy of itself,
+    so that cell gets the check's own message.
     """
     if why.startswith(AFTER_RESTART):
-        return f"a visible check {_restarted(why)}"
+        return (
+            "a visible check failed in the isolated re-check, where a restarted call runs in a freshly started "
+            f"process as after a real restart (the notebook's kernel can only fork a copy of itself): "
+            f"{why[len(AFTER_RESTART) :]}"
+        )
     return needs_review(
         f"a visible check passed in the notebook's kernel but failed when re-checked in isolation: {why} "
         "(the submission may patch the checks)"

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import nbformat
 from nbformat.reader import NotJSONError
 
 from .. import notebooks
-from . import reasons
+from . import csvfile, reasons
 from .feedback import feedback_path, write_feedback
 from .gradebook import gradebook_url, notebook_grades
 from .model import StudentReport, Submission
@@ -101,11 +100,8 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
     """``grades.csv``: one row per student, sorted by id."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(CSV_FIELDS)
-        for s in sorted(subs, key=lambda s: s.student):
-            w.writerow([s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason])
+    rows = [[s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason] for s in subs]
+    csvfile.write_csv(path, CSV_FIELDS, sorted(rows))
 
 
 def format_table(subs: list[Submission]) -> str:

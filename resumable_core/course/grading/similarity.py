@@ -14,13 +14,14 @@ A listing is evidence for a human to read, never a grade.
 from __future__ import annotations
 
 import ast
-import csv
 import html
 import io
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
+
+from . import csvfile
 
 NOISE, WINDOW = 25, 1
 """copydetect's noise threshold (k, in filtered characters) and winnowing window: its own defaults."""
@@ -140,10 +141,8 @@ def write(
     folder: Path, codes: dict[str, str], pairs: list[Pair], assignment: str, threshold: float, cut: list[str]
 ) -> None:
     """``similarity.csv`` (every pair listed) and ``similarity.html`` (each pair's code side by side)."""
-    with open(folder / "similarity.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["student_a", "student_b", "share_a", "share_b"])
-        w.writerows([p.a, p.b, f"{p.share_a:.2f}", f"{p.share_b:.2f}"] for p in pairs)
+    rows = [[p.a, p.b, f"{p.share_a:.2f}", f"{p.share_b:.2f}"] for p in pairs]
+    csvfile.write_csv(folder / "similarity.csv", ["student_a", "student_b", "share_a", "share_b"], rows)
     e = html.escape
     sections = "".join(
         f"<h2>{e(p.a)} and {e(p.b)}: {p.share_a:.0%} of {e(p.a)}'s code is in {e(p.b)}'s, "

@@ -10,6 +10,7 @@ contract to the checks that test it.
 from __future__ import annotations
 
 from ...crash import CRASH_POINTS
+from ...lab.i18n import N_
 from ...lab.payments import Fault
 from ...scenarios import one_call_scenarios
 from ...strategies import Reconcile
@@ -26,7 +27,7 @@ from ..checks.postmortem import (
 )
 from ..checks.support import replay, require, restarted
 from ..i18n import _ as course_
-from .i18n import _
+from .i18n import _, fails_with
 from .reconcile import check_other_side_effect_tools, check_unknown_tool
 
 __all__ = [
@@ -43,6 +44,11 @@ __all__ = [
 ]
 
 
+@fails_with(
+    N_(
+        "A crash at any point, then a resume, must end the run with no 400 and one email at most. Reread Part 1's fix (Exercise 3)."
+    )
+)
 def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
     """At every crash point, for both one-call scenarios: no 400, the run finishes, at most one email, one in the end."""
     for tool_name in one_call_scenarios():  # the postmortem's runs: one call per turn
@@ -63,6 +69,9 @@ def check_every_crash_point(fn: Reconcile, *, ledger: bool = False) -> None:
             )
 
 
+@fails_with(
+    N_("A timeout or an unavailable provider is retried, under the same key. Reread Part 2's contract (Exercise 3).")
+)
 def check_refund_unavailable(refund: Refund) -> None:
     """An unavailable provider, twice, then a timeout after the refund: retried, one refund, its id returned."""
     s = Shop.open()
@@ -70,6 +79,11 @@ def check_refund_unavailable(refund: Refund) -> None:
     require_one_refund(s, call, _("two outages, then a timeout after the refund"))
 
 
+@fails_with(
+    N_(
+        "Retry at most as many times as the contract allows, then raise the last error. Reread Part 2's contract (Exercise 3)."
+    )
+)
 def check_refund_bounded(refund: Refund) -> None:
     """A provider that never recovers: at most MAX_ATTEMPTS requests, then the last error is raised."""
     for fault, kind, refunded in ((Fault.UNAVAILABLE, "an unavailable provider", 0), (Fault.TIMEOUT, "a timeout", 1)):
@@ -103,6 +117,9 @@ def check_refund_bounded(refund: Refund) -> None:
         )
 
 
+@fails_with(
+    N_("Any other error is permanent: it is raised at once, never retried. Reread Part 2's contract (Exercise 3).")
+)
 def check_refund_conflict(refund: Refund) -> None:
     """The provider refuses the key as reused with other parameters: raised at once, never retried."""
     s = Shop.open()
@@ -110,6 +127,13 @@ def check_refund_conflict(refund: Refund) -> None:
     require_permanent(s, call, _("a key the provider refuses as reused"), "a key reused with other parameters")
 
 
+ANOTHER_REFUND = N_(
+    "Another refund (another order, or another amount of the same order) has another key. Reread Part 2's contract (Exercise 3)."
+)
+"""Why two logical refunds failed to get two keys (two checks test it)."""
+
+
+@fails_with(ANOTHER_REFUND)
 def check_partial_refunds(refund: Refund) -> None:
     """Two partial refunds of one order (other amounts): two logical refunds, two keys, two refunds."""
     s = Shop.open()
@@ -128,6 +152,7 @@ def check_partial_refunds(refund: Refund) -> None:
     )
 
 
+@fails_with(ANOTHER_REFUND)
 def check_same_amount_orders(refund: Refund) -> None:
     """Two orders of the same amount, each refunded in full: two logical refunds, so two keys and two refunds."""
     s = Shop.open({ORDER: 1250, "A-1044": 1250})
@@ -143,6 +168,11 @@ def check_same_amount_orders(refund: Refund) -> None:
     )
 
 
+@fails_with(
+    N_(
+        "One logical refund has one key, the same on every retry and every re-run after a crash. Reread Part 2's contract (Exercise 3)."
+    )
+)
 def check_refund_kill_then_timeout(refund: Refund) -> None:
     """SIGKILL after the refund, then the re-run meets a timeout: still one refund, its id returned.
 

@@ -47,7 +47,7 @@ from ..checks.support import (
     scratch,
 )
 from ..i18n import _ as course_
-from .i18n import _
+from .i18n import _, fails_with
 
 ANSWER_KEY: MappingProxyType[str, str] = MappingProxyType(
     {"A": "finished_no_call", "B": "rerun_tool", "C": "is_error_fallback"}
@@ -65,6 +65,7 @@ ANSWER_KEY: MappingProxyType[str, str] = MappingProxyType(
 """
 
 
+@fails_with(N_("This is not the right resume action for this checkpoint. Reread Level 1 (Exercise 2)."))
 def check_action(answers: Any, checkpoint: str) -> None:
     """Level 1: the answer for ``checkpoint`` is a documented action and the right one."""
     value = chosen_action(answers, checkpoint)
@@ -138,6 +139,11 @@ def mid_run_checkpoint() -> Checkpoint:
     return cp
 
 
+@fails_with(
+    N_(
+        "A checkpoint with nothing pending is returned as it is, and no tool runs. Reread the contracts of Levels 2 and 3 (Exercise 2)."
+    )
+)
 def check_nothing_pending(fn: Reconcile) -> None:
     """A checkpoint saved at save point B (nothing pending, not finished): returned as it is."""
     box = fresh_toolbox()
@@ -148,6 +154,11 @@ def check_nothing_pending(fn: Reconcile) -> None:
     )
 
 
+@fails_with(
+    N_(
+        "A pending read-only call is run again, exactly once, with its recorded input. Reread the contract of Level 2 (Exercise 2)."
+    )
+)
 def check_other_read_only_tools(fn: Reconcile) -> None:
     """grep, list_dir, list_sent_emails and a new read-only tool are each re-run exactly once."""
     cases = [
@@ -169,6 +180,11 @@ def check_other_read_only_tools(fn: Reconcile) -> None:
         require_rerun(answered(before, out), expected)
 
 
+@fails_with(
+    N_(
+        "A pending call with a side effect never runs on resume: it is answered with is_error and an unknown status. Reread the contract of Level 2 (Exercise 2)."
+    )
+)
 def check_other_side_effect_tools(fn: Reconcile) -> None:
     """send_email (never sent), post_to_chat and archive_note are not run; each gets status unknown."""
     cases = [
@@ -191,6 +207,11 @@ def check_other_side_effect_tools(fn: Reconcile) -> None:
         require_status_unknown(answered(before, out))
 
 
+@fails_with(
+    N_(
+        "A tool the toolbox does not know is never assumed safe: not run, answered as a side-effecting call. Reread the contract of Level 2 (Exercise 2)."
+    )
+)
 def check_unknown_tool(fn: Reconcile) -> None:
     """A tool the toolbox does not know is never assumed safe: not run, status unknown, no exception."""
     box = fresh_toolbox()
@@ -222,6 +243,11 @@ def _refusal(messages: list[dict[str, Any]], box: Toolbox) -> str | None:
     return None
 
 
+@fails_with(
+    N_(
+        "The dangling call is answered, not deleted, so that the Messages API accepts the conversation. Reread the contract of Level 2 (Exercise 2)."
+    )
+)
 def check_api_accepts(fn: Reconcile) -> None:
     """The reconciled conversations of B, C and a side-effecting tool are accepted by the API (no 400)."""
     from ...lab.exercise_checkpoints import exercise_run_folder, load_exercise_checkpoint
@@ -243,6 +269,9 @@ def check_api_accepts(fn: Reconcile) -> None:
         )
 
 
+@fails_with(
+    N_("The reconciled checkpoint must save and load back unchanged. Reread the contract of Level 2 (Exercise 2).")
+)
 def check_round_trip(fn: Reconcile) -> None:
     """The reconciled B and C survive save_checkpoint then load_checkpoint, unchanged and consistent."""
     from ...lab.exercise_checkpoints import exercise_run_folder, load_exercise_checkpoint
@@ -314,6 +343,11 @@ def _rerun_error(name: str, tool_input: dict[str, Any]) -> str:
     raise ValueError(f"{name}({tool_input}) does not fail: a bug in the check")
 
 
+@fails_with(
+    N_(
+        "Recorded results are kept first, read-only calls re-run once, all results in one user message. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_keeps_recorded(reconcile_turn: Reconcile) -> None:
     """Two results recorded, two read-only calls pending: the two kept first, the two re-run once each, one message."""
     calls = [("list_dir", {"path": "."}), ("grep", {"pattern": "Decision", "path": "."})]
@@ -331,6 +365,11 @@ def check_turn_keeps_recorded(reconcile_turn: Reconcile) -> None:
     require_rerun(results[3], "The outbox is empty.")
 
 
+@fails_with(
+    N_(
+        "A read-only call is re-run once; one whose re-run raises rc.ToolError gets is_error with the error's text. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_read_only(reconcile_turn: Reconcile) -> None:
     """Three read-only calls, one of which fails again on its re-run: two outputs, one is_error with the error's text."""
     calls = [("read_file", {"path": "meeting-08-18.md"}), ("read_file", {"path": "gone.md"}), ("count_notes", {})]
@@ -353,6 +392,11 @@ def check_turn_read_only(reconcile_turn: Reconcile) -> None:
     )
 
 
+@fails_with(
+    N_(
+        "A side-effecting call never runs on resume; a finished receipt in tools.ledger gives its result. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_receipts(reconcile_turn: Reconcile) -> None:
     """A sent email's and a failed chat post's receipts answer their calls, neither runs again; the read is re-run."""
     calls = [("send_email", EMAIL), ("post_to_chat", CHAT), ("read_file", {"path": RETRO_NOTE})]
@@ -400,6 +444,11 @@ def _require_unknown(block: dict[str, Any], name: str) -> None:
     )
 
 
+@fails_with(
+    N_(
+        "A side-effecting or unknown call with no finished receipt, or no ledger, gets is_error and rc.STATUS_UNKNOWN. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_status_unknown(reconcile_turn: Reconcile) -> None:
     """Side effects without a finished receipt, an unknown tool, and a toolbox with no ledger: none runs, each is status unknown.
 
@@ -462,6 +511,11 @@ def _check_unknown_tool_receipt(reconcile_turn: Reconcile) -> None:
     )
 
 
+@fails_with(
+    N_(
+        "The toolbox's declared effect decides whether a call is re-run, never the tool's name. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_effect_not_name(reconcile_turn: Reconcile) -> None:
     """A side-effecting tool named read_… is not run and a read-only tally_decisions is: the toolbox's effect decides, not the name."""
     calls = [("read_and_archive", {"path": "meeting-08-18.md"}), ("tally_decisions", {})]
@@ -480,6 +534,11 @@ def check_turn_effect_not_name(reconcile_turn: Reconcile) -> None:
     require_rerun(results[1], fresh_toolbox(NAME_TRAPS).execute("tally_decisions", {}))
 
 
+@fails_with(
+    N_(
+        "The Messages API must accept the reconciled turn: one user message, a tool_result per tool_use, in order. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_api_verdict(reconcile_turn: Reconcile) -> None:
     """The reconciled mixed turn and a real crash between tools are accepted by the Messages API (no 400)."""
     calls = [("list_dir", {"path": "."}), ("send_email", EMAIL), ("delete_database", {"name": "prod"})]
@@ -509,6 +568,11 @@ REAL_KILLS: tuple[tuple[str, str, str], ...] = (
 """The real kills in the briefing's parallel turn (send_email, then read_file) and what each leaves."""
 
 
+@fails_with(
+    N_(
+        "A run killed during its parallel turn and resumed with reconcile_turn must finish with one email sent. Reread the contract of Level 3 (Exercise 2)."
+    )
+)
 def check_turn_real_kills(reconcile_turn: Reconcile) -> None:
     """The briefing run killed for real at four points of its parallel turn, resumed with ``reconcile_turn``: it finishes, one email."""
     for point, tool_name, told in REAL_KILLS:

@@ -22,6 +22,7 @@ from ...checkpoint import write_atomic
 from ...crash import kill_self, points_passed, run_in_child
 from ...errors import CheckpointTaskMismatchError, CheckpointVersionError, ToolError
 from ...lab import report_agent as ra
+from ...lab.i18n import N_
 from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ..checks.resume import (
     ANOTHER_TASK,
@@ -42,7 +43,7 @@ from ..checks.resume import (
     resume_and_judge,
 )
 from ..checks.support import CheckFailed, ended_as_said, require
-from .i18n import _
+from .i18n import _, fails_with
 from .strategies import reconcile_by_effect
 
 VISIBLE_CRASHES = {("after_tool", "send_email"), ("after_response", "send_email")}
@@ -52,6 +53,11 @@ EMAIL_TOOLS = ("read_file", "send_email")
 """The tools the email run calls, one crash turn each."""
 
 
+@fails_with(
+    N_(
+        "A kill at any point of the run, then resume, must end with the run finished, one email sent, no 400. Reread resume's contract (Exercise 4)."
+    )
+)
 def check_every_crash_point(fn: Resume) -> None:
     """Every other crash point on the email run's read_file and send_email turns: one email, a sound end."""
     for tool in EMAIL_TOOLS:
@@ -60,6 +66,11 @@ def check_every_crash_point(fn: Resume) -> None:
                 check_crash_point(fn, point, tool, reconcile_by_effect)
 
 
+@fails_with(
+    N_(
+        "A finished run is returned as it was loaded: no model call, no tool run. Reread resume's contract (Exercise 4)."
+    )
+)
 def check_finished_run(fn: Resume) -> None:
     """A finished run's checkpoint is returned as it is: no model call, no tool run, nothing changed."""
     require_own_loop(fn)
@@ -97,6 +108,11 @@ def _require_refused(trial: Trial, fn: Resume, task: str, what: str) -> None:
     require(trial.path.read_bytes() == before, _("{what}: refuse it without changing the file").format(what=what))
 
 
+@fails_with(
+    N_(
+        "A checkpoint of another version or another task is refused before any model call, the file unchanged. Reread resume's contract (Exercise 4)."
+    )
+)
 def check_refusals(fn: Resume) -> None:
     """Another task's checkpoint, and a checkpoint of another version, are refused untouched, with no model call."""
     require_own_loop(fn)
@@ -113,6 +129,11 @@ def check_refusals(fn: Resume) -> None:
     require_sound_end(good, good.resume(fn, reconcile_by_effect), where)
 
 
+@fails_with(
+    N_(
+        "A dangling call is reconciled and saved even with no turn left, and no model call is made at max_turns. Reread resume's contract (Exercise 4)."
+    )
+)
 def check_turn_cap(fn: Resume) -> None:
     """At the cap: reconcile and persist, no model call; one turn under it: one turn, saved through point B."""
     require_own_loop(fn)
@@ -146,6 +167,11 @@ def check_turn_cap(fn: Resume) -> None:
     )
 
 
+@fails_with(
+    N_(
+        "A kill inside your own loop, then another resume, must still end with the run finished and one email sent. Reread resume's contract (Exercise 4)."
+    )
+)
 def check_second_crash(fn: Resume) -> None:
     """Killed again inside your own loop (after send_email ran; after a reply came back), resumed again: sound ends."""
     require_own_loop(fn)
@@ -335,12 +361,22 @@ def every_killed_reference() -> Iterator[tuple[str, ReportTrial]]:
 CHANGED_TERMS = "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
 
 
+@fails_with(
+    N_(
+        "Each step is saved as it finishes, and a pending notification is settled by its status, not re-sent. Reread Part 2's contract (Exercise 4)."
+    )
+)
 def check_report_every_kill(resume_report: ResumeReport) -> None:
     """The reference agent killed at every step boundary; the learner resumes: a sound end from each state."""
     for where, trial in every_killed_reference():
         resume_and_judge(resume_report, trial, where)
 
 
+@fails_with(
+    N_(
+        "Only the steps a change invalidates are redone; an unchanged document is not read again. Reread Part 2's contract (Exercise 4)."
+    )
+)
 def check_report_every_kill_then_change(resume_report: ResumeReport) -> None:
     """Killed at every step boundary, then terms.md changes: only what the change invalidates is redone."""
     for where, trial in every_killed_reference():
@@ -348,6 +384,11 @@ def check_report_every_kill_then_change(resume_report: ResumeReport) -> None:
         resume_and_judge(resume_report, trial, _("{where}, then terms.md changed").format(where=where))
 
 
+@fails_with(
+    N_(
+        "A recorded report whose file is missing, or whose hash differs, is saved again. Reread Part 2's contract (Exercise 4)."
+    )
+)
 def check_report_record_vs_reality(resume_report: ResumeReport) -> None:
     """A finished run whose saved report was deleted, or altered: saved again (no document re-read), not re-notified."""
     for damage in ("deleted", "altered"):
@@ -365,6 +406,11 @@ def check_report_record_vs_reality(resume_report: ResumeReport) -> None:
         )
 
 
+@fails_with(
+    N_(
+        "A cancelled task does nothing: task_status is checked first, then nothing is read, saved or sent. Reread Part 2's contract (Exercise 4)."
+    )
+)
 def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> None:
     """The reference agent killed at every step boundary, then the task cancelled: nothing is done."""
     for where, trial in every_killed_reference():
@@ -382,6 +428,11 @@ def check_report_cancelled_at_every_boundary(resume_report: ResumeReport) -> Non
     resume_and_judge(resume_report, active, _("an active task, after the cancelled ones"))
 
 
+@fails_with(
+    N_(
+        "A checkpoint of another version, another task or other documents is refused before any tool call. Reread Part 2's contract (Exercise 4)."
+    )
+)
 def check_report_refusals(resume_report: ResumeReport) -> None:
     """Another version's checkpoint, another task's and another scope's are refused untouched, before any tool call."""
     cases: dict[str, tuple[dict[str, Any], str]] = {
@@ -423,6 +474,11 @@ def check_report_refusals(resume_report: ResumeReport) -> None:
     resume_and_judge(resume_report, good, _("a good checkpoint, after the refusals"))
 
 
+@fails_with(
+    N_(
+        "A kill right after any step of your own run costs at most that step, and the resumed run ends soundly. Reread Part 2's contract (Exercise 4)."
+    )
+)
 def check_report_kills_in_your_run(resume_report: ResumeReport) -> None:
     """Your own run killed right after each of its tool calls ran, then resumed again: a sound end each time."""
     probe = ReportTrial.new()

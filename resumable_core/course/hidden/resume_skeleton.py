@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+from ...lab.i18n import N_
 from ..checks.resume_skeleton import (
     JOURNAL,
     JOURNAL_HEADER,
@@ -41,17 +42,27 @@ from ..checks.resume_skeleton import (
     whole_journal,
 )
 from ..checks.support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
-from .i18n import _
+from .i18n import _, fails_with
 
 OTHER_VERSIONS: tuple[Any, ...] = (0, 99, "1")
 """Versions the visible test does not try: older, newer, and the right number as a string."""
 
 
+@fails_with(
+    N_(
+        "load_state must refuse a file of any other version, the number as a string too, with StateVersionError. Reread Part 1's contract (Exercise 1)."
+    )
+)
 def check_other_versions_refused(load: Load) -> None:
     """Files of versions 0, 99 and "1" are each refused with a ValueError and left as they were."""
     check_state_version_refused(load, versions=OTHER_VERSIONS)
 
 
+@fails_with(
+    N_(
+        "load_state only reads: it never changes the file, not even one it refuses. Reread Part 1's contract (Exercise 1)."
+    )
+)
 def check_load_never_modifies(save: Save, load: Load) -> None:
     """Loading a good file leaves its bytes and modification time as they were."""
     path = scratch("state") / "state.json"
@@ -61,6 +72,11 @@ def check_load_never_modifies(save: Save, load: Load) -> None:
     require(path.read_bytes() == before and path.stat().st_mtime_ns == mtime, _("load_state must only read the file"))
 
 
+@fails_with(
+    N_(
+        "save_state must fsync the new bytes, rename them within the folder, then fsync the folder. Reread Part 1's contract (Exercise 1)."
+    )
+)
 def check_durable_steps(save: Save) -> None:
     """save_state writes a temp file in the same folder, fsyncs it, os.replace()s it, then fsyncs the folder."""
     folder = scratch("durable")
@@ -104,6 +120,11 @@ OTHER_HEADERS: tuple[Any, ...] = (
 """First lines the visible test does not try: an older version, the version as a string, another format, none, a record."""
 
 
+@fails_with(
+    N_(
+        "read_journal must refuse, with a ValueError, a first line that is not this format's and version's header. Reread Part 2's contract (Exercise 1)."
+    )
+)
 def check_other_journal_versions_refused(read: Read) -> None:
     """Headers of version 0, of "1", of another format, without a format, and a record where the header belongs are each refused."""
     for header in OTHER_HEADERS:
@@ -127,6 +148,11 @@ def check_other_journal_versions_refused(read: Read) -> None:
     check_journal_version(read, versions=(99,))
 
 
+@fails_with(
+    N_(
+        "read_journal never changes the file, not even one it refuses or whose last line is torn. Reread Part 2's contract (Exercise 1)."
+    )
+)
 def check_read_journal_never_modifies(read: Read) -> None:
     """Reading a good journal, a torn one and a damaged one leaves each file's bytes and modification time as they were."""
     files = {
@@ -157,6 +183,7 @@ def check_read_journal_never_modifies(read: Read) -> None:
         )
 
 
+@fails_with(N_("read_journal must return [] for a file with no complete line. Reread Part 2's contract (Exercise 1)."))
 def check_torn_header(read: Read) -> None:
     """An empty journal, and one holding only part of its header line (a kill while it was created), read as []."""
     header = journal_bytes([])
@@ -175,6 +202,11 @@ def check_torn_header(read: Read) -> None:
     require_read(read, path, [], _("with the header line only"), _("a journal with no record yet"))
 
 
+@fails_with(
+    N_(
+        "A complete line with a bad checksum, bad JSON or no tab is damage: read_journal must raise ValueError. Reread Part 2's contract (Exercise 1)."
+    )
+)
 def check_other_corruptions_refused(read: Read) -> None:
     """A middle line whose JSON does not parse or that has no tab, a first record with a bad checksum, and a damaged complete last line are refused."""
     check_corrupt_record_refused(read, hows=("JSON", "tab"))
@@ -182,6 +214,11 @@ def check_other_corruptions_refused(read: Read) -> None:
     check_corrupt_record_refused(read, hows=("checksum", "JSON"), at=2)
 
 
+@fails_with(
+    N_(
+        "append_record returns only once the record is durable, and a kill mid-append loses at most that record. Reread Part 2's contract (Exercise 1)."
+    )
+)
 def check_append_durable(append: Append, read: Read) -> None:
     """append_record fsyncs the journal after writing, and the folder when it created the file; a kill while it creates the file leaves [] or the record.
 
@@ -236,6 +273,11 @@ def check_append_durable(append: Append, read: Read) -> None:
             )
 
 
+@fails_with(
+    N_(
+        "append_record must cut off a torn last line, and start the file again when not even the header is whole. Reread Part 2's contract (Exercise 1)."
+    )
+)
 def check_append_after_torn_header(append: Append, read: Read) -> None:
     """A journal left holding part of its header (a kill while it was created) is started again by the next append."""
     header = journal_bytes([])
@@ -257,6 +299,11 @@ def check_append_after_torn_header(append: Append, read: Read) -> None:
         )
 
 
+@fails_with(
+    N_(
+        "replay changes no record, and refuses turns that do not count 1, 2, 3, ... with a ValueError. Reread Part 2's contract (Exercise 1)."
+    )
+)
 def check_replay_rules(replay: Replay) -> None:
     """No records replay to turn 0; replay leaves the records as they were; turns that skip or repeat are refused with a ValueError."""
     got = replay_or_fail(replay, [], _("no records"))

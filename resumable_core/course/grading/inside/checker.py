@@ -45,10 +45,10 @@ def recheck_cell(calls: list[CheckCall], learner: Learner, timeout: int) -> tupl
     """Run one test cell's checks on the learner's names: None only if every check returned, else why not; and
     whether the check that failed is a visible one (:attr:`CheckCall.visible`: the kernel ran it too, and passed).
 
-    The reason is never empty: an exception is a failure whatever its message (the learner's side
-    chooses an exception's class and text, so neither may decide a verdict). A check that failed
-    on a call in a freshly started learner's process is named (:func:`..reasons.failed_after_restart`):
-    the kernel cannot start one, so passing there and failing here is no sign of patching.
+    A hidden check's failure is its own sentence (:attr:`CheckCall.sentence`) and nothing else: what it
+    raised is never read, since it may carry the hidden scenario's data or what the learner's code said
+    while it ran. A visible check's reason is never empty: an exception is a failure whatever its message
+    (the learner's side chooses an exception's class and text, so neither may decide a verdict).
     """
     running: CheckCall | None = None
     signal.alarm(max(1, int(timeout)))
@@ -56,19 +56,29 @@ def recheck_cell(calls: list[CheckCall], learner: Learner, timeout: int) -> tupl
         for call in calls:
             running = call
             call.run(learner.lookup)
-    except _Timeout:
-        return f"did not finish within {timeout} s", running is not None and running.visible
-    except FailedAfterRestart as e:  # the check's own class (a learner's error is rebuilt as a builtin's subclass)
-        why = reasons.failed_after_restart(running.check.__name__ if running else "a check", e.reason)
-        return why, running is not None and running.visible
-    except AssertionError as e:
-        return str(e) or "assertion failed", running is not None and running.visible
-    except BaseException as e:  # noqa: BLE001 - anything else the learner's code raised
-        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ or "failed"
-        return why, running is not None and running.visible
+    except BaseException as e:  # noqa: BLE001 - anything the check or the learner's code raised, the timeout too
+        if running is not None and not running.visible:
+            return running.sentence() if running.sentence else reasons.RECHECK_FAILED, False
+        return _visible_failure(e, timeout), running is not None
     finally:
         signal.alarm(0)
     return None, False
+
+
+def _visible_failure(error: BaseException, timeout: int) -> str:
+    """Why a visible check failed: the learner may read its own error here, as its kernel showed it.
+
+    A failure on a call in a freshly started learner's process says so (:func:`..reasons.failed_after_restart`):
+    the kernel cannot start one, so passing there and failing here is no sign of patching.
+    """
+    if isinstance(error, _Timeout):
+        return f"did not finish within {timeout} s"
+    # FailedAfterRestart is the check's own class: a learner's error is rebuilt as a builtin's subclass
+    if isinstance(error, FailedAfterRestart):
+        return reasons.failed_after_restart(error.reason)
+    if isinstance(error, AssertionError):
+        return str(error) or "assertion failed"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__ or "failed"
 
 
 def connect(learner: Learner, ended: Path, deadline: float) -> str | None:
@@ -105,7 +115,9 @@ def recheck(source: dict, assignment: str, learner: Learner, only: list[str] | N
     loading = "; while loading, {cell} raised {error}".format(**load_errors[0]) if load_errors else ""
     for gid in wanted:
         reason, visible = recheck_cell(plan[gid], learner, timeout) if gid in plan else (NO_CALL, False)
-        report[gid] = None if reason is None else (reason[: 300 - len(loading[:150])] + loading[:150])
+        if reason is not None and visible:  # a hidden check's sentence stands alone
+            reason = reason[: 300 - len(loading[:150])] + loading[:150]
+        report[gid] = reason
         if reason is not None and visible:
             report.visible_failures.append(gid)
     return report

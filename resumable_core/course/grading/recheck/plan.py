@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...assignments import REGISTRY
+from ...checks.support import HIDDEN_SENTENCE
 from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
 from ..learner_view import hidden_lines
 from ..notebook_cells import graded_sources, setup_cells
@@ -43,6 +44,8 @@ class CheckCall:
     kwargs: dict[str, Any] = field(default_factory=dict)
     visible: bool = True
     """The call is outside the cell's hidden blocks: the learner's kernel ran it too (and it passed there)."""
+    sentence: Callable[[], str] | None = None
+    """A hidden call's one failure sentence, in now's language (``hidden.i18n.fails_with``): all its failure says."""
 
     def run(self, names: Mapping[str, Any] | Callable[[str], Any]) -> None:
         """Call the check on the learner's names and a fresh copy of every literal.
@@ -84,7 +87,9 @@ def check_calls(assignment: str, test_source: str, setup_sources: Sequence[str] 
 
     ``<alias>`` is a check module of ``assignment`` imported in the setup cells or the cell itself.
     A ``check_*`` call on any other name raises :class:`UnknownCheckError`. A call inside a
-    ``### BEGIN HIDDEN TESTS`` block is not :attr:`CheckCall.visible`: the kernel never ran it.
+    ``### BEGIN HIDDEN TESTS`` block is not :attr:`CheckCall.visible`: the kernel never ran it, and its
+    check must declare the sentence its failure hands back (:attr:`CheckCall.sentence`), else
+    :class:`UnknownCheckError` too.
     """
     modules = _BOUND.get(assignment, {})
     tree = ast.parse(test_source)
@@ -105,7 +110,10 @@ def check_calls(assignment: str, test_source: str, setup_sources: Sequence[str] 
             raise UnknownCheckError(where, f"{aliases[owner]} defines no {func.attr}")
         kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
         args = tuple(_argument(a) for a in node.args)
-        out.append(CheckCall(check, args, kwargs, visible=node.lineno not in hidden))
+        visible, sentence = node.lineno not in hidden, getattr(check, HIDDEN_SENTENCE, None)
+        if not visible and sentence is None:
+            raise UnknownCheckError(where, "a hidden check needs the one sentence its failure hands back (fails_with)")
+        out.append(CheckCall(check, args, kwargs, visible=visible, sentence=sentence))
     return out
 
 
