@@ -307,6 +307,7 @@ README_COMMAND_TESTS = {
     "grade --lms": "tests/test_lms.py::test_a_canvas_roster_maps_ids_and_refuses_an_unmapped_file_by_name",
     "grade --roster": "tests/test_lms.py::test_a_canvas_roster_maps_ids_and_refuses_an_unmapped_file_by_name",
     "grade --similar": "tests/test_similarity.py::test_a_threshold_outside_0_to_1_is_refused_by_name",
+    "grade --provisional": "tests/test_class_files.py::test_scores_waiting_for_a_human_or_not_graded_are_blank_unless_provisional_and_the_run_says_why",
     "grade --scheduler": "tests/test_grading.py::test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1",
     "make hub": "tests/test_commands.py::test_make_hub_runs_the_hub_commands_the_hub_test_runs",
     "make hub-remove": "tests/test_commands.py::test_make_hub_runs_the_hub_commands_the_hub_test_runs",

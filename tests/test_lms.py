@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 
 from resumable_core.__main__ import main as cli_main
+from resumable_core.course.grading import reasons
 from resumable_core.course.grading.collect import collect
 from resumable_core.course.grading.errors import GradingError
+from resumable_core.course.grading.i18n import GRADING
 from resumable_core.course.grading.lms import Names, Roster, write_imports
+from resumable_core.course.grading.model import Submission
 
 NB = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 
@@ -131,7 +134,7 @@ def test_the_import_files_are_canvas_and_moodle_gradebook_csvs(tmp_path):
     root = _files(tmp_path / "class", ["doejohn_12345_6789012_reconcile.ipynb"])
     (sub,) = collect(root, "reconcile", ["reconcile"], Names("canvas"))
     sub.score, sub.max_score = 21.5, 29
-    (path,) = write_imports(tmp_path, Names("canvas"), "reconcile", [sub])
+    (path,) = write_imports(tmp_path, "reconcile", [sub]).paths
     rows = list(csv.reader(path.open()))
     assert rows == [
         ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "reconcile"],
@@ -141,8 +144,56 @@ def test_the_import_files_are_canvas_and_moodle_gradebook_csvs(tmp_path):
     root = _files(tmp_path / "m", ["Ann Smith_234567_assignsubmission_file_/reconcile.ipynb"])
     (sub,) = collect(root, "reconcile", ["reconcile"], Names("moodle"))
     sub.score, sub.max_score = 10, 29
-    (path,) = write_imports(tmp_path, Names("moodle"), "reconcile", [sub])
+    (path,) = write_imports(tmp_path, "reconcile", [sub]).paths
     moodle = list(csv.DictReader(path.open()))
     assert moodle[0]["Identifier"] == "Participant 234567" and moodle[0]["Grade"] == "10"
     assert moodle[0]["Full name"] == "Ann Smith" and moodle[0]["Maximum Grade"] == "29"
-    assert write_imports(tmp_path, None, "reconcile", [sub]) == []
+    sub.lms = None  # files that came from no LMS
+    assert write_imports(tmp_path, "reconcile", [sub]).paths == []
+
+
+def _sub(student: str, lms: str = "canvas", **kw) -> Submission:
+    """A graded student of ``lms``'s download (29 points), as collect and grading leave them."""
+    return Submission(student, lms=lms, lms_id=f"{len(student)}{student}", lms_name=student.title(), max_score=29, **kw)
+
+
+def _column(imports, name: str) -> dict[str, str]:
+    """{the LMS's name of each student: their cell of column ``name``} of the one import file written."""
+    (path,) = imports.paths
+    if path.name.startswith("canvas"):
+        return {r["Student"]: r[name] for r in csv.DictReader(path.open()) if r["Student"] != "Points Possible"}
+    return {r["Full name"]: r[name] for r in csv.DictReader(path.open())}
+
+
+def test_a_student_who_could_not_be_graded_is_blank_not_0(tmp_path):
+    """A refused, failed or missing notebook leaves its cell blank; a graded 0 stays 0; the count says so."""
+    subs = [
+        _sub("ann", score=0),
+        _sub("bo", status="invalid", problems=["not a notebook: not JSON"]),
+        _sub("cy", status="failed", problems=["the kernel died"]),
+        _sub("dee", status="missing", problems=["no submission"]),
+    ]
+    imports = write_imports(tmp_path, "reconcile", subs)
+    assert _column(imports, "reconcile") == {"Ann": "0", "Bo": "", "Cy": "", "Dee": ""}
+    assert (imports.waiting, imports.not_graded) == (0, 3)
+
+
+def test_scores_waiting_for_manual_grading_go_out_only_when_marked_provisional(tmp_path):
+    """Without the flag a score some of whose points wait for a human is blank; with it the score goes, saying so."""
+    subs = [_sub("ann", lms="moodle", score=20, provisional=True), _sub("bo", lms="moodle", score=26)]
+    held = write_imports(tmp_path, "reconcile", subs)
+    assert _column(held, "Grade") == {"Ann": "", "Bo": "26"} and (held.waiting, held.not_graded) == (1, 0)
+    assert _column(held, "Feedback comments")["Ann"] == reasons.LMS_WAITING
+    sent = write_imports(tmp_path, "reconcile", subs, provisional=True)
+    assert _column(sent, "Grade") == {"Ann": "20", "Bo": "26"} and sent.waiting == 0
+    assert _column(sent, "Feedback comments") == {"Ann": reasons.LMS_PROVISIONAL, "Bo": reasons.LMS_GRADED}
+
+
+def test_moodle_feedback_is_a_sentence_for_the_learner_in_their_language(tmp_path):
+    """No grade id, ``?/3`` or "needs manual grading" reaches Moodle's feedback column; a Korean notebook's is Korean."""
+    problems = ["level1_why ?/3 (needs manual grading)", "flagged for review: assigns j.dumps"]
+    subs = [_sub("ann", lms="moodle", score=20, problems=problems), _sub("bo", lms="moodle", score=3)]
+    feedback = _column(write_imports(tmp_path, "reconcile", subs, languages={"bo": "ko"}), "Feedback comments")
+    assert feedback["Ann"] == reasons.LMS_GRADED
+    assert feedback["Bo"] == GRADING.gettext(reasons.LMS_GRADED, "ko") != reasons.LMS_GRADED
+    assert not any(word in text for text in feedback.values() for word in ("level1_why", "?/", "manual", "flagged"))

@@ -11,8 +11,10 @@ then a ``--out`` dry run. The module fixture runs the term once; each test asser
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import shutil
 import sqlite3
@@ -66,6 +68,8 @@ class Term:
     """The feedback pages alice's ``nbgrader fetch_feedback`` brought home after ``release_feedback``."""
     dry_run_code: int = -1
     gradebook_before_dry_run: bytes = b""
+    regrade_said: str = ""
+    """What bob's re-grade printed."""
 
 
 def _answers() -> dict[str, str]:
@@ -167,7 +171,10 @@ def term(tmp_path_factory) -> Term:
         lms = tmp / "lms.zip"  # bob hands in again, answered this time, through an LMS
         with zipfile.ZipFile(lms, "w") as z:
             z.write(tmp / "alice" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb", "bob.ipynb")
-        assert _grade(lms, course) == 0
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said):
+            assert _grade(lms, course) == 0
+        term.regrade_said = said.getvalue()
         term.exported_after_regrade = _exported(course)
         term.kit_after_regrade = _kit_grades(course, desk / "grades-again")
         term.regraded = _regraded(course)
@@ -244,6 +251,19 @@ def test_regrading_a_student_replaces_their_grades(term: Term) -> None:
         "bob's autograded why": _answers()[WHY],  # the new hand-in's file replaced the old
         "bob's old feedback": False,  # stale feedback goes; generate_feedback writes it afresh
     }
+
+
+def test_a_regrade_rebuilds_the_class_files_of_the_whole_class_beside_grades_csv_and_names_them(term: Term) -> None:
+    """After bob alone is graded again, grades-postmortem/ holds both students' item analysis and similarity; the run
+    names each file there, and the working folder, which the next run wipes, holds neither."""
+    folder = term.course.parent / "desk" / f"grades-{ASSIGNMENT}"
+    for name in ("item-analysis.html", "similarity.html"):
+        assert f"{folder / name}" in term.regrade_said, name
+        assert (folder / name).is_file() and not (term.work / name).exists(), name
+    with open(folder / "item-analysis.csv", newline="") as f:
+        assert {row["students"] for row in csv.DictReader(f)} == {"2"}
+    with open(folder / "similarity.csv", newline="") as f:  # bob handed in alice's notebook
+        assert [(row["student_a"], row["student_b"]) for row in csv.DictReader(f)] == [("alice", "bob")]
 
 
 def test_a_dry_run_leaves_the_course_gradebook_alone(term: Term) -> None:

@@ -5,15 +5,38 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..assignments import ASSIGNMENTS
 from ..nbgrader_cli import NbgraderError
+from . import reasons
 from .budget import DEFAULT_TIMEOUT
 from .collect import check_class
 from .errors import GradingError
 from .lms import PARSERS, Names
 from .similarity import THRESHOLD as SIMILAR
+
+if TYPE_CHECKING:  # course_grades loads nbgrader: only a run that writes the files imports it
+    from .course_grades import ClassFiles
+
+
+def _class_options(p: argparse.ArgumentParser) -> None:
+    """The options of ``grade`` and ``grades`` that say what goes beside ``grades.csv``."""
+    p.add_argument(
+        "--similar",
+        type=_share,
+        default=SIMILAR,
+        metavar="SHARE",
+        help=f"list pairs of answers at least this alike (0 to 1) in similarity.html (default: {SIMILAR})",
+    )
+    p.add_argument(
+        "--provisional",
+        action="store_true",
+        help=(
+            "give the LMS import file the scores still waiting for manual grading, marked provisional "
+            "(default: those students are left blank until they are graded)"
+        ),
+    )
 
 
 def _share(text: str) -> float:
@@ -84,13 +107,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="CSV",
         help="map the LMS's ids to the course's: a CSV with lms_id and student_id columns (unmapped files are refused)",
     )
-    p.add_argument(
-        "--similar",
-        type=_share,
-        default=SIMILAR,
-        metavar="SHARE",
-        help=f"list pairs of answers at least this alike (0 to 1) in similarity.html (default: {SIMILAR})",
-    )
+    _class_options(p)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -104,8 +121,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DIR",
         help=(
-            "where the whole class's grades.csv, scores.png and feedback pages are rebuilt from the course "
-            "gradebook after publishing (default: ./grades-<assignment>/, as the grades command writes)"
+            "where the whole class's grades.csv, scores.png, feedback pages, item analysis, similarity report "
+            "and LMS import file are rebuilt from the course gradebook after publishing "
+            "(default: ./grades-<assignment>/, as the grades command writes)"
         ),
     )
     p.add_argument(
@@ -163,8 +181,12 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         default=None,
-        help="folder written: grades.csv and feedback-html/<student>.html (default: ./grades-<assignment>/)",
+        help=(
+            "folder written: grades.csv, feedback-html/<student>.html, the item analysis, the similarity report "
+            "and the LMS import file (default: ./grades-<assignment>/)"
+        ),
     )
+    _class_options(p)
     p.set_defaults(func=grades_main)
     return p
 
@@ -177,14 +199,27 @@ def grades_main(args: argparse.Namespace) -> int:
 
     out = Path(args.out) if args.out else Path.cwd() / f"grades-{args.assignment}"
     try:
-        subs = write_course_grades(find_course(args.course or COURSE_ROOT), args.assignment, out)
+        course = find_course(args.course or COURSE_ROOT)
+        subs, files = write_course_grades(course, args.assignment, out, args.similar, args.provisional)
     except GradingError as e:
         print(f"grades: {e}", file=sys.stderr)
         return 2
     print(f"{len(subs)} students' grades of {args.assignment} from the course gradebook")
     print(f"grades:   {out / 'grades.csv'}")
     print(f"feedback: {out / 'feedback-html'}/<student>.html")
+    _print_files(files, args.similar)
     return 0
+
+
+def _print_files(files: ClassFiles, similar: float) -> None:
+    """The lines that name what a run wrote beside grades.csv: one a file, and who an import file leaves blank."""
+    print(f"analysis: {files.analysis}")
+    if files.similarity:
+        print(f"similar:  {files.similarity} ({files.pairs} pair(s) at least {similar:.0%} alike)")
+    for path in files.imports.paths:
+        print(f"import:   {path}")
+    if files.imports.waiting or files.imports.not_graded:
+        print(f"          {reasons.import_left_blank(files.imports.waiting, files.imports.not_graded)}")
 
 
 def _echo(*args: Any, flush: bool = False, **kwargs: Any) -> None:
@@ -221,6 +256,7 @@ def main(args: argparse.Namespace) -> int:
                 scheduler=args.scheduler,
                 names=names,
                 similar=args.similar,
+                provisional=args.provisional,
                 echo=_echo,
                 resume=args.resume,
                 class_dir=args.class_dir,
@@ -246,5 +282,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"grades:   {run.csv_path}")
     print(f"feedback: {run.csv_path.parent / 'feedback-html'}/<student>.html")
     print(f"plot:     {run.plot_path}")
+    if run.files:
+        _print_files(run.files, args.similar)
     print(f"course:   {run.published.shown_url if run.published else 'left alone (--out: a dry run)'}")
     return 0

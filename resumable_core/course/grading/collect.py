@@ -281,8 +281,8 @@ def _resolve(claims: list[_Claim]) -> list[Submission]:
     return subs
 
 
-def _fill_lms(sub: Submission, files: list[lms_names.LmsFile], notebooks: list[str]) -> None:
-    sub.lms_id, sub.lms_name = files[0].lms_id, files[0].name
+def _fill_lms(sub: Submission, lms: str, files: list[lms_names.LmsFile], notebooks: list[str]) -> None:
+    sub.lms, sub.lms_id, sub.lms_name = lms, files[0].lms_id, files[0].name
     _fill_flat(sub, [f.path for f in files], notebooks)
 
 
@@ -300,7 +300,7 @@ def _lms_claims(root: Path, notebooks: list[str], names: lms_names.Names) -> tup
         if sid is None:
             refused.append(_refused(label, lms_names.unmapped(lms, group)))
             continue
-        claims.append(_Claim(sid, label, partial(_fill_lms, files=group, notebooks=notebooks)))
+        claims.append(_Claim(sid, label, partial(_fill_lms, lms=lms, files=group, notebooks=notebooks)))
     return claims, refused
 
 

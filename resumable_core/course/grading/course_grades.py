@@ -5,11 +5,13 @@ After manual grading in formgrader the course gradebook holds the final scores; 
 each student's feedback page again (:mod:`.feedback`: no test code, the manual score and comment
 in). Every student of the course gradebook gets a row (no submission: ``missing``, 0). The reason
 names each cell that lost points or still needs a human, from the gradebook and the course's
-``autograded/`` notebooks. The gradebook is only read.
+``autograded/`` notebooks. The gradebook is only read. Beside ``grades.csv`` the class's other
+files are rebuilt from the same course (:func:`write_class_files`): the item analysis, the
+similarity report and the LMS's import files, of the whole class.
 
 ``grade`` writes here too, after every run that publishes: first each of its students' result
 (``results/<student>.json``: score, status, the run's whole reason, the re-check's messages per
-cell; :func:`record_results`), then the whole class from the gradebook. A student's recorded
+cell, the LMS's id; :func:`record_results`), then the whole class from the gradebook. A student's recorded
 result gives their row's reason and page messages as long as the gradebook still holds the score
 it recorded; once a human changed it, the reason is the gradebook's (the run's notes kept).
 """
@@ -27,7 +29,7 @@ import nbformat
 from nbformat.reader import NotJSONError
 
 from .. import notebooks
-from . import analysis, reasons
+from . import analysis, lms, reasons, similarity
 from .collect import check_id
 from .errors import GradingError
 from .feedback import failure_message, write_feedback
@@ -50,6 +52,10 @@ class StudentResult:
     notes: list[str]
     messages: dict[str, dict[str, str]] = field(default_factory=dict)
     """{notebook: {grade_id: what the page says}} of the cells the re-check zeroed or left for review."""
+    lms: str | None = None
+    lms_id: str | None = None
+    lms_name: str = ""
+    """Whose download the submission came from, the student's id and name there (for the LMS's import file)."""
 
 
 def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, StudentReport]) -> None:
@@ -62,7 +68,9 @@ def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, S
         if report is not None:
             names = set(report.isolated) | set(report.isolated_kept)
             messages = {n: recheck_messages(report.isolated.get(n) or {}, report.isolated_kept.get(n)) for n in names}
-        result = StudentResult(sub.score, sub.status, sub.problems, sub.notes, messages)
+        result = StudentResult(
+            sub.score, sub.status, sub.problems, sub.notes, messages, sub.lms, sub.lms_id, sub.lms_name
+        )
         name = check_id(sub.student)
         tmp = results / f".{name}.json.tmp"
         tmp.write_text(json.dumps(result.__dict__))
@@ -160,12 +168,10 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
         result = recorded_result(feedback.parent, sub.student)  # the class folder holds feedback-html/ and results/
         if sub.score is None:
             if result is not None and result.status in ("invalid", "failed", "missing"):  # refused or failed: why
-                out.append(Submission(sub.student, status=result.status, problems=result.problems, notes=result.notes))
+                row = Submission(sub.student, status=result.status, problems=result.problems, notes=result.notes)
             else:
-                out.append(Submission(sub.student, status="missing", problems=[reasons.NO_SUBMISSION]))
-            out[-1].max_score = max_score
-            continue
-        if result is not None and abs(result.score - sub.score) < 1e-9:  # the score the run gave stands: its reason
+                row = Submission(sub.student, status="missing", problems=[reasons.NO_SUBMISSION])
+        elif result is not None and abs(result.score - sub.score) < 1e-9:  # the score the run gave stands: its reason
             _student(course, sub, assignment, feedback, several, result.messages)
             row = Submission(sub.student, problems=result.problems, notes=result.notes, score=sub.score)
             row.status = "empty" if result.status == "empty" else "graded"
@@ -173,6 +179,9 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
             problems = _student(course, sub, assignment, feedback, several)
             row = Submission(sub.student, problems=problems, notes=result.notes if result else [], score=sub.score)
         row.max_score = max_score
+        row.provisional = any(g.needs_manual_grade for nb in sub.notebooks for g in nb.grades)
+        if result is not None:  # the LMS's ids of the student's latest run, for its import file
+            row.lms, row.lms_id, row.lms_name = result.lms, result.lms_id, result.lms_name
         out.append(row)
     return out
 
@@ -196,11 +205,62 @@ def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
     return out
 
 
-def write_course_grades(course: Course, assignment: str, folder: Path) -> list[Submission]:
-    """``folder/grades.csv``, ``folder/feedback-html/<student>.html`` and the item analysis from the course gradebook; the rows."""
+@dataclass(frozen=True)
+class ClassFiles:
+    """What :func:`write_class_files` wrote beside ``grades.csv``, for the end of a run to name."""
+
+    analysis: Path
+    similarity: Path | None
+    """``similarity.html`` (None: the course holds no release of the assignment to compare against)."""
+    pairs: int
+    imports: lms.Imports
+
+
+def _language(path: Path) -> str:
+    """The language of the notebook at ``path`` (its metadata's), English when it cannot be read."""
+    try:
+        return notebooks.language(notebooks.read(path))
+    except (OSError, ValueError):
+        return "en"
+
+
+def write_class_files(
+    course: Course,
+    assignment: str,
+    folder: Path,
+    subs: list[Submission],
+    similar: float = similarity.THRESHOLD,
+    provisional: bool = False,
+) -> ClassFiles:
+    """Beside ``grades.csv`` in ``folder``, for ``subs``: the item analysis, the similarity report and the LMS's import files.
+
+    Each read from ``course``: its gradebook, its ``autograded/`` notebooks and its release.
+    """
+    analysis.write(folder, course_outcomes(course, assignment), assignment)
+    releases = {p.stem: notebooks.read(p) for p in sorted(course.release(assignment).glob("*.ipynb"))}
+    first = f"{min(releases, default=assignment)}.ipynb"  # the course's assignments have one notebook each
+    answers = {s.student: course.autograded(s.student, assignment) / first for s in subs if s.to_grade}
+    answers = {student: path for student, path in answers.items() if path.is_file()}
+    pairs = similarity.class_similarity(folder, answers, releases, assignment, similar) if releases else None
+    languages = {student: _language(path) for student, path in answers.items()}
+    imports = lms.write_imports(folder, assignment, subs, provisional, languages)
+    page = folder / "similarity.html" if pairs is not None else None
+    return ClassFiles(folder / "item-analysis.html", page, len(pairs or []), imports)
+
+
+def write_course_grades(
+    course: Course,
+    assignment: str,
+    folder: Path,
+    similar: float = similarity.THRESHOLD,
+    provisional: bool = False,
+) -> tuple[list[Submission], ClassFiles]:
+    """``folder/grades.csv``, ``feedback-html/<student>.html`` and :func:`write_class_files`'s, from the course gradebook.
+
+    The rows, every student of the gradebook's, and what was written beside them.
+    """
     feedback = folder / "feedback-html"
     feedback.mkdir(parents=True, exist_ok=True)
     subs = course_submissions(course, assignment, feedback)
     write_csv(folder / "grades.csv", subs)
-    analysis.write(folder, course_outcomes(course, assignment), assignment)
-    return subs
+    return subs, write_class_files(course, assignment, folder, subs, similar, provisional)

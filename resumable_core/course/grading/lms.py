@@ -13,17 +13,21 @@ Each LMS names a class's downloaded submissions its own way, and none of them is
 :func:`student_files` groups the files by the LMS id their names give; a :class:`Roster` (a CSV with
 ``lms_id`` and ``student_id`` columns) maps each to the course's id, and a file whose id is not in
 it is refused with its name. Without a roster the LMS id is the student id. After grading,
-:func:`write_imports` writes the grades in Canvas's and Moodle's gradebook import formats.
+:func:`write_imports` writes the grades in Canvas's and Moodle's gradebook import formats: a
+student not graded is left blank (never 0), and so is one whose points still wait for manual
+grading unless the scores go out marked provisional.
 """
 
 from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import reasons
 from .csvfile import write_csv
 from .errors import GradingError, StudentIdError
 from .model import Submission
@@ -194,25 +198,82 @@ CANVAS_HEADER = ("Student", "ID", "SIS User ID", "SIS Login ID", "Section")
 MOODLE_HEADER = ("Identifier", "Full name", "Grade", "Maximum Grade", "Feedback comments")
 
 
-def write_imports(folder: Path, names: Names | None, assignment: str, subs: list[Submission]) -> list[Path]:
-    """The grades of every submission with an LMS id, as Canvas's and Moodle's gradebook import CSVs; the files written.
+IMPORTS = ("canvas", "moodle")
+"""The LMSs whose gradebook takes a file of grades (Gradescope takes none: ``grades.csv``, with SIDs as ids)."""
+
+
+def outgoing(sub: Submission, provisional: bool) -> tuple[float | None, str]:
+    """The score an import file gives ``sub`` (None: the cell is left blank) and the learner's sentence on it.
+
+    Blank, not 0, when nothing could be graded; blank too while some of its points wait for manual
+    grading, unless ``provisional``: then the score goes out, saying it may change. The sentence is a
+    catalog id of :mod:`.reasons`, for the learner: no grade id, no ``?/3``.
+    """
+    if sub.status == "missing":
+        return None, reasons.LMS_NO_SUBMISSION
+    if sub.status in ("failed", "invalid"):
+        return None, reasons.LMS_NOT_GRADED
+    if sub.provisional:
+        return (sub.score, reasons.LMS_PROVISIONAL) if provisional else (None, reasons.LMS_WAITING)
+    return sub.score, reasons.LMS_GRADED
+
+
+@dataclass(frozen=True)
+class Imports:
+    """The import files written, and how many of their students are left blank: waiting for a human, not graded."""
+
+    paths: list[Path]
+    waiting: int
+    not_graded: int
+
+
+def write_imports(
+    folder: Path,
+    assignment: str,
+    subs: list[Submission],
+    provisional: bool = False,
+    languages: Mapping[str, str] | None = None,
+) -> Imports:
+    """A gradebook import file per LMS (:data:`IMPORTS`) that ``subs``' files came from, of its students.
+
+    ``languages``: {student: the language of their notebook} for Moodle's feedback column (default English).
+    """
+    paths = []
+    for lms in IMPORTS:
+        students = [s for s in subs if s.lms == lms and s.lms_id]
+        if students:
+            paths.append(_write_import(folder / f"{lms}-import.csv", lms, assignment, students, provisional, languages))
+    why = Counter(outgoing(s, provisional)[1] for s in subs if s.lms in IMPORTS and s.lms_id)
+    not_graded = why[reasons.LMS_NOT_GRADED] + why[reasons.LMS_NO_SUBMISSION]
+    return Imports(paths, why[reasons.LMS_WAITING], not_graded)
+
+
+def _write_import(
+    path: Path,
+    lms: str,
+    assignment: str,
+    subs: list[Submission],
+    provisional: bool,
+    languages: Mapping[str, str] | None,
+) -> Path:
+    """One LMS's import file of ``subs`` (all of that LMS, each with an id), written whole.
 
     Canvas: the gradebook's own export columns, a ``Points Possible`` row, then a row per student
     (matched on ``ID``, the user id). Moodle: the assignment's offline grading worksheet
-    (``Identifier`` is ``Participant <id>``). Only the LMS the names came from gets a file: its ids
-    mean nothing to the other.
+    (``Identifier`` is ``Participant <id>``; the feedback column in the learner's language).
     """
-    if names is None:
-        return []
-    lms = names.lms
-    graded = sorted((s for s in subs if s.lms_id), key=lambda s: s.student)
-    path = folder / f"{lms}-import.csv"
+    from .i18n import GRADING
+
+    graded = sorted(subs, key=lambda s: s.student)
+    sent = {s.student: outgoing(s, provisional) for s in graded}
+    score = {student: "" if points is None else f"{points:g}" for student, (points, _) in sent.items()}
+    words = {s: GRADING.gettext(why, (languages or {}).get(s, "en")) for s, (_, why) in sent.items()}
     if lms == "canvas":
         top = max((s.max_score for s in graded), default=0)
         rows: list[list[object]] = [["Points Possible", "", "", "", "", f"{top:g}"]]
-        rows += [[s.lms_name, s.lms_id, s.student, "", "", f"{s.score:g}"] for s in graded]
-        return [write_csv(path, [*CANVAS_HEADER, assignment], rows)]
-    if lms == "moodle":
-        rows = [[f"Participant {s.lms_id}", s.lms_name, f"{s.score:g}", f"{s.max_score:g}", s.reason] for s in graded]
-        return [write_csv(path, MOODLE_HEADER, rows)]
-    return []  # Gradescope imports no grades from a file: grades.csv, with SIDs as ids, is what it offers
+        rows += [[s.lms_name, s.lms_id, s.student, "", "", score[s.student]] for s in graded]
+        return write_csv(path, [*CANVAS_HEADER, assignment], rows)
+    rows = [
+        [f"Participant {s.lms_id}", s.lms_name, score[s.student], f"{s.max_score:g}", words[s.student]] for s in graded
+    ]
+    return write_csv(path, MOODLE_HEADER, rows)

@@ -36,10 +36,14 @@ class Submission:
     notes: list[str] = field(default_factory=list)
     score: float = 0.0
     max_score: float = 0.0
+    lms: str | None = None
+    """Whose download the files came from (a key of :data:`.lms.PARSERS`), when they came from one."""
     lms_id: str | None = None
     """The learning-management system's id of the student, when the files came from its download (:mod:`.lms`)."""
     lms_name: str = ""
     """The student's name as the LMS wrote it in the file names (for its import file)."""
+    provisional: bool = False
+    """Some of its points still wait for manual grading: the score is not final."""
 
     @property
     def reason(self) -> str:

@@ -17,14 +17,16 @@
 5. :mod:`.merge`: merge each student's grades into the working gradebook as their report arrives,
    copy their outputs back, mark them done (``--resume`` skips the students marked done);
 6. :mod:`.report`: say why each student lost points, write ``grades.csv`` and ``scores.png``
-   (and nbgrader's own export and ``feedback-html/<student>.html``);
+   (and nbgrader's own export and ``feedback-html/<student>.html``); a dry run (``--out``) also
+   writes the item analysis, the similarity report and the LMS's import files there;
 7. :mod:`.publish`: unless ``--out`` was given (a dry run: the course is left alone), write the
    students, their grades and ``autograded/`` into the course's own gradebook (the one its
    ``nbgrader_config.py`` names), for formgrader, ``generate_feedback`` and ``export``. Whether the
    assignment is released there is checked before the first student runs. Then the class files
-   (``grades-<assignment>/``: ``grades.csv``, ``scores.png``, feedback pages) are rebuilt from the
-   course gradebook for every student it holds (:mod:`.course_grades`), so re-grading a few
-   students never shrinks them to those few.
+   (``grades-<assignment>/``: ``grades.csv``, ``scores.png``, feedback pages, the item analysis,
+   ``similarity.html`` and the LMS's import files) are rebuilt from the course gradebook for every
+   student it holds (:mod:`.course_grades`), so re-grading a few students never shrinks them to
+   those few.
 """
 
 from __future__ import annotations
@@ -38,14 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from ..release import COURSE_ROOT
-from . import analysis
 from .cluster import check_scheduler, run_on_cluster
 from .collect import check_class, check_id, collect, unpacked
-from .course_grades import course_outcomes, record_results, write_course_grades
+from .course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .errors import GradingError, StudentIdError
 from .gradebook import export_csv, gradebook_url, submission_score
 from .isolation import library_copy, make_backend
-from .lms import Names, write_imports
+from .lms import Names
 from .merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
 from .model import StudentReport, Submission
 from .prepare import prepare
@@ -53,7 +54,6 @@ from .progress import RunProgress
 from .publish import Course, check_released, find_course, publish
 from .report import explain, plot_scores, write_csv
 from .similarity import THRESHOLD as SIMILAR
-from .similarity import class_similarity
 from .workers import WORKER_EXITED, run_workers
 from .workspace import DEFAULT_TIMEOUT, Execution, cached_release, find_source, prepare_out
 
@@ -118,12 +118,15 @@ def _write_run(
     releases: dict[str, Any],
     graded: bool,
     progress: RunProgress,
-    names: Names | None = None,
+    dry: bool,
     similar: float = SIMILAR,
+    provisional: bool = False,
 ) -> GradeRun:
     """Step 6 over this run's students: reasons, scores, export, feedback pages, grades.csv and the plot in ``work``.
 
-    Also the LMS's grade import file (``names``), the item analysis and the answers' similarity.
+    A ``dry`` run (``--out``) also writes the class's other files there, for its students (the item
+    analysis, the similarity report, the LMS's import files); a run that publishes writes those
+    beside the class's ``grades.csv`` instead (:func:`_publish`).
     """
     progress.step("writing grades")
     by_id = {s.student: s for s in subs}
@@ -136,14 +139,10 @@ def _write_run(
     copy_feedback_html(work, subs, assignment, len(releases))
     write_csv(work / "grades.csv", subs)
     plot_scores(work / "scores.png", subs, assignment)
-    write_imports(work, names, assignment, subs)
-    analysis.write(work, course_outcomes(find_course(work), assignment), assignment)
-    first = min(releases)
-    answers = {s.student: work / "submitted" / s.student / assignment / f"{first}.ipynb" for s in subs if s.to_grade}
-    class_similarity(work, {s: f for s, f in answers.items() if f.is_file()}, releases, assignment, similar)
+    files = write_class_files(find_course(work), assignment, work, subs, similar, provisional) if dry else None
     shutil.rmtree(work / "workers", ignore_errors=True)
     shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
-    return GradeRun(work, subs, work / "grades.csv", work / "scores.png", 0.0)
+    return GradeRun(work, subs, work / "grades.csv", work / "scores.png", 0.0, files=files)
 
 
 def _publish(
@@ -153,6 +152,8 @@ def _publish(
     reports: dict[str, StudentReport],
     class_dir: Path | None,
     progress: RunProgress,
+    similar: float = SIMILAR,
+    provisional: bool = False,
 ) -> None:
     """Step 7: into the course, then the whole class's files rebuilt from its gradebook (``run`` points at them)."""
     progress.step("publishing into the course")
@@ -161,7 +162,7 @@ def _publish(
     progress.line(f"Published {len(students)} student(s) into the course gradebook {target.shown_url}")
     folder = class_dir or Path.cwd() / f"grades-{assignment}"
     record_results(folder, [s for s in run.submissions if s.student in students], reports)
-    run.class_submissions = write_course_grades(target, assignment, folder)
+    run.class_submissions, run.files = write_course_grades(target, assignment, folder, similar, provisional)
     plot_scores(folder / "scores.png", run.class_submissions, assignment)
     run.published, run.csv_path, run.plot_path = target, folder / "grades.csv", folder / "scores.png"
 
@@ -181,6 +182,8 @@ class GradeRun:
     """Every student of the course gradebook after publishing, as ``grades.csv`` lists them (None: a dry run)."""
     resumed: list[str] | None = None
     """The students an interrupted run had finished, skipped by ``--resume``."""
+    files: ClassFiles | None = None
+    """What was written beside ``grades.csv``: the item analysis, the similarity report, the LMS's import files."""
 
 
 def grade(
@@ -200,13 +203,15 @@ def grade(
     scheduler: str | None = None,
     names: Names | None = None,
     similar: float = SIMILAR,
+    provisional: bool = False,
 ) -> GradeRun:
     """Grade every submission under ``path`` (folder or zip); see the module docstring for the steps.
 
     ``scheduler``: a Dask scheduler's address; each student is then graded as a task on its cluster.
     ``names``: the files are an LMS's download, its ids mapped by a roster (:mod:`.lms`); its grade
     import file is written beside ``grades.csv``. ``similar``: the share of alike code from which a
-    pair of answers is listed in ``similarity.html``.
+    pair of answers is listed in ``similarity.html``. ``provisional``: the import file gives the
+    scores still waiting for manual grading, marked provisional (else it leaves them blank).
 
     ``resume``: keep the working folder of an interrupted run and skip the students it finished.
     ``class_dir``: where the class files go after publishing (default ``./grades-<assignment>/``).
@@ -251,9 +256,12 @@ def grade(
     else:
         reports.update(run_workers(work, assignment, remaining, jobs, timeout, done, execution))
     trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
-    run = _write_run(work, subs, reports, assignment, timeout, releases, bool(to_grade), progress, names, similar)
+    run = _write_run(
+        work, subs, reports, assignment, timeout, releases, bool(to_grade), progress, not target, similar, provisional
+    )
     run.resumed = sorted(set(reports) - set(remaining))
     if target:
-        _publish(run, target, assignment, reports, Path(class_dir) if class_dir else None, progress)
+        classes = Path(class_dir) if class_dir else None
+        _publish(run, target, assignment, reports, classes, progress, similar, provisional)
     run.seconds = time.monotonic() - started
     return run

@@ -62,6 +62,10 @@ class Course:
         """``source/<assignment>/`` (the instructor's notebooks) as the course's config lays it out."""
         return Path(self.directory.format_path(self.directory.source_directory, ".", assignment))
 
+    def release(self, assignment: str) -> Path:
+        """``release/<assignment>/`` (what the learners were handed) as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.release_directory, ".", assignment))
+
     def feedback(self, student: str, assignment: str) -> Path:
         """``feedback/<student>/<assignment>/`` as the course's config lays it out."""
         return Path(self.directory.format_path(self.directory.feedback_directory, student, assignment))

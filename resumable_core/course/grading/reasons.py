@@ -341,6 +341,32 @@ def waits_for_manual_grading(max_score: float) -> str:
     return f"?/{max_score:g} (waits for manual grading)"
 
 
+# --- the LMS's import files (lms) ----------------------------------------------------------------
+# The feedback column is the learner's: one of these sentences, never a reason of grades.csv (grade
+# ids, ``?/3``, "needs manual grading" are the instructor's words).
+
+LMS_GRADED = N_("Graded: your feedback page gives each check's points and message.")
+LMS_PROVISIONAL = N_("Some of your answers still wait for your instructor's grading: this score may change.")
+LMS_WAITING = N_(
+    "Some of your answers still wait for your instructor's grading: your score comes when they are graded."
+)
+LMS_NOT_GRADED = N_("Your notebook could not be graded: your instructor will tell you why.")
+LMS_NO_SUBMISSION = N_("No notebook of yours was received for this assignment.")
+
+
+def import_left_blank(waiting: int, not_graded: int) -> str:
+    """The end of a run: the students an LMS import file leaves blank, and why."""
+    why = []
+    if waiting:
+        why.append(
+            f"{waiting} wait for manual grading (grade them in formgrader, then run grades; "
+            "or pass --provisional to send their scores now, marked provisional)"
+        )
+    if not_graded:
+        why.append(f"{not_graded} could not be graded (grades.csv says why)")
+    return f"{waiting + not_graded} student(s) left blank: " + "; ".join(why)
+
+
 # --- the workers' reports ------------------------------------------------------------------------
 
 

@@ -92,6 +92,8 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
         isolated = report.isolated.get(name) or {}
         sub.problems += cell_reasons(autograded, gradebook_url(out), assignment, sub.student, name, timeout, isolated)
+        grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)
+        sub.provisional |= any(g.score is None for g in grades.values())  # a cell waits for a human
         kept = report.isolated_kept.get(name)
         if kept:
             sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))

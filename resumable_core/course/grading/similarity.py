@@ -1,14 +1,18 @@
 """Similarity: pairs of submissions whose answer cells are suspiciously alike, with their shared code side by side.
 
-Each student's answer code (the notebook's solution code cells, by ``grade_id`` in the release's
-order) is normalised through Python's AST: comments and layout go, and every number becomes 0
-(``ast.unparse``); copydetect's tokenizer then replaces names with ``V``/``F``/``O`` and strings with
-``S`` and fingerprints the result by winnowing (k-grams of :data:`NOISE` tokens, a window of
-:data:`WINDOW`). The release's own code (the templates and signatures every learner starts from) is
-subtracted as boilerplate. A pair is listed when either side's share of its code found in the
-other reaches ``threshold``; ``similarity.html`` shows each pair's normalised code side by side,
-the shared stretches marked, and ``similarity.csv`` every pair at or over the threshold.
-A listing is evidence for a human to read, never a grade.
+Each answer cell (a solution code cell, by ``grade_id`` in the release's order) is normalised
+through Python's AST: comments and layout go, and every number becomes 0 (``ast.unparse``). The
+release's code is then subtracted whole: every line of the release's own cell (its signature,
+``# YOUR CODE HERE``, ``raise NotImplementedError()``) goes, so a stub is never shared code. A cell
+is left out when what remains is too small to tell learners apart (under :data:`MIN_CODE` tokens)
+or forced: literals only, as Level 1's dictionary, which every right answer writes alike.
+copydetect's tokenizer replaces names with ``V``/``F``/``O`` and strings with ``S`` in the rest and
+fingerprints it by winnowing (k-grams of :data:`NOISE` tokens); a k-gram in more than
+:data:`COMMON` of the class is ignored. A pair is listed when either side's share of its compared
+code found in the other reaches ``threshold``, the pairs sharing the most code first:
+``similarity.html`` shows each pair's compared code side by side, the shared stretches marked,
+``similarity.csv`` the same pairs. A listing is evidence for a human to read, never a grade; its
+precision and recall on a planted class are in docs/running-a-class.md.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import ast
 import html
 import io
+from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
@@ -26,6 +31,12 @@ from . import csvfile
 NOISE, WINDOW = 25, 1
 """copydetect's noise threshold (k, in filtered characters) and winnowing window: its own defaults."""
 THRESHOLD = 0.6
+MIN_CODE = 60
+"""Tokens (copydetect's filtered characters: ``V=V.V`` is five) a cell's own code needs to be compared: two
+short answers to one task are alike by nature (``if V is None: return V`` is 20)."""
+COMMON, COMMON_MIN = 0.1, 4
+"""A k-gram in the compared code of more than this share of the class, and of more than ``COMMON_MIN``
+students, is ignored: what many write alike is how the task is done, no sign of a copy (MOSS's ``-m``)."""
 CODE_CAP = 200_000
 """Characters of a student's answer code that are compared (a larger answer is cut, and the page says so)."""
 
@@ -51,35 +62,71 @@ def normalise(code: str) -> str:
         return code
 
 
-def answer_code(nb: Any, answer_ids: list[str]) -> str:
-    """The notebook's answer cells (solution code cells of ``answer_ids``), joined in that order."""
+def own_code(code: str, release: str) -> str:
+    """``code`` normalised, less every line the release's cell ``release`` has (normalised or as written)."""
+    theirs = {line.strip() for line in (normalise(release) + "\n" + release).splitlines()}
+    return "\n".join(line for line in normalise(code).splitlines() if line.strip() not in theirs)
+
+
+def forced(code: str) -> bool:
+    """Whether ``code`` is literals only, assigned or written (Level 1's dictionary): the task dictates it."""
+    try:
+        body = ast.parse(code).body
+        for node in body:
+            if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr)) or node.value is None:
+                return False
+            ast.literal_eval(node.value)
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):  # not literals, or not Python
+        return False
+    return bool(body)
+
+
+def _tokens(code: str) -> int:
+    """How many of copydetect's filtered characters ``code`` has (names, strings: one each; no layout)."""
+    from copydetect.utils import filter_code
+
+    return len(filter_code(code, "answer.py", "python")[0])
+
+
+def compared_code(nb: Any, release: dict[str, str]) -> str:
+    """The learner's own code of each answer cell worth comparing, under a ``# <grade_id>`` line each.
+
+    ``release``: {grade_id: the release's source} of the answer cells, in the release's order.
+    """
     from .. import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
 
-    by_id = {
+    theirs = {
         notebooks.grade_id(c): notebooks.source(c)
         for c in nb.get("cells", [])
         if c.get("cell_type") == "code" and notebooks.is_solution(c)
     }
-    return "\n\n".join(by_id[gid] for gid in answer_ids if gid in by_id)
+    parts = []
+    for gid, stub in release.items():
+        code = own_code(theirs.get(gid) or stub, stub)
+        if _tokens(code) >= MIN_CODE and not forced(code):
+            parts.append(f"# {gid}\n{code}")
+    return "\n\n".join(parts)
 
 
-def answer_ids(release: Any) -> list[str]:
-    """The ``grade_id`` of every solution code cell of the released notebook, in order."""
+def release_cells(release: Any) -> dict[str, str]:
+    """{grade_id: source} of every solution code cell of the released notebook, in order."""
     from .. import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
 
-    return [
-        gid
+    return {
+        gid: notebooks.source(c)
         for c in release.cells
         if c.get("cell_type") == "code" and notebooks.is_solution(c) and (gid := notebooks.grade_id(c))
-    ]
+    }
 
 
 @dataclass(frozen=True)
 class Pair:
-    """Two students whose answers are alike: each side's share found in the other, the shared stretches of each."""
+    """Two students whose answers are alike: the code they share, each side's share of it, the shared stretches."""
 
     a: str
     b: str
+    matched: int
+    """Tokens of ``a``'s compared code found in ``b``'s (copydetect's filtered characters)."""
     share_a: float
     share_b: float
     slices_a: list[tuple[int, int]]
@@ -90,33 +137,40 @@ class Pair:
         return max(self.share_a, self.share_b)
 
 
-def _fingerprint(name: str, code: str, boilerplate: Any) -> Any:
+def _fingerprint(name: str, code: str) -> Any:
     from copydetect import CodeFingerprint
 
-    return CodeFingerprint(
-        f"{name}.py", NOISE, WINDOW, boilerplate=boilerplate, fp=io.StringIO(code), language="python"
-    )
+    return CodeFingerprint(f"{name}.py", NOISE, WINDOW, fp=io.StringIO(code), language="python")
 
 
-def _boilerplate(code: str) -> Any:
-    """The release's k-gram hashes (every one: a window of 1), as copydetect takes boilerplate: a sorted array."""
-    import numpy as np
+def _without(fingerprint: Any, common: set[int]) -> Any:
+    """``fingerprint`` less the k-grams ``common`` (copydetect's own ``boilerplate`` also drops a k-gram's repeats)."""
+    from copydetect.utils import get_token_coverage
 
-    return np.unique(np.array(sorted(_fingerprint("release", code, None).hashes), dtype=np.int64))
+    fingerprint.hashes -= common
+    fingerprint.hash_idx = {h: at for h, at in fingerprint.hash_idx.items() if h not in common}
+    fingerprint.token_coverage = get_token_coverage(fingerprint.hash_idx, fingerprint.k, len(fingerprint.filtered_code))
+    return fingerprint
 
 
-def similar_pairs(codes: dict[str, str], release_code: str, threshold: float = THRESHOLD) -> list[Pair]:
-    """The pairs of ``codes`` ({student: normalised answer code}) at or over ``threshold``, most alike first."""
+def similar_pairs(codes: dict[str, str], threshold: float = THRESHOLD) -> list[Pair]:
+    """The pairs of ``codes`` ({student: compared code}) at or over ``threshold``, the most code shared first."""
     from copydetect import compare_files
 
-    boilerplate = _boilerplate(release_code)
-    prints = {s: _fingerprint(s, code, boilerplate) for s, code in codes.items() if code.strip()}
+    prints = {s: _fingerprint(s, code) for s, code in codes.items() if code.strip()}
+    seen = Counter(h for fingerprint in prints.values() for h in fingerprint.hashes)
+    limit = max(COMMON_MIN, COMMON * len(prints))
+    common = {h for h, n in seen.items() if n > limit}
+    prints = {s: _without(fingerprint, common) for s, fingerprint in prints.items()}
     pairs = []
     for a, b in combinations(sorted(prints), 2):
-        _, (share_a, share_b), (slices_a, slices_b) = compare_files(prints[a], prints[b])
+        if not prints[a].hashes & prints[b].hashes:  # nothing shared: skip copydetect's arrays
+            continue
+        matched, (share_a, share_b), (slices_a, slices_b) = compare_files(prints[a], prints[b])
         if max(share_a, share_b) >= threshold:
-            pairs.append(Pair(a, b, float(share_a), float(share_b), _spans(slices_a), _spans(slices_b)))
-    return sorted(pairs, key=lambda p: (-p.share, p.a, p.b))
+            pair = Pair(a, b, int(matched), float(share_a), float(share_b), _spans(slices_a), _spans(slices_b))
+            pairs.append(pair)
+    return sorted(pairs, key=lambda p: (-p.matched, -p.share, p.a, p.b))
 
 
 def _spans(slices: Any) -> list[tuple[int, int]]:
@@ -139,31 +193,37 @@ def _marked(code: str, spans: list[tuple[int, int]]) -> str:
 
 def write(
     folder: Path, codes: dict[str, str], pairs: list[Pair], assignment: str, threshold: float, cut: list[str]
-) -> None:
-    """``similarity.csv`` (every pair listed) and ``similarity.html`` (each pair's code side by side)."""
-    rows = [[p.a, p.b, f"{p.share_a:.2f}", f"{p.share_b:.2f}"] for p in pairs]
-    csvfile.write_csv(folder / "similarity.csv", ["student_a", "student_b", "share_a", "share_b"], rows)
+) -> Path:
+    """``similarity.csv`` (every pair listed) and ``similarity.html`` (each pair's code side by side); the page."""
+    rows = [[p.a, p.b, p.matched, f"{p.share_a:.2f}", f"{p.share_b:.2f}"] for p in pairs]
+    csvfile.write_csv(folder / "similarity.csv", ["student_a", "student_b", "matched", "share_a", "share_b"], rows)
     e = html.escape
     sections = "".join(
-        f"<h2>{e(p.a)} and {e(p.b)}: {p.share_a:.0%} of {e(p.a)}'s code is in {e(p.b)}'s, "
-        f"{p.share_b:.0%} of {e(p.b)}'s in {e(p.a)}'s</h2><table><tr><th>{e(p.a)}</th><th>{e(p.b)}</th></tr>"
+        f"<h2>{e(p.a)} and {e(p.b)}: {p.matched} tokens shared; {p.share_a:.0%} of {e(p.a)}'s compared code is in "
+        f"{e(p.b)}'s, {p.share_b:.0%} of {e(p.b)}'s in {e(p.a)}'s</h2><table><tr><th>{e(p.a)}</th><th>{e(p.b)}</th></tr>"
         f"<tr><td><pre>{_marked(codes[p.a], p.slices_a)}</pre></td><td><pre>{_marked(codes[p.b], p.slices_b)}</pre></td>"
         "</tr></table>"
         for p in pairs
     )
     note = f"<p>Answers cut at {CODE_CAP:,} characters: {e(', '.join(cut))}.</p>" if cut else ""
-    (folder / "similarity.html").write_text(
+    compared = sum(1 for c in codes.values() if c.strip())
+    page = folder / "similarity.html"
+    page.write_text(
         f"<!doctype html><meta charset='utf-8'><title>{e(assignment)}: similar answers</title>"
         "<style>body{font-family:sans-serif;margin:2em}td{vertical-align:top;border:1px solid #ccc;width:50%}"
         "table{border-collapse:collapse;width:100%}pre{white-space:pre-wrap;font-size:12px}"
         "mark{background:#ffd54f}</style>"
         f"<h1>{e(assignment)}: pairs of answers at least {threshold:.0%} alike</h1>"
-        f"<p>{len(pairs)} pair(s) of {len(codes)} submissions. The code is shown normalised (no comments, numbers as 0); "
-        "names and strings are ignored when comparing, and the release's own code is subtracted. "
-        "Read each pair before concluding anything: short answers to one task can be alike by nature.</p>"
+        f"<p>{len(pairs)} pair(s) of {compared} submissions with code to compare ({len(codes)} read), the most "
+        "code shared first. Compared: each answer cell's own code, normalised (no comments, numbers as 0), "
+        "less every line of the release's cell (its stub too); names and strings are ignored, and so is code "
+        f"found in more than {COMMON:.0%} of the class. Left out: a cell under {MIN_CODE} tokens (too small to "
+        "tell apart) or of literals only (an answer the task dictates). "
+        "Read each pair before concluding anything.</p>"
         f"{note}{sections or '<p>No pair reaches the threshold.</p>'}",
         encoding="utf-8",
     )
+    return page
 
 
 def class_similarity(
@@ -173,18 +233,17 @@ def class_similarity(
     from .. import notebooks
 
     (name, release), *_ = sorted(releases.items())
-    ids = answer_ids(release)
-    release_code = normalise(answer_code(release, ids))
+    stubs = release_cells(release)
     codes: dict[str, str] = {}
     cut: list[str] = []
     for student, path in sorted(files.items()):
         try:
-            code = answer_code(notebooks.read(path), ids)
+            code = compared_code(notebooks.read(path), stubs)
         except (OSError, ValueError):  # not a notebook: refused elsewhere, nothing to compare
             continue
         if len(code) > CODE_CAP:
             code, cut = code[:CODE_CAP], [*cut, student]
-        codes[student] = normalise(code)
-    pairs = similar_pairs(codes, release_code, threshold)
+        codes[student] = code
+    pairs = similar_pairs(codes, threshold)
     write(folder, codes, pairs, f"{assignment} ({name}.ipynb)", threshold, cut)
     return pairs
