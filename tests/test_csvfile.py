@@ -45,14 +45,13 @@ def test_a_refused_file_name_is_text_in_grades_csv(tmp_path):
     assert row["student_id"] == f"'{FORMULA}.ipynb" and row["score"] == "0"
 
 
-def test_the_moodle_import_shows_a_display_name_and_a_reason_as_text_and_a_negative_score_as_a_number(tmp_path):
-    """Moodle's worksheet: a formula in the display name or the reason is text; a score of -1 is still -1."""
+def test_the_moodle_import_shows_a_display_name_as_text_and_a_negative_score_as_a_number(tmp_path):
+    """Moodle's worksheet: a formula in the display name is text; a score of -1 is still -1."""
     root = tmp_path / "m"
     (root / "=cmd_234567_assignsubmission_file_").mkdir(parents=True)
     (root / "=cmd_234567_assignsubmission_file_" / "reconcile.ipynb").write_bytes(NB)
     (sub,) = collect(root, "reconcile", ["reconcile"], Names("moodle"))
-    sub.score, sub.max_score, sub.problems = -1, 29, ["@SUM(1)"]
-    (path,) = write_imports(tmp_path, Names("moodle"), "reconcile", [sub])
+    sub.status, sub.score, sub.max_score = "graded", -1, 29
+    (path,) = write_imports(tmp_path, "reconcile", [sub]).paths
     (row,) = list(csv.DictReader(path.open(encoding="utf-8")))
     assert row["Full name"] == "'=cmd" and row["Grade"] == "-1"
-    assert row["Feedback comments"] == "'" + sub.reason
