@@ -26,7 +26,7 @@ class Cluster:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def kill(self, name: str) -> None:
-        """SIGKILL ``name``'s whole process group: the worker, its nanny and every grading process it started."""
+        """SIGKILL ``name``'s whole process group: its nanny and worker (the worker's grading processes die with it)."""
         proc = self.procs[name]
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

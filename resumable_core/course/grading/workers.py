@@ -239,9 +239,6 @@ def worker_main(argv: list[str]) -> int:
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
-    # SIGINT ends a worker as SIGTERM does, with no report: nbgrader's bare ``except`` would record a
-    # KeyboardInterrupt as that student's failure, a result --resume would keep
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
     root, assignment, students = Path(argv[0]), argv[1], argv[2:]
     os.chdir(root)
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
@@ -370,4 +367,7 @@ def run_workers(
 
 
 if __name__ == "__main__":
+    # SIGINT ends a worker process as SIGTERM does, with no report: nbgrader's bare ``except`` would record
+    # a KeyboardInterrupt as that student's failure, a result --resume would keep
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.exit(worker_main(sys.argv[1:]))
