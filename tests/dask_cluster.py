@@ -21,20 +21,22 @@ class Cluster:
     """The scheduler's address and each process (``scheduler``, ``w1``, ``w2``), each its own process group."""
 
     address: str
+    tmp: Path
+    """The workers' TMPDIR, one folder as on one machine: what a task leaves is there."""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def kill(self, name: str) -> None:
-        """SIGKILL ``name``'s whole process group: the worker, its nanny and every grading process it started."""
+        """SIGKILL ``name``'s whole process group: its nanny and worker (the worker's grading processes die with it)."""
         proc = self.procs[name]
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
 
-def _start(cmd: list[str], cwd: Path) -> subprocess.Popen[bytes]:
+def _start(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     cwd.mkdir(parents=True, exist_ok=True)
     with open(cwd / "process.log", "wb") as log:  # the child keeps its own descriptor
-        return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=log, start_new_session=True)
+        return subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=log, start_new_session=True, env=env)
 
 
 @contextmanager
@@ -48,7 +50,8 @@ def running_cluster(folder: Path) -> Iterator[Cluster]:
         [*py, "distributed.cli.dask_scheduler", "--scheduler-file", str(sched_file), "--port", "0", "--no-dashboard"],
         folder / "scheduler",
     )
-    cluster = Cluster("", {"scheduler": scheduler})
+    cluster = Cluster("", folder / "tmp", {"scheduler": scheduler})
+    cluster.tmp.mkdir(parents=True, exist_ok=True)
     try:
         for _ in range(600):
             if sched_file.is_file() and sched_file.stat().st_size:
@@ -60,6 +63,7 @@ def running_cluster(folder: Path) -> Iterator[Cluster]:
                 [*py, "distributed.cli.dask_worker", "--scheduler-file", str(sched_file), "--name", name,
                  "--nworkers", "1", "--nthreads", "1", "--no-dashboard", "--local-directory", str(folder / name)],
                 folder / name,
+                {**os.environ, "TMPDIR": str(cluster.tmp)},
             )  # fmt: skip
         with distributed.Client(cluster.address, timeout="60s") as client:
             client.wait_for_workers(len(WORKERS), timeout=180)
@@ -69,8 +73,49 @@ def running_cluster(folder: Path) -> Iterator[Cluster]:
             cluster.kill(name)
 
 
-def kill_while_grading(cluster: Cluster, name: str, killed: list[str], settle: float = 2.0) -> None:
-    """Wait until worker ``name`` runs a task, give it ``settle`` seconds, then kill it; the task keys go in ``killed``."""
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """Every running process: its parent, its start time (with the pid, who it is) and its command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit():
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if fields[0] != "Z":  # a zombie has ended
+                    found[int(entry.name)] = (int(fields[1]), fields[19], (entry / "cmdline").read_text())
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def naming(text: str) -> list[int]:
+    """The running processes whose command line holds ``text`` (a folder a grading process or sandbox works in)."""
+    return [pid for pid, (_, _, cmdline) in _processes().items() if text in cmdline]
+
+
+def descendants(pid: int) -> set[tuple[int, str]]:
+    """The running processes under ``pid`` (children, theirs, ...), each as (pid, start time)."""
+    procs = _processes()
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for child, (ppid, start, _) in procs.items():
+            if ppid == parent:
+                found.add((child, start))
+                todo.append(child)
+    return found
+
+
+def still_running(procs: set[tuple[int, str]]) -> set[tuple[int, str]]:
+    """Those of ``procs`` that still run (the same pid and start time, not a zombie)."""
+    now = _processes()
+    return {(pid, start) for pid, start in procs if pid in now and now[pid][1] == start}
+
+
+def kill_while_grading(cluster: Cluster, name: str, killed: list[str], left: list[set[tuple[int, str]]]) -> None:
+    """Once worker ``name``'s grading process runs a sandbox, SIGKILL that worker process alone (its nanny restarts it).
+
+    The task keys it ran go in ``killed``; what of the processes under it still ran 10 s after the kill, in ``left``.
+    """
     import distributed
 
     with distributed.Client(cluster.address, timeout="60s") as watcher:
@@ -78,8 +123,17 @@ def kill_while_grading(cluster: Cluster, name: str, killed: list[str], settle: f
             names = {a: w["name"] for a, w in watcher.scheduler_info()["workers"].items()}
             busy = [a for a, keys in watcher.processing().items() if keys and names.get(a) == name]
             if busy:
-                time.sleep(settle)
-                killed.extend(str(k) for k in watcher.processing().get(busy[0], ()))
-                cluster.kill(name)
-                return
+                pid = watcher.run(os.getpid, workers=busy)[busy[0]]
+                under = descendants(pid)
+                procs = _processes()
+                grading = [p for p, _ in under if p in procs and "course.grading.workers" in procs[p][2]]
+                if any(procs.get(p, (0,))[0] in grading for p, _ in under):  # a sandbox of the grading process
+                    killed.extend(str(k) for k in watcher.processing().get(busy[0], ()))
+                    os.kill(pid, signal.SIGKILL)
+                    for _ in range(100):
+                        if not still_running(under):
+                            break
+                        time.sleep(0.1)
+                    left.append(still_running(under))
+                    return
             time.sleep(0.1)

@@ -84,7 +84,7 @@ def test_a_result_that_escapes_its_folder_is_refused(tmp_path):
 def test_a_worker_with_another_library_refuses_the_task():
     """A task made with another library's digest fails at once, saying to install the same version everywhere."""
     with pytest.raises(GradingError, match="install the same version on every worker"):
-        cluster.grade_student_task(b"", b"", "reconcile", "s", 10, None, "0" * 64)
+        cluster.grade_student_task(b"", b"", "reconcile", "s", 10, None, "0" * 64, None)
 
 
 def test_the_library_digest_is_stable_and_changes_with_a_source(tmp_path, monkeypatch):

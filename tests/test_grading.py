@@ -8,7 +8,12 @@ The class is graded twice (module fixtures): the whole class as a ``submitted/``
 from __future__ import annotations
 
 import csv
+import os
+import signal
+import subprocess
 import sys
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -19,6 +24,7 @@ import pytest
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
 from resumable_core.course import release as course
+from resumable_core.course.grading import cli
 from resumable_core.course.grading.collect import collect, unpacked
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.isolation import BwrapBackend
@@ -372,28 +378,79 @@ def test_worker_reports_of_other_ids_are_ignored(tmp_path, caplog):
     assert "it names student 'ann'" in caplog.text and "cy.json" in caplog.text
 
 
+def _wait_for(predicate, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.fixture(scope="module")
+def dask(tmp_path_factory):
+    """A real Dask cluster (``tests/dask_cluster.py``) for this module's tests."""
+    pytest.importorskip("distributed", reason="Dask distributed is in the class extra (make setup)")
+    from dask_cluster import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
+
+
+def _left_in(tmp: Path) -> list[str]:
+    """What tasks left in the workers' TMPDIR: all but the library copy each live worker keeps."""
+    from resumable_core.course.grading.isolation import _names
+
+    return [p.name for p in tmp.iterdir() if _names.gone(p.name) or not p.name.startswith("resumable-lib-")]
+
+
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1(zip_run, tmp_path):
-    """grade --scheduler on two Dask workers, w1 SIGKILLed while it grades: grades.csv equals --jobs 1's, row by row."""
-    pytest.importorskip("distributed", reason="Dask distributed is in the class extra (make setup)")
-    import threading
+def test_ctrl_c_of_a_dask_run_ends_its_tasks_grading(dask, tmp_path):
+    """Ctrl-C of grade --scheduler mid-student: one line, code 130; the task stops grading and its files go."""
+    from dask_cluster import naming
 
-    from dask_cluster import kill_while_grading, running_cluster
+    samples.write_class(SOURCE, tmp_path / "class", layout="submitted", students=("infinite_loop",))
+    sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
+    args = ["grade", str(tmp_path / "class"), "--assignment", "reconcile", "--scheduler", dask.address]
+    args += ["--out", str(tmp_path / "out"), "--timeout", str(TIMEOUT), *sandbox]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "resumable_core", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job is
+    )
+    try:
+        assert _wait_for(lambda: naming(f"{dask.tmp}/resumable-recheck-"), 300), "no sandbox ran on the cluster"
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the foreground process group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.decode().splitlines()[-1:] == [cli.INTERRUPTED]
+    assert _wait_for(lambda: not naming(str(dask.tmp)) and not _left_in(dask.tmp), 20), "the task graded on"
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1(zip_run, dask, tmp_path):
+    """--scheduler, w1's worker SIGKILLed mid-student: nothing of it runs on or stays in TMPDIR; grades as --jobs 1."""
+    from dask_cluster import kill_while_grading
 
     _, _, local = zip_run
     path = tmp_path / "class.zip"
     samples.write_class(SOURCE, path, layout="zip", students=ZIP_STUDENTS)
     sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
-    with running_cluster(tmp_path / "cluster") as cluster:
-        killed: list[str] = []
-        watcher = threading.Thread(target=kill_while_grading, args=(cluster, "w1", killed))
-        watcher.start()
-        args = ["grade", str(path), "--assignment", "reconcile", "--scheduler", cluster.address]
-        code = cli_main([*args, "--out", str(tmp_path / "out"), "--timeout", str(TIMEOUT), *sandbox])
-        watcher.join()
-        assert killed, "w1 was never seen grading a student"
-        assert cluster.procs["w1"].poll() is not None
+    killed: list[str] = []
+    left: list[set] = []
+    watcher = threading.Thread(target=kill_while_grading, args=(dask, "w1", killed, left))
+    watcher.start()
+    args = ["grade", str(path), "--assignment", "reconcile", "--scheduler", dask.address]
+    code = cli_main([*args, "--out", str(tmp_path / "out"), "--timeout", str(TIMEOUT), *sandbox])
+    watcher.join()
+    assert killed, "w1 was never seen grading a student"
+    assert left == [set()], "the killed worker's grading process or sandbox lived on"
+    assert _left_in(dask.tmp) == []
     assert code == 0
     assert _rows(tmp_path / "out" / "grades.csv") == local
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -120,25 +121,38 @@ def test_a_capped_folder_bound_rw_takes_no_more_than_its_size(library, tmp_path,
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="the scratch quota needs a tmpfs the grader mounts, as root")
-def test_what_a_grader_that_died_mid_run_left_is_removed_by_the_next_sandbox(library, tmp_path):
-    """A mounted scratch tmpfs and an empty cgroup named for an ended process go; a live grader's stay."""
-    ended = subprocess.Popen([sys.executable, "-c", "pass"])
-    ended.wait()
+def test_what_a_grader_that_died_mid_run_left_is_removed_by_the_next_sandbox(library, tmp_path, monkeypatch):
+    """An ended grader's (unreaped) tmpfs, temp folder and cgroup go, the process in it killed; a live one's stay."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])  # left a zombie: its parent never reaped it
+    while Path(f"/proc/{ended.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.05)
     dead, alive = f"resumable-sandbox-disk-{ended.pid}-x", f"resumable-sandbox-disk-{os.getpid()}-x"
     for name in (dead, alive):
         (tmp_path / name).mkdir()
         disk._mount_tmpfs(tmp_path / name, 0, "size=1m")
+    for name in (f"resumable-recheck-{ended.pid}-x", "resumable-recheck-x"):
+        (tmp_path / "tmp" / name / "scratch").mkdir(parents=True)
     cgroups = [parent / f"resumable-sandbox-{ended.pid}-x" for parent in cgroup.cgroup_parents()]
+    sandboxed = subprocess.Popen(["sleep", "600"])  # a sandbox's process its grader's death left running
     for folder in cgroups:
         folder.mkdir()
+        (folder / "cgroup.procs").write_text(str(sandboxed.pid))
     try:
         assert _run(library, tmp_path / alive, "print('ran')").stdout == b"ran\n"
+        assert sandboxed.wait(timeout=30) == -9
         assert not (tmp_path / dead).exists() and [f for f in cgroups if f.exists()] == []
+        assert [f.name for f in (tmp_path / "tmp").iterdir()] == ["resumable-recheck-x"]  # no process id: not ours
         assert str(tmp_path / alive) in Path("/proc/self/mounts").read_text()
     finally:
+        ended.wait()
+        sandboxed.kill()
         disk.umount(tmp_path / alive)
         for folder in cgroups:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
+                for pid in (folder / "cgroup.procs").read_text().split():
+                    os.kill(int(pid), 9)
                 folder.rmdir()
 
 

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ import pytest
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import release
-from resumable_core.course.grading import merge, workspace
+from resumable_core.course.grading import cli, merge, workspace
 from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.model import StudentReport, Submission
 from resumable_core.course.grading.progress import REASON_WIDTH, RunProgress, cut
@@ -61,7 +62,7 @@ def _course(tmp: Path) -> Path:
 
 
 def _grade(path: Path, *args: str) -> list[str]:
-    """The ``python -m resumable_core grade`` argument list for ``reconcile``."""
+    """The ``python -m resumable_core grade`` argument list for ``reconcile`` (``--jobs 1`` unless ``args`` say)."""
     return ["grade", str(path), "--assignment", ASSIGNMENT, "--jobs", "1", "--timeout", TIMEOUT, *NO_SANDBOX, *args]
 
 
@@ -104,7 +105,10 @@ def _wait_for(predicate, seconds: float) -> bool:
 
 
 def _alive_under(folder: Path) -> list[int]:
-    """Processes whose command line names ``folder`` (a worker left grading there)."""
+    """Processes whose command line names ``folder``: a worker grading there, a tracer or sandbox binding a temp folder.
+
+    A zombie (ended, not yet reaped) has no command line, so it is not counted.
+    """
     found = []
     for proc in Path("/proc").iterdir():
         try:
@@ -115,31 +119,77 @@ def _alive_under(folder: Path) -> list[int]:
     return found
 
 
+def _temp_folder(tmp_path: Path, monkeypatch) -> Path:
+    """A TMPDIR of this test's own, for `grade` and all it starts (workers, tracers, sandboxes), in and out of process.
+
+    So every process of a run names it in its command line (its temp folders are there), and what a run leaves is there.
+    """
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    return tmp
+
+
+def _start(args: list[str]) -> subprocess.Popen[bytes]:
+    """``python -m resumable_core ARGS`` in a process group of its own, as a terminal's foreground job is."""
+    cmd = [sys.executable, "-m", "resumable_core", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+
+
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path) -> None:
-    """SIGKILL of `grade` after its first student, then `--resume`: the finished student is skipped, grades identical."""
+def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monkeypatch) -> None:
+    """SIGKILL of `grade` mid-student: no worker or sandbox lives on; `--resume` skips who finished, same grades."""
     klass = tmp_path / "class"
     _class(klass, ("correct", "rerun_everything"))
     whole = tmp_path / "whole"
     assert cli_main(_grade(klass, "--out", str(whole))) == 0
+    tmp = _temp_folder(tmp_path, monkeypatch)
     cut_short = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "resumable_core", *_grade(klass, "--out", str(cut_short))]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = _start(_grade(klass, "--out", str(cut_short)))
     try:
-        assert _wait_for(lambda: any((cut_short / merge.DONE).glob("*.json")), 300), "no student finished"
+        finished = lambda: any((cut_short / merge.DONE).glob("*.json"))  # noqa: E731
+        assert _wait_for(lambda: finished() and _alive_under(tmp), 300), "no student finished while the next one ran"
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert _wait_for(lambda: not _alive_under(cut_short / "workers"), 30), "a worker outlived the killed grade"
+    assert _wait_for(lambda: not _alive_under(tmp_path), 30), "a worker or a sandbox outlived the killed grade"
     finished_before = sorted(p.stem for p in (cut_short / merge.DONE).glob("*.json"))
     assert 1 <= len(finished_before) < 3  # of correct, empty and rerun_everything
     assert cli_main(_grade(klass, "--out", str(cut_short), "--resume")) == 0
     assert _rows(cut_short / "grades.csv") == _rows(whole / "grades.csv")
     log = (cut_short / "done" / f"{finished_before[0]}.json").read_text()
     assert json.loads(log)["report"]["student"] == finished_before[0]
+    assert list(tmp.iterdir()) == []  # the killed run's temp folders went with the next run
+
+
+@pytest.mark.slow
+@pytest.mark.nbgrader
+def test_ctrl_c_stops_a_run_at_once_and_resume_grades_whom_it_cut(tmp_path: Path, monkeypatch) -> None:
+    """Ctrl-C mid-student of `grade --jobs 2`: one line, code 130, nothing left; `--resume` scores as a whole run."""
+    klass = tmp_path / "class"
+    expected = _class(klass, ("correct",))  # and empty, graded by the other worker
+    tmp = _temp_folder(tmp_path, monkeypatch)
+    out = tmp_path / "out"
+    proc = _start(_grade(klass, "--out", str(out), "--jobs", "2"))
+    cut = out / merge.DONE / "correct.json"
+    try:
+        assert _wait_for(lambda: _alive_under(tmp) and not cut.exists(), 300), "correct's sandbox never ran"
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the foreground process group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130
+    assert err.decode().splitlines()[-1:] == [cli.INTERRUPTED] and b"Traceback" not in err
+    assert _wait_for(lambda: not _alive_under(tmp_path), 30), "a worker or a sandbox outlived the interrupted run"
+    assert list(tmp.iterdir()) == []
+    assert not cut.exists()  # cut mid-student: not done
+    assert cli_main(_grade(klass, "--out", str(out), "--resume")) == 0
+    assert _scores(out / "grades.csv") == expected
 
 
 def _workspace(tmp_path: Path, student: str, report: StudentReport) -> Path:

@@ -16,6 +16,12 @@ from .errors import GradingError
 from .lms import PARSERS, Names
 from .similarity import THRESHOLD as SIMILAR
 
+INTERRUPTED = (
+    "grade: interrupted; every sandbox of the run is stopped. "
+    "The same command with --resume grades the students it did not finish."
+)
+"""The one line a Ctrl-C leaves (exit code 130), however far the run got."""
+
 if TYPE_CHECKING:  # course_grades loads nbgrader: only a run that writes the files imports it
     from .course_grades import ClassFiles
 
@@ -228,7 +234,8 @@ def _echo(*args: Any, flush: bool = False, **kwargs: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``grade``: 0 once the class is graded (broken submissions are reported, not fatal), 2 on a setup error."""
+    """Run ``grade``: 0 once the class is graded (broken submissions are reported, not fatal), 2 on a setup error,
+    130 when interrupted (Ctrl-C)."""
     from .progress import RunProgress
 
     if args.scheduler and args.jobs != 1:
@@ -268,6 +275,9 @@ def main(args: argparse.Namespace) -> int:
     except GradingError as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the workers and their sandboxes are stopped (:func:`.workers.run_workers`)
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
     from .report import format_table
 
     shown = run.class_submissions if run.class_submissions is not None else run.submissions

@@ -9,19 +9,21 @@ result records as bytes: the report, the worker's gradebook and the autograded n
 shared filesystem is assumed. Merging and publishing stay on the instructor's machine
 (:mod:`.merge`, :mod:`.publish`), which reads each returned report as it reads a local worker's.
 
-A worker lost mid-task: the scheduler runs the task again on another worker. The instructor's side
-takes one result per student, its future's, so no student's rows are merged twice. A worker must
+A worker lost mid-task: the scheduler runs the task again on another worker, and the task's grading
+process and sandboxes die with the lost worker (the next task on that machine removes its temp
+folders). The instructor's side takes one result per student, its future's, so no student's rows
+are merged twice. Interrupted (Ctrl-C), ``grade`` sets the run's stop event: each running task kills
+its grading process, and the tasks not started are dropped. A worker must
 run the same library as the instructor: each task carries :func:`library_digest` and a worker with
 another refuses it, with that student's failure saying so.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import shutil
-import subprocess
-import sys
 import tarfile
 import tempfile
 import uuid
@@ -31,16 +33,17 @@ from typing import Any
 
 import resumable_core
 
-from .. import nbgrader_cli
 from .errors import GradingError
-from .isolation import library_copy, make_backend
+from .isolation import library_copy, make_backend, owned, sweep_left_behind
 from .model import StudentReport
-from .workers import WORKER_MODULE, read_report
+from .workers import WORKER_EXITED, read_report, start_worker
 from .workspace import Execution, write_course
 
 SCHEMES = ("tcp://", "tls://", "inproc://")
 CONNECT_TIMEOUT = "10s"
 """How long ``grade`` waits for the scheduler before it refuses to start."""
+STOP_POLL = 1.0
+"""Seconds a task waits on the run's stop event between looks at its grading process."""
 LOG_TAIL = 20000
 """Bytes of a task's worker log that come back (the cause of a failure is at its end)."""
 _libraries: dict[str, Path] = {}
@@ -95,11 +98,20 @@ def submission_bundle(main: Path, student: str) -> bytes:
 
 
 def grade_student_task(
-    release: bytes, submission: bytes, assignment: str, student: str, timeout: int, isolation: str | None, digest: str
-) -> tuple[str, bytes]:
-    """On a worker: grade ``student`` in a throwaway course; (its folder's name there, the result records as bytes).
+    release: bytes,
+    submission: bytes,
+    assignment: str,
+    student: str,
+    timeout: int,
+    isolation: str | None,
+    digest: str,
+    stop: Any,
+) -> tuple[str, int, bytes]:
+    """On a worker: grade ``student`` in a throwaway course; (its folder's name there, the grading process's exit code,
+    the result records as bytes).
 
-    ``isolation``: the backend's name (``bwrap``, ``plain``), or None for nbgrader's own Execute.
+    ``isolation``: the backend's name (``bwrap``, ``plain``), or None for nbgrader's own Execute. ``stop``:
+    the run's ``distributed.Event``, set when ``grade`` is interrupted: the grading process is killed then.
     """
     if digest != library_digest():
         raise GradingError(
@@ -109,18 +121,25 @@ def grade_student_task(
     why = make_backend(isolation).available() if isolation else None
     if why:
         raise GradingError(f"this worker cannot run the grading sandbox: {why}; install bubblewrap on every worker")
-    root = Path(tempfile.mkdtemp(prefix="resumable-grade-"))
+    root = Path(tempfile.mkdtemp(prefix=owned("resumable-grade-")))
     try:
         unpack(release, root)
         unpack(submission, root)
         execution = None if isolation is None else Execution(_library(digest, isolation), isolation)
         write_course(root, timeout, execution)
-        cmd = [sys.executable, "-m", WORKER_MODULE, str(root), assignment, student]
-        with open(root / "worker.log", "wb") as log:
-            subprocess.run(cmd, cwd=root, env=nbgrader_cli.env(), stdout=log, stderr=log, check=False)
-        return str(root), pack(root, ["gradebook.db", f"autograded/{student}", f"reports/{student}.json", "worker.log"])
+        proc = start_worker(root, assignment, [student])  # dies with this worker, its sandboxes with it
+        try:
+            # until it ends, or grade is interrupted (the scheduler answers a waiter as soon as it is set)
+            while proc.poll() is None and not stop.wait(STOP_POLL):
+                pass
+        finally:
+            proc.kill()
+            proc.wait()
+        records = pack(root, ["gradebook.db", f"autograded/{student}", f"reports/{student}.json", "worker.log"])
+        return str(root), proc.returncode, records
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        sweep_left_behind()  # what a worker killed here before left (its process is gone)
 
 
 def _library(digest: str, isolation: str) -> Path | None:
@@ -128,7 +147,7 @@ def _library(digest: str, isolation: str) -> Path | None:
     if isolation != "bwrap":
         return None
     if digest not in _libraries or not _libraries[digest].is_dir():
-        _libraries[digest] = library_copy(Path(tempfile.mkdtemp(prefix="resumable-lib-")) / "lib")
+        _libraries[digest] = library_copy(Path(tempfile.mkdtemp(prefix=owned("resumable-lib-"))) / "lib")
     return _libraries[digest]
 
 
@@ -177,7 +196,7 @@ def run_on_cluster(
     execution: Execution | None = None,
 ) -> dict[str, StudentReport]:
     """Grade ``students`` as tasks on the cluster at ``address``; each one's report, its records in ``main/workers/``."""
-    from distributed import as_completed
+    from distributed import Event, as_completed
 
     results: dict[str, StudentReport] = {}
     if not students:
@@ -185,6 +204,7 @@ def run_on_cluster(
     isolation = None if execution is None else execution.isolation
     digest, run = library_digest(), uuid.uuid4().hex[:8]
     client = connect(address)
+    stop = Event(f"grade-stop-{run}", client=client)
     try:
         # the release goes in each task itself, not scattered: data scattered to the workers dies with
         # them, and a task rerun after its worker was lost must find everything it needs in itself
@@ -199,6 +219,7 @@ def run_on_cluster(
                 timeout,
                 isolation,
                 digest,
+                stop,
                 key=f"grade-{assignment}-{student}-{run}",  # two runs of one student are two gradings
             ): student
             for student in students
@@ -206,13 +227,19 @@ def run_on_cluster(
         for future in as_completed(futures):
             student = futures[future]
             try:
-                remote_root, archive = future.result()
-                report = unpack_task_result(main / "workers" / f"task-{student}", student, remote_root, archive)
-                error = None if report else "the grading task returned no valid report"
+                remote_root, code, archive = future.result()
+                folder = main / "workers" / f"task-{student}"
+                report = unpack_task_result(folder, student, remote_root, archive)
+                # no report (its process was killed, or interrupted): not done, --resume grades them again
+                error = None if report else f"{WORKER_EXITED} {code} on the cluster (its log: {folder / 'worker.log'})"
             except Exception as e:  # noqa: BLE001 - whatever the task raised is that student's failure, not the run's
                 report, error = None, f"the grading task failed on the cluster: {type(e).__name__}: {e}"
             results[student] = report or StudentReport(student, str(main / "workers"), success=False, error=error or "")
             progress(results[student])
+    except BaseException:  # interrupted (Ctrl-C): running tasks kill their grading process; closing drops the rest
+        with contextlib.suppress(OSError):  # a scheduler gone: its tasks went with it
+            stop.set()
+        raise
     finally:
         client.close()
     return results

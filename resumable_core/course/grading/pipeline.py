@@ -32,7 +32,6 @@
 from __future__ import annotations
 
 import shutil
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,20 +92,18 @@ class StudentsDone:
     def __init__(self, work: Path, assignment: str, total: int, done: int, progress: RunProgress) -> None:
         self.work, self.assignment, self.total, self.done, self.progress = work, assignment, total, done, progress
         self.prepared = prepared_students(work)
-        self._lock = threading.Lock()  # worker threads call in; the working gradebook takes one writer
 
     def __call__(self, report: StudentReport) -> None:
-        with self._lock:
-            died = report.error.startswith(WORKER_EXITED)  # no result: --resume grades them again
-            merged = not died and merge_student(self.work, self.assignment, report, self.prepared)
-            scored = submission_score(gradebook_url(self.work), self.assignment, report.student) if merged else None
-            self.done += 1
-            if not report.success:
-                outcome = "FAILED"
-            else:
-                outcome = f"{'-' if scored is None else f'{scored[0]:g}/{scored[1]:g}'} in {report.seconds:.1f} s"
-            width = len(str(self.total))
-            self.progress.line(f"[{self.done:>{width}}/{self.total}] {report.student}: {outcome}", advance=True)
+        died = report.error.startswith(WORKER_EXITED)  # no result: --resume grades them again
+        merged = not died and merge_student(self.work, self.assignment, report, self.prepared)
+        scored = submission_score(gradebook_url(self.work), self.assignment, report.student) if merged else None
+        self.done += 1
+        if not report.success:
+            outcome = "FAILED"
+        else:
+            outcome = f"{'-' if scored is None else f'{scored[0]:g}/{scored[1]:g}'} in {report.seconds:.1f} s"
+        width = len(str(self.total))
+        self.progress.line(f"[{self.done:>{width}}/{self.total}] {report.student}: {outcome}", advance=True)
 
 
 def _write_run(

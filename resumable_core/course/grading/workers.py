@@ -17,16 +17,15 @@ copy of the same gradebook, alone in its own kernel.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from .execute import SandboxedExecute
 from .gradebook import comment_answers, gradebook_url, score_blank_answers
 from .gradebook import passed_cells as _passed_cells
 from .gradebook import zero_cells as _zero
-from .isolation import Backend
+from .isolation import Backend, die_with_parent, sweep_left_behind
 from .model import Cells, StudentReport
 from .notebook_cells import answer_of_tests, read
 from .reasons import (
@@ -263,18 +262,6 @@ def worker_main(argv: list[str]) -> int:
 # --- in the grading process --------------------------------------------------------------------
 
 
-def _die_with_grade() -> None:
-    """In the worker's child before exec: the kernel sends it SIGKILL when ``grade`` dies (Linux ``PR_SET_PDEATHSIG``).
-
-    So a killed ``grade`` leaves no worker grading on in the folder ``--resume`` then reuses.
-    """
-    import ctypes
-    import signal
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-
-
 def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], execution: Execution | None) -> None:
     write_course(worker, timeout, execution)
     shutil.copytree(main / "source", worker / "source")
@@ -282,6 +269,26 @@ def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], ex
     shutil.copy2(main / "gradebook.db", worker / "gradebook.db")
     for s in students:
         shutil.copytree(main / "submitted" / s, worker / "submitted" / s)
+
+
+def start_worker(root: Path, assignment: str, students: list[str]) -> subprocess.Popen[bytes]:
+    """The worker process grading ``students`` in the course copy ``root``, its output into ``root/worker.log``.
+
+    In a session of its own, so a Ctrl-C at the terminal reaches only its starter, which stops it;
+    and it dies with its starter, whatever kills that (:func:`.isolation.die_with_parent`).
+    """
+    parent = os.getpid()
+    cmd = [sys.executable, "-m", WORKER_MODULE, str(root), assignment, *students]
+    with open(root / "worker.log", "wb") as worker_log:
+        return subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=nbgrader_cli.env(),
+            stdout=worker_log,
+            stderr=worker_log,
+            start_new_session=True,
+            preexec_fn=lambda: die_with_parent(parent),  # only prctl runs there between fork and exec
+        )
 
 
 def read_report(path: Path, student: str, worker: Path) -> StudentReport | None:
@@ -312,40 +319,6 @@ def _collect_reports(
                 progress(report)
 
 
-def _run_worker(
-    main: Path,
-    worker: Path,
-    assignment: str,
-    share: list[str],
-    timeout: int,
-    progress: Callable[[StudentReport], None],
-    execution: Execution | None,
-) -> dict[str, StudentReport]:
-    """Grade ``share`` in one worker process; a worker that died takes its remaining students with it: say so."""
-    _copy_course(main, worker, timeout, share, execution)
-    results: dict[str, StudentReport] = {}
-    cmd = [sys.executable, "-m", WORKER_MODULE, str(worker), assignment, *share]
-    with open(worker / "worker.log", "wb") as worker_log:
-        proc = subprocess.Popen(
-            cmd,
-            cwd=worker,
-            env=nbgrader_cli.env(),
-            stdout=worker_log,
-            stderr=worker_log,
-            preexec_fn=_die_with_grade,  # only prctl runs there between fork and exec: no lock is taken
-        )
-        while proc.poll() is None:
-            _collect_reports(worker, share, results, progress)
-            time.sleep(0.2)
-    _collect_reports(worker, share, results, progress)
-    for s in share:
-        if s not in results:
-            error = f"{WORKER_EXITED} {proc.returncode} (its log: {worker / 'worker.log'})"
-            results[s] = StudentReport(s, str(worker), success=False, error=error)
-            progress(results[s])
-    return results
-
-
 def run_workers(
     main: Path,
     assignment: str,
@@ -355,20 +328,46 @@ def run_workers(
     progress: Callable[[StudentReport], None],
     execution: Execution | None = None,
 ) -> dict[str, StudentReport]:
-    """Grade ``students`` in ``jobs`` worker course copies (notebooks run as ``execution`` says); each one's report."""
+    """Grade ``students`` in ``jobs`` worker course copies (notebooks run as ``execution`` says); each one's report.
+
+    A worker that died takes its remaining students with it: their reports say so. Interrupted
+    (Ctrl-C), every worker still running is killed, its sandboxes with it, before the interrupt
+    goes on: no student it was grading gets a report, so ``--resume`` grades them again.
+    """
     jobs = max(1, min(jobs, len(students) or 1))
-    shares = [(main / "workers" / f"w{i}", students[i::jobs]) for i in range(jobs)]
     results: dict[str, StudentReport] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [
-            pool.submit(_run_worker, main, worker, assignment, share, timeout, progress, execution)
-            for worker, share in shares
-            if share
-        ]
-        for future in futures:
-            results.update(future.result())
+    running: dict[Path, tuple[list[str], subprocess.Popen[bytes]]] = {}
+    try:
+        for i in range(jobs):
+            worker, share = main / "workers" / f"w{i}", students[i::jobs]
+            if not share:
+                continue
+            _copy_course(main, worker, timeout, share, execution)
+            running[worker] = (share, start_worker(worker, assignment, share))
+        while running:
+            for worker, (share, proc) in list(running.items()):
+                ended = proc.poll() is not None
+                _collect_reports(worker, share, results, progress)
+                if ended:
+                    del running[worker]
+                    sweep_left_behind()  # what it left if it died mid-student
+                    for s in share:
+                        if s not in results:
+                            error = f"{WORKER_EXITED} {proc.returncode} (its log: {worker / 'worker.log'})"
+                            results[s] = StudentReport(s, str(worker), success=False, error=error)
+                            progress(results[s])
+            time.sleep(0.2)
+    finally:  # interrupted: nothing of the run grades on (each worker's sandboxes die with it)
+        for _, proc in running.values():
+            proc.kill()
+            proc.wait()
+        if running:
+            sweep_left_behind()
     return results
 
 
 if __name__ == "__main__":
+    # SIGINT ends a worker process as SIGTERM does, with no report: nbgrader's bare ``except`` would record
+    # a KeyboardInterrupt as that student's failure, a result --resume would keep
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     sys.exit(worker_main(sys.argv[1:]))

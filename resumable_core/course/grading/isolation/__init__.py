@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ._names import owned
+from ._process import die_with_parent
 from .backend import Backend, Guarantee, IsolationUnavailable, Job, Mount, Outcome
 from .bwrap import BwrapBackend
 from .disk import capped_folder
 from .limits import Limit, Limits
 from .plain import PlainBackend
+from .sweep import sweep_left_behind
 from .views import library_copy
 
 __all__ = [
@@ -31,9 +34,12 @@ __all__ = [
     "Outcome",
     "PlainBackend",
     "capped_folder",
+    "die_with_parent",
     "library_copy",
     "make_backend",
     "missing",
+    "owned",
+    "sweep_left_behind",
 ]
 
 BACKENDS: dict[str, type[BwrapBackend] | type[PlainBackend]] = {"bwrap": BwrapBackend, "plain": PlainBackend}

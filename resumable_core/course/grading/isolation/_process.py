@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import selectors
 import signal
@@ -13,6 +14,10 @@ from pathlib import Path
 
 from .limits import Limit, Limits
 
+_PR_SET_PDEATHSIG = 1
+_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+"""Linux's ``prctl``, looked up before any fork (a child of a threaded process must not take the loader's lock)."""
+
 
 def start_and_wait(
     cmd: Sequence[str],
@@ -22,8 +27,18 @@ def start_and_wait(
     env: Mapping[str, str] | None = None,
     preexec: Callable[[], None] | None = None,
 ) -> tuple[int, bytes, bytes, Limit | None]:
-    """Run ``cmd`` in a session of its own; its exit code, output and the limit it hit (wall clock or output)."""
+    """Run ``cmd`` in a session of its own; its exit code, output and the limit it hit (wall clock or output).
+
+    It dies with the thread that started it (:func:`die_with_parent`): a killed grader leaves no sandbox running.
+    """
     deadline = time.monotonic() + limits.wall
+    parent = os.getpid()
+
+    def setup() -> None:
+        die_with_parent(parent)
+        if preexec is not None:
+            preexec()
+
     proc = subprocess.Popen(
         list(cmd),
         cwd=cwd,
@@ -32,13 +47,24 @@ def start_and_wait(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=preexec,
+        preexec_fn=setup,
     )
     try:
         stdout, stderr, limit = _pump(proc, limits, deadline)
     finally:
         _kill(proc)
     return proc.returncode, stdout, stderr, limit
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child before ``exec``: the kernel SIGKILLs it when the thread that forked it ends (``PR_SET_PDEATHSIG``).
+
+    Whatever kills the grading process, SIGKILL included, then ends its children, and each sandbox
+    with its first process (bwrap's ``--die-with-parent`` goes on from there). ``parent``: the
+    forking process's id, to catch a parent that died before the call.
+    """
+    if (_prctl is not None and _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0) or os.getppid() != parent:
+        os._exit(1)
 
 
 def processes_of_this_user() -> int:

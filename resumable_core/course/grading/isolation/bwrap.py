@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._names import owned
 from ._process import limit_from_exit, processes_of_this_user, start_and_wait
 from .backend import Guarantee, IsolationUnavailable, Job, Mount, Outcome
 from .cgroup import Cgroup, cgroup_for, cgroup_parents
@@ -118,7 +119,7 @@ def _probe() -> str | None:
         return "bwrap is not installed (apt-get install bubblewrap)"
     probe = BwrapBackend(limits=Limits(wall=30))
     try:
-        with tempfile.TemporaryDirectory(prefix="resumable-sandbox-probe-") as scratch:
+        with tempfile.TemporaryDirectory(prefix=owned("resumable-sandbox-probe-")) as scratch:
             outcome = probe.run(Job((sys.executable, "-c", "print('ok')"), Path(scratch)))
     except (OSError, IsolationUnavailable) as e:
         return f"bwrap could not start: {e}"
@@ -199,7 +200,7 @@ class BwrapBackend:
         library = job.library if job.library is not None else self.library
         started = time.monotonic()
         sweep_left_behind()
-        with tempfile.TemporaryDirectory(prefix="resumable-sandbox-etc-") as etc:
+        with tempfile.TemporaryDirectory(prefix=owned("resumable-sandbox-etc-")) as etc:
             cgroup = cgroup_for(limits)
             disk = None
             try:

@@ -12,7 +12,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ._names import owned
@@ -180,17 +180,23 @@ class Cgroup:
         return None
 
     def kill_and_remove(self) -> None:
-        for _ in range(100):
-            pids = {pid for folder in self.folders for pid in (folder / "cgroup.procs").read_text().split()}
-            if not pids:
-                break
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-            time.sleep(0.02)
-        for folder in self.folders:
-            folder.rmdir()
+        kill_and_remove(self.folders)
         self.folders = {}
+
+
+def kill_and_remove(folders: Iterable[Path]) -> None:
+    """SIGKILL every process in the cgroup ``folders`` (one per hierarchy) until none is left, then remove them."""
+    folders = list(folders)
+    for _ in range(100):
+        pids = {pid for folder in folders for pid in (folder / "cgroup.procs").read_text().split()}
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.02)
+    for folder in folders:
+        folder.rmdir()
 
 
 def cgroup_for(limits: Limits) -> Cgroup | None:

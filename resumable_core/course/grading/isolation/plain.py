@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ._names import owned
 from ._process import limit_from_exit, start_and_wait
 from .backend import Guarantee, Job, Mount, Outcome
 from .limits import Limits
@@ -81,7 +82,7 @@ class PlainBackend:
         limits = self.limits if job.wall is None else dataclasses.replace(self.limits, wall=job.wall)
         library = job.library if job.library is not None else self.library
         started = time.monotonic()
-        tmp = Path(tempfile.mkdtemp(prefix="resumable-plain-tmp-"))
+        tmp = Path(tempfile.mkdtemp(prefix=owned("resumable-plain-tmp-")))
         try:
             returncode, stdout, stderr, limit = start_and_wait(
                 [*job.tracer, *job.argv],

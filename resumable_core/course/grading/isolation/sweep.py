@@ -1,17 +1,31 @@
-"""Remove what graders that died mid-run left: their scratch tmpfs mounts and empty cgroups."""
+"""Remove what grading processes that died mid-run left: their sandboxes' cgroups, tmpfs mounts and temp folders."""
 
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 from pathlib import Path
 
 from ._names import gone
-from .cgroup import cgroup_parents
+from .cgroup import cgroup_parents, kill_and_remove
 from .disk import umount
 
 
 def sweep_left_behind() -> None:
-    """Unmount the tmpfs and remove the (empty) cgroups of graders that died mid-run (a SIGKILL skips ``finally``)."""
+    """Kill and remove what processes that died mid-run left (a SIGKILL skips ``finally``).
+
+    Run before every sandbox and after every grading process ends (:mod:`..workers`, :mod:`..cluster`):
+    the processes still in their cgroups are killed, then their tmpfs mounts unmounted and their
+    temp folders removed. Only names :func:`._names.owned` made are touched, and only when that
+    process has ended.
+    """
+    for parent in cgroup_parents():
+        with contextlib.suppress(OSError):
+            for folder in parent.glob("resumable-*"):
+                if gone(folder.name):
+                    with contextlib.suppress(OSError):
+                        kill_and_remove([folder])
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/mounts").read_text().splitlines():
             point = Path(line.split()[1])
@@ -19,9 +33,7 @@ def sweep_left_behind() -> None:
                 with contextlib.suppress(OSError):
                     umount(point)
                     point.rmdir()
-    for parent in cgroup_parents():
-        with contextlib.suppress(OSError):
-            for folder in parent.glob("resumable-sandbox-*"):
-                if gone(folder.name):
-                    with contextlib.suppress(OSError):  # not empty: a process of it still runs
-                        folder.rmdir()
+    with contextlib.suppress(OSError):
+        for folder in Path(tempfile.gettempdir()).glob("resumable-*"):
+            if gone(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import syscalls
-from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder
+from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
 from ..learner_view import learner_library
 from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
 
@@ -198,7 +198,9 @@ class LearnerProcess:
         """
         stack = contextlib.ExitStack()
         own = Path(
-            stack.enter_context(tempfile.TemporaryDirectory(prefix="resumable-recheck-", ignore_cleanup_errors=True))
+            stack.enter_context(
+                tempfile.TemporaryDirectory(prefix=owned("resumable-recheck-"), ignore_cleanup_errors=True)
+            )
         )
         # Both processes write here (the socket, the result, the copies): a capped tmpfs where one can be mounted.
         writable = stack.enter_context(capped_folder(backend.limits.disk))
