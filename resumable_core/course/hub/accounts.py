@@ -11,6 +11,7 @@ from __future__ import annotations
 import grp
 import os
 import pwd
+import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 MARK = "resumable-agents class account"
 """The GECOS field of every account the kit makes: what :func:`remove` looks for."""
 STUDENTS = 3
+PROFILE_D = Path("/etc/profile.d")
 
 
 class AccountError(RuntimeError):
@@ -107,6 +109,25 @@ def ensure(roster: Roster) -> None:
         _run(["usermod", "--append", "--groups", roster.staff_group, name], name)
 
 
+def profile(prefix: str) -> Path:
+    """The class's login-shell script: JupyterLab's terminal is ``bash -l``, whose ``/etc/profile`` resets PATH."""
+    return PROFILE_D / f"resumable-class-{prefix.rstrip('-')}.sh"
+
+
+def write_profile(roster: Roster, bins: dict[Path, tuple[str, ...]]) -> Path:
+    """Put each ``bins`` folder first on PATH in its accounts' login shells (``python -m resumable_core check``)."""
+    lines = [
+        f"# Written by resumable_core.course.hub for the {roster.prefix} class; `hub remove` deletes it.",
+        'case "$(id -un)" in',
+    ]
+    lines += [f'  {"|".join(names)}) PATH={shlex.quote(str(folder))}:"$PATH" ;;' for folder, names in bins.items()]
+    lines.append("esac\n")
+    path = profile(roster.prefix)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    path.chmod(0o644)
+    return path
+
+
 def made_by_kit(prefix: str) -> list[str]:
     """The accounts under ``prefix`` that carry the kit's mark."""
     return sorted(p.pw_name for p in pwd.getpwall() if p.pw_name.startswith(prefix) and p.pw_gecos == MARK)
@@ -118,6 +139,7 @@ def remove(prefix: str = "ra-") -> list[str]:
     removed = made_by_kit(prefix)
     for name in removed:
         _run(["userdel", "--remove", name], name)
+    profile(prefix).unlink(missing_ok=True)
     group = Roster(prefix).staff_group
     if _group_exists(group) and not grp.getgrnam(group).gr_mem:
         _run(["groupdel", group], group)

@@ -45,6 +45,14 @@ STUDENT_SERVER_CONFIG = {
         }
     }
 }
+STUDENT_PAGE_CONFIG = {
+    # ...and JupyterLab shows no panel of theirs (`jupyter labextension disable`, for the whole environment)
+    "disabledExtensions": {
+        f"@jupyter/nbgrader:{name}": True for name in ("create-assignment", "formgrader", "course-list")
+    }
+}
+LAB_OVERRIDES = student_kit.TEMPLATES / "lab-settings" / "overrides.json"
+"""The student kit's JupyterLab defaults (no news pop-up, no update check), for every server of the class."""
 
 
 class HubError(RuntimeError):
@@ -163,6 +171,13 @@ def _link_tree(source: Path, dest: Path) -> None:
             shutil.copy2(src, dst)
 
     shutil.copytree(source, dest, copy_function=link, symlinks=True, dirs_exist_ok=True)
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write ``path`` as a file of its own: an environment's ``share``/``etc`` are hard links to the repository venv's."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def _copy_scripts(source: Path, dest: Path) -> None:
@@ -397,9 +412,16 @@ def setup(settings: HubSettings, log=print) -> list[str]:
     paths.staff_env.chmod(0o750)  # it holds course/hidden: no student may read it
     for line in make_env(paths.student_env, python, repo_venv, folder / LIBRARY):
         log(f"student-env: {line} (for {python})")
-    config_d = paths.student_env / "etc" / "jupyter" / "jupyter_server_config.d"
-    config_d.mkdir(parents=True, exist_ok=True)
-    (config_d / "zz-resumable-student.json").write_text(json.dumps(STUDENT_SERVER_CONFIG, indent=1), encoding="utf-8")
+    etc = paths.student_env / "etc" / "jupyter"
+    _write_new(
+        etc / "jupyter_server_config.d" / "zz-resumable-student.json", json.dumps(STUDENT_SERVER_CONFIG, indent=1)
+    )
+    _write_new(etc / "labconfig" / "page_config.json", json.dumps(STUDENT_PAGE_CONFIG, indent=1))
+    for env in (paths.staff_env, paths.student_env):
+        _write_new(env / "share" / "jupyter" / "lab" / "settings" / "overrides.json", LAB_OVERRIDES.read_text("utf-8"))
+    accounts.write_profile(
+        settings.roster, {paths.student_env / "bin": roster.students, paths.staff_env / "bin": roster.staff}
+    )
     log(
         f"course {settings.course_id} -> {paths.course}: {', '.join(settings.assignments)} released to {paths.exchange}"
     )
