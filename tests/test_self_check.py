@@ -151,6 +151,26 @@ def test_a_cell_that_appends_forever_is_named_and_ends_the_run(tmp_path: Path) -
 
 
 @pytest.mark.slow
+def test_a_learner_error_names_its_line_and_a_failure_after_restart_has_no_traceback(tmp_path: Path) -> None:
+    """A check's message names the learner's cell line that raised; FailedAfterRestart reads as CheckFailed does."""
+    wrapped = (
+        "# double raises nothing.\nfrom resumable_core.course.checks.support import CheckFailed, error_text\n"
+        "try:\n    double(21)\nexcept Exception as e:\n    raise CheckFailed('double raised ' + error_text(e)) from None"
+    )
+    restart = "# after a restart.\nfrom resumable_core.course.checks.support import FailedAfterRestart\nraise FailedAfterRestart('x')"
+    path = exercise(
+        tmp_path,
+        "def double(x):\n    return {}[x]",
+        _cell("code", wrapped, "test_wrapped", grade=True, points=1),
+        _cell("code", restart, "test_restart", grade=True, points=1),
+    )
+    text, _ = self_check.run_check(path)
+    assert "double raised KeyError: 21 (Cell In[2], line 2: return {}[x])" in text
+    after = text.split("test_restart")[1].split("passed")[0].split("FAILED")[0]
+    assert "FailedAfterRestart: x" in after and "---->" not in after and "Cell In" not in after
+
+
+@pytest.mark.slow
 def test_the_blank_exercise_shows_each_checks_whole_message() -> None:
     """The released reconcile exercise, unanswered: exit 1, a check's full sentence, and the answer cell that raised."""
     text, passed = self_check.run_check(ROOT / "exercises" / "reconcile" / "reconcile.ipynb")

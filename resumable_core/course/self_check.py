@@ -258,7 +258,7 @@ def _message(error: Any) -> list[str]:
     lines = text.splitlines()
     if error.ename == "NotImplementedError":
         lines.append(_("(an answer cell still raises NotImplementedError: write your code there)"))
-    if error.ename not in ("CheckFailed", "AssertionError"):
+    if error.ename not in ("CheckFailed", "FailedAfterRestart", "AssertionError"):
         lines += _where(error)
     return lines
 
