@@ -605,6 +605,7 @@ def test_a_learner_error_without_a_message_reads_as_its_name():
     from resumable_core.lab.exercise_checkpoints import FIXTURE_DIR
 
     cp = load_checkpoint(FIXTURE_DIR / "checkpoint_a.json")
+    assert cp is not None
     with pytest.raises(CheckFailed) as failed:
         run_reconcile(reconcile, cp, fresh_toolbox())
     assert failed.value.reason == "reconcile raised NotImplementedError"

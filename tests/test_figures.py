@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 
@@ -65,7 +66,7 @@ def test_every_crash_points_help_ends_before_its_circle():
 @pytest.mark.slow
 def test_lesson_4s_legends_are_outside_the_data(monkeypatch):
     """The retry chart's legends sit below their axes, never on the spikes of retries without jitter."""
-    drawn = []
+    drawn: list[Any] = []
     monkeypatch.setattr(figures, "_png", drawn.append)
     spikes = [0.5, 1.5, 3.5, 7.5, 15.5] * 200
     figures.retry_arrivals(spikes, [t / 100 for t in range(1000)], [[0.1, 0.2]] * 5, clients=200, attempts=5)
