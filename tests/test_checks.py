@@ -588,6 +588,29 @@ def test_journal_checks_catch_a_strict_reader_and_an_unsynced_append():
         hidden_skeleton.check_append_durable(ns["append_record"], _functions(GOOD_READ)["read_journal"])
 
 
+def test_a_reader_that_misreads_a_torn_tail_is_pointed_to_the_journal_part():
+    """A reader that drops a torn journal's records is told to reread the exercise's journal part, where torn lines are."""
+    with pytest.raises(CheckFailed, match="reread Part 2 of this exercise, 'The other form: an append-only journal'"):
+        checks_skeleton.check_torn_tail_ignored(lambda path: [])
+
+
+def test_a_learner_error_without_a_message_reads_as_its_name():
+    """A reconcile that raises a bare NotImplementedError reads "raised NotImplementedError", no dangling colon."""
+
+    def reconcile(cp, tools):
+        raise NotImplementedError()
+
+    from resumable_core import load_checkpoint
+    from resumable_core.course.checks.support import fresh_toolbox, run_reconcile
+    from resumable_core.lab.exercise_checkpoints import FIXTURE_DIR
+
+    cp = load_checkpoint(FIXTURE_DIR / "checkpoint_a.json")
+    assert cp is not None
+    with pytest.raises(CheckFailed) as failed:
+        run_reconcile(reconcile, cp, fresh_toolbox())
+    assert failed.value.reason == "reconcile raised NotImplementedError"
+
+
 def test_kill_during_a_truncating_save_loses_the_state():
     """A save that opens the state file itself for writing is caught by the real SIGKILL mid-write."""
     ns = _functions(NAIVE_SAVE, GOOD_LOAD)

@@ -70,7 +70,7 @@ def test_a_notebook_that_is_not_utf8_is_named_so_in_its_editions_language(tmp_pa
     ("other", "said"),
     [
         ("postmortem.ipynb", "postmortem.ipynb is the postmortem assignment's notebook: submit reconcile.ipynb"),
-        ("ko/postmortem.ipynb", "postmortem.ipynb은(는) postmortem 과제의 노트북입니다. reconcile.ipynb를 제출하세요"),
+        ("ko/postmortem.ipynb", "postmortem.ipynb은 postmortem 과제의 노트북입니다. reconcile.ipynb를 제출하세요"),
     ],
 )
 def test_another_assignments_notebook_is_refused_naming_it_and_the_file_to_submit(tmp_path, other, said):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from typing import Any
 
 import pytest
 
 from resumable_core import crash, lab
+from resumable_core.lab import figures
+from resumable_core.lab.columns import width
 from resumable_core.lab.exercise_checkpoints import load_exercise_checkpoint
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -49,6 +52,36 @@ def test_a_point_sits_at_the_step_its_name_says():
 
     assert y_of("1 before_model_call") < y_of("model call:") < y_of("2 after_response")
     assert y_of("save B:") < y_of("6 during_save_b") + 10 < y_of("7 between_tools") < y_of("8 after_save_b")
+
+
+def test_every_crash_points_help_ends_before_its_circle():
+    """Each help line under a crash point fits left of the agent loop's lane; a long one (point 7) takes two lines."""
+    root = ET.fromstring(lab.turn_diagram().svg)
+    helps = [t.text or "" for t in root.iter(f"{SVG}text") if t.get("x") == "12" and t.get("font-size") == "10.5"]
+    assert max(map(width, helps)) <= figures._HELP_COLUMNS
+    assert figures._LANES["loop"] - 10 > 12 + figures._HELP_COLUMNS * 5.8  # a column at 10.5 px is ~5.8 px
+    assert len(helps) == len(crash.CRASH_POINTS) + 1 and "(the first's result saved," in " ".join(helps)
+
+
+@pytest.mark.slow
+def test_lesson_4s_legends_are_outside_the_data(monkeypatch):
+    """The retry chart's legends sit below their axes, never on the spikes of retries without jitter."""
+    drawn: list[Any] = []
+    monkeypatch.setattr(figures, "_png", drawn.append)
+    spikes = [0.5, 1.5, 3.5, 7.5, 15.5] * 200
+    figures.retry_arrivals(spikes, [t / 100 for t in range(1000)], [[0.1, 0.2]] * 5, clients=200, attempts=5)
+    renderer = drawn[0]._get_renderer()
+    for ax in drawn[0].axes:
+        assert not ax.get_legend().get_window_extent(renderer).overlaps(ax.get_window_extent(renderer))
+
+
+def test_a_figures_text_form_is_short_so_a_notebook_stores_the_png_once():
+    """IPython stores a PngFigure as image/png and a short text/plain, not the PNG's bytes again as text."""
+    from IPython.core.formatters import DisplayFormatter
+
+    data, _ = DisplayFormatter().format(figures.PngFigure(b"\x89PNG" + bytes(100_000)))
+    assert set(data) == {"image/png", "text/plain"} and len(data["text/plain"]) < 60
+    assert len(repr(figures.SvgFigure("<svg/>" * 10_000))) < 60
 
 
 @pytest.mark.slow

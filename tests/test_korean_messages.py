@@ -14,7 +14,9 @@ import pytest
 
 from resumable_core.course.checks import reconcile as reconcile_checks
 from resumable_core.course.checks.support import CheckFailed
+from resumable_core.course.i18n import COURSE
 from resumable_core.course.self_check import SelfCheckError, read_exercise
+from resumable_core.lab.i18n import particles
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,6 +24,35 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def korean(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RESUMABLE_LANG", "ko")
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("send_email을(를) 호출", "send_email을 호출"),
+        ("'rerun'(으)로 다루고", "'rerun'으로 다루고"),
+        ("None은(는) 아닙니다", "None은 아닙니다"),
+        (
+            "user을(를), true이(가), dict을(를), reconcile을(를), resume을(를)",
+            "user를, true가, dict를, reconcile을, resume을",
+        ),
+        ("파일을(를) 서버(으)로, 길(으)로, 책(으)로", "파일을 서버로, 길로, 책으로"),
+        ("3을(를) 2와(과) 1(으)로", "3을 2와 1로"),
+        ("체크포인트 A을(를) L(으)로", "체크포인트 A를 L로"),
+        ("{name}을(를)", "{name}을(를)"),
+    ],
+)
+def test_a_particle_is_chosen_by_how_the_word_before_it_ends(written: str, read: str) -> None:
+    """Hangul by its final consonant, digits as read, Latin words by the last letter's sound; a placeholder waits."""
+    assert particles(written) == read
+
+
+def test_a_translations_particles_are_chosen_once_it_is_formatted(korean: None) -> None:
+    """A Korean message fills its placeholders first, then picks each particle for the word now there."""
+    message = "a file of version {version} must be refused, load_state returned {name}"
+    said = COURSE.gettext(message)
+    assert said.format(version=3, name="None") == "version 3인 파일은 거부해야 하는데, load_state가 None을 반환했습니다"
+    assert said.format(version=3, name="dict") == "version 3인 파일은 거부해야 하는데, load_state가 dict를 반환했습니다"
 
 
 def test_a_visible_checks_message_is_korean(korean: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,7 +130,7 @@ def test_the_formative_feedback_is_korean(korean: None, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "체크포인트 D: 아직 답을 쓰지 않았습니다" in out
     assert "체크포인트 E: 맞았습니다" in out and "읽기 전용" in out
-    assert "체크포인트 F: rerun_tool이(가) 아닙니다" in out and "대기 중인 것이 없습니다" in out
+    assert "체크포인트 F: rerun_tool이 아닙니다" in out and "대기 중인 것이 없습니다" in out
 
 
 def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
@@ -137,7 +168,7 @@ def test_a_simulated_crash_is_told_in_korean(korean: None) -> None:
     from resumable_core import lab
 
     story = lab.run_cell("after_tool", "send_email", "rerun").story()
-    assert "크래시: send_email을(를) 호출하는 턴의 도구가 실행된 뒤, 저장 지점 B 전" in story
+    assert "크래시: send_email을 호출하는 턴의 도구가 실행된 뒤, 저장 지점 B 전" in story
     assert "1. 실행이 SIGKILL로 강제 종료되었습니다." in story and "크래시한 호출의 효과" in story
 
 

@@ -11,6 +11,13 @@ def test_a_right_prediction_is_confirmed(capsys):
     assert capsys.readouterr().out == "Right: 2.\nrerun sends it again.\n"
 
 
+def test_a_list_predicts_a_tuple_of_the_same_items(capsys):
+    """[1, 1] is right against (1, 1), nested too; [1, 2] is still wrong."""
+    assert lab.reveal([1, 1], (1, 1), why="two sends.") is True
+    assert lab.reveal([[1], 2], ((1,), 2), why="nested.") is True
+    assert lab.reveal([1, 2], (1, 1), why="two sends.") is False
+
+
 def test_a_wrong_prediction_names_both_values_and_the_hint(capsys):
     """A wrong guess shows what was predicted, what happened, why, and the hint."""
     assert lab.reveal(1, 2, why="rerun sends it again.", hint="look at save point B") is False

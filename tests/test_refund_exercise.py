@@ -233,6 +233,17 @@ def test_a_cell_failed_only_after_a_fresh_start_is_not_called_a_patch():
     assert "may patch the checks" in reasons.visible_check_disagreed("the customer was refunded 2 times")
 
 
+def test_a_refund_that_raises_its_own_error_is_pointed_to_the_contract():
+    """A refund that raises what is no provider's outcome (a wrong tool name, a JSON parse) is told to reread the contract."""
+    from resumable_core.course.checks import postmortem as checks
+
+    raised = checks.Call("raised", kind="a refusal", error="UnknownToolError: unknown tool 'refund'")
+    with pytest.raises(
+        checks.CheckFailed, match=r"unknown tool 'refund' \(reread Part 2's contract: call the refund_pay"
+    ):
+        checks.require_one_refund(checks.Shop.open(), raised, "here")
+
+
 @pytest.mark.slow
 def test_a_restarted_call_that_returns_the_id_unasked_fails_after_the_restart():
     """A restarted call's id returned without a request to the provider is a guess: it fails, named as after a restart;

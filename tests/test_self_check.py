@@ -55,6 +55,13 @@ def test_the_check_times_cells_out_as_grading_does() -> None:
     assert self_check.CELL_TIMEOUT == DEFAULT_TIMEOUT
 
 
+def test_the_check_caps_memory_as_grading_does() -> None:
+    """The check's memory cap is grading's default one."""
+    from resumable_core.course.grading.isolation import Limits
+
+    assert Limits().memory == self_check.MEMORY_CAP
+
+
 def test_the_check_warns_at_gradings_output_cap() -> None:
     """The check's output cap is the one grading keeps of an executed notebook."""
     from resumable_core.course.grading.execute import SandboxedExecute
@@ -131,6 +138,36 @@ def test_a_kernel_that_dies_is_a_failure_that_says_so(tmp_path: Path) -> None:
     text, passed = self_check.run_check(path)
     assert not passed and "the kernel died while running the notebook" in text
     assert f"python -m resumable_core check {path}" in text
+
+
+@pytest.mark.slow
+def test_a_cell_that_appends_forever_is_named_and_ends_the_run(tmp_path: Path) -> None:
+    """An answer that appends without end, under a 300 MB cap: the check names its cell and line, and stops there."""
+    path = exercise(tmp_path, "xs = []\nwhile True:\n    xs.append(1)")
+    text, passed = self_check.run_check(path, memory=300 << 20)
+    assert not passed
+    assert "cell 1 (answer double) used more than 300 MB" in text and "MemoryError" in text
+    assert "----> 3     xs.append(1)" in text and "test_double" not in text
+
+
+@pytest.mark.slow
+def test_a_learner_error_names_its_line_and_a_failure_after_restart_has_no_traceback(tmp_path: Path) -> None:
+    """A check's message names the learner's cell line that raised; FailedAfterRestart reads as CheckFailed does."""
+    wrapped = (
+        "# double raises nothing.\nfrom resumable_core.course.checks.support import CheckFailed, error_text\n"
+        "try:\n    double(21)\nexcept Exception as e:\n    raise CheckFailed('double raised ' + error_text(e)) from None"
+    )
+    restart = "# after a restart.\nfrom resumable_core.course.checks.support import FailedAfterRestart\nraise FailedAfterRestart('x')"
+    path = exercise(
+        tmp_path,
+        "def double(x):\n    return {}[x]",
+        _cell("code", wrapped, "test_wrapped", grade=True, points=1),
+        _cell("code", restart, "test_restart", grade=True, points=1),
+    )
+    text, _ = self_check.run_check(path)
+    assert "double raised KeyError: 21 (Cell In[2], line 2: return {}[x])" in text
+    after = text.split("test_restart")[1].split("passed")[0].split("FAILED")[0]
+    assert "FailedAfterRestart: x" in after and "---->" not in after and "Cell In" not in after
 
 
 @pytest.mark.slow

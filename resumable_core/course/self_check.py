@@ -21,6 +21,7 @@ as ``nbgrader autograde`` matches them, and reports every cell.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import shutil
@@ -43,6 +44,10 @@ from resumable_core.lab.i18n import N_, SETTING
 CELL_TIMEOUT = 60
 """Seconds a cell may run: grading's default (``grade --timeout``; a test keeps the two equal)."""
 
+MEMORY_CAP = 1 << 30
+"""Bytes of memory the kernel may hold: grading's default (``Limits.memory``; a test keeps the two equal). Set as
+the kernel's ``RLIMIT_DATA`` (its heap and private mappings), not its address space: a kernel maps ~700 MB it
+never uses. A cell that passes it gets a MemoryError, and the run ends there, so the kernel's memory is freed."""
 OUTPUT_CAP = 16 << 20
 """Bytes of outputs grading keeps of a notebook (``SandboxedExecute.result_cap``; a test keeps the two equal): the
 cell whose outputs pass it, and every cell after it, score 0, as after a dead kernel."""
@@ -68,12 +73,33 @@ KERNEL_DIED = N_(
     "so no test after that point ran; grading would score them 0.\n"
     "Next: find the cell that ends the process, fix it, and run\n  {command}\nagain."
 )
+MEMORY_OVER = N_(
+    "{path}: cell {index} ({label}) used more than {megabytes} MB, the memory grading gives a notebook:\n"
+    "{error}\n"
+    "so the run ended there and no test after it ran; grading would score them 0.\n"
+    "Next: keep less in memory in that cell (a loop that appends without end?), and run\n  {command}\nagain."
+)
 
 # The library this command runs from: the kernel imports the same one (the student kit's own copy).
 LIBRARY_ROOT = Path(__file__).resolve().parents[2]
 SOURCE_NOTEBOOKS = LIBRARY_ROOT / "solutions"
 """Where ``--all`` finds each exercise's nbgrader source, whose test cells hold the hidden tests."""
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class MemoryCapHit(Exception):
+    """A cell passed :data:`MEMORY_CAP` (it raised MemoryError): the run ends. Carries the ``cell`` and its ``index``."""
+
+    def __init__(self, cell: Any, index: int) -> None:
+        self.cell = cell
+        self.index = index
+        super().__init__(f"cell {index} passed the memory cap")
+
+
+def _stop_at_memory_error(cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+    """nbclient's ``on_cell_error`` hook: end the run at a cell that ran out of memory."""
+    if execute_reply["content"].get("ename") == "MemoryError":
+        raise MemoryCapHit(cell, cell_index)
 
 
 class SelfCheckError(Exception):
@@ -114,12 +140,15 @@ def execute(
     timeout: int = CELL_TIMEOUT,
     allow_errors: bool = False,
     tests: dict[str, str] | None = None,
+    memory: int | None = None,
 ) -> Any:
     """Execute a copy of ``notebook`` in ``workdir`` on a fresh python3 kernel; return the executed notebook.
 
     With ``allow_errors`` the run goes on after a cell's error, and a cell past ``timeout`` is
     interrupted and the run goes on, as nbgrader's autograde does. ``tests`` (grade_id -> source)
-    replaces the source of those test cells first, as autograde puts the hidden tests back.
+    replaces the source of those test cells first, as autograde puts the hidden tests back. With
+    ``memory`` (bytes) the kernel may hold no more (:data:`MEMORY_CAP`), and the first cell that raises
+    MemoryError ends the run with :class:`MemoryCapHit`.
     """
     import nbformat
     from nbclient import NotebookClient
@@ -136,13 +165,22 @@ def execute(
         allow_errors=allow_errors,
         interrupt_on_timeout=allow_errors,
         resources={"metadata": {"path": str(workdir)}},
+        on_cell_error=_stop_at_memory_error if memory else None,
     )
     # The kernel process's own stderr (ipykernel's startup notes) is not a cell's: cells' stderr
     # comes back in their outputs, where the tests look for it.
     # The kernel learns its notebook's own path, as Jupyter tells it: a notebook in a ko/ folder speaks Korean.
     env = {**kernel_env(workdir), "JPY_SESSION_NAME": str(notebook.resolve())}
-    client.execute(env=env, cwd=str(workdir), stderr=subprocess.DEVNULL)
+    limit = {"preexec_fn": functools.partial(_cap_memory, memory)} if memory else {}
+    client.execute(env=env, cwd=str(workdir), stderr=subprocess.DEVNULL, **limit)
     return nb
+
+
+def _cap_memory(memory: int) -> None:
+    """In the kernel's process, before it starts: cap its memory at ``memory`` bytes."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
 
 
 # -- reading an executed notebook ----------------------------------------------------------
@@ -220,7 +258,7 @@ def _message(error: Any) -> list[str]:
     lines = text.splitlines()
     if error.ename == "NotImplementedError":
         lines.append(_("(an answer cell still raises NotImplementedError: write your code there)"))
-    if error.ename not in ("CheckFailed", "AssertionError"):
+    if error.ename not in ("CheckFailed", "FailedAfterRestart", "AssertionError"):
         lines += _where(error)
     return lines
 
@@ -284,10 +322,8 @@ def syntax_errors(nb: Any) -> list[str]:
             continue
         error = error_of(cell)
         if error is not None and error.ename in SYNTAX_ERRORS:
-            grade_id = _nbgrader(cell).get("grade_id")
-            label = _("a cell you added") if grade_id is None else _("answer {grade_id}").format(grade_id=grade_id)
             out.append(
-                _("cell {index} ({label}): ").format(index=index, label=label) + "\n      ".join(_message(error))
+                _("cell {index} ({label}): ").format(index=index, label=_label(cell)) + "\n      ".join(_message(error))
             )
     return out
 
@@ -300,15 +336,17 @@ def other_errors(nb: Any) -> Iterator[str]:
             continue
         error = error_of(cell)
         if error is not None:
-            grade_id = _nbgrader(cell).get("grade_id")
-            label = (
-                _("a cell you added")
-                if grade_id is None
-                else _("answer {grade_id}").format(grade_id=grade_id)
-                if is_answer(cell)
-                else grade_id
+            yield _("cell {index} ({label}): ").format(index=index, label=_label(cell)) + "\n      ".join(
+                _message(error)
             )
-            yield _("cell {index} ({label}): ").format(index=index, label=label) + "\n      ".join(_message(error))
+
+
+def _label(cell: Any) -> str:
+    """How the report names a cell: an answer, a cell the learner added, or its grade_id."""
+    grade_id = _nbgrader(cell).get("grade_id")
+    if grade_id is None:
+        return _("a cell you added")
+    return _("answer {grade_id}").format(grade_id=grade_id) if is_answer(cell) else str(grade_id)
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -542,11 +580,17 @@ def check_command(path: Path, *, every: bool = False) -> str:
 
 
 def run_check(
-    path: Path, *, timeout: int = CELL_TIMEOUT, command: str | None = None, every: bool = False
+    path: Path,
+    *,
+    timeout: int = CELL_TIMEOUT,
+    command: str | None = None,
+    every: bool = False,
+    memory: int = MEMORY_CAP,
 ) -> tuple[str, bool]:
     """Run the exercise at ``path`` whole on a fresh kernel; its report and whether every visible test passed.
 
     ``every`` (``--all``): every test cell whole, the hidden tests included, and whether every one passed.
+    ``memory``: bytes the kernel may hold; the cell that passes it is named and the run ends there.
     """
     read_exercise(path)
     tests = every_test(path) if every else None
@@ -556,9 +600,15 @@ def run_check(
     warm_matplotlib_cache()
     with tempfile.TemporaryDirectory(prefix="resumable-check-") as tmp:
         try:
-            nb = execute(path.resolve(), Path(tmp), timeout=timeout, allow_errors=True, tests=tests)
+            nb = execute(path.resolve(), Path(tmp), timeout=timeout, allow_errors=True, tests=tests, memory=memory)
         except DeadKernelError:
             return _(KERNEL_DIED).format(path=path, command=command), False
+        except MemoryCapHit as hit:
+            error = "\n".join("  " + line for line in _message(error_of(hit.cell)))
+            over = _(MEMORY_OVER).format(
+                path=path, index=hit.index, label=_label(hit.cell), megabytes=memory >> 20, error=error, command=command
+            )
+            return over, False
     return report(path, nb, command, every=every)
 
 

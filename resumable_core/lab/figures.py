@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import crash
+from .columns import wrap
 from .i18n import N_, _
 from .render import _quiet_pyplot_free_matplotlib, esc
 
@@ -33,21 +34,28 @@ __all__ = [
 # -- shared ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SvgFigure:
-    """An SVG picture: Jupyter shows it; ``.svg`` is its text."""
+    """An SVG picture: Jupyter shows it; ``.svg`` is its text (its repr, the notebook's text/plain, is short)."""
 
     svg: str
+
+    def __repr__(self) -> str:
+        return f"SvgFigure(svg=<{len(self.svg)} characters>)"
 
     def _repr_svg_(self) -> str:
         return self.svg
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PngFigure:
-    """A PNG picture: Jupyter shows it; ``.png`` is its bytes."""
+    """A PNG picture: Jupyter shows it; ``.png`` is its bytes, stored once in a notebook (as image/png: its repr,
+    the notebook's text/plain, is short)."""
 
     png: bytes
+
+    def __repr__(self) -> str:
+        return f"PngFigure(png=<{len(self.png)} bytes>)"
 
     def _repr_png_(self) -> bytes:
         return self.png
@@ -140,12 +148,19 @@ def _marker(x: float, y: float, number: int) -> str:
     )
 
 
+_HELP_COLUMNS = 50
+"""Terminal columns of a crash point's help line: at 10.5 px one column is ~5.8 px, so a line ends before
+the agent loop's lane, where the point's circle sits; a longer help text goes on a second line."""
+
+
 def _point_label(y: float, number: int, point: str) -> str:
-    help_text = crash.CRASH_POINT_HELP.get(point, "")
+    lines = wrap(crash.CRASH_POINT_HELP.get(point, ""), _HELP_COLUMNS)
     return (
         f'<text x="12" y="{y - 2}" font-size="12" font-weight="700" fill="#8e0000" class="crash-point">'
         f"{number} {esc(point)}</text>"
-        f'<text x="12" y="{y + 12}" font-size="10.5" fill="#555">{esc(help_text)}</text>'
+    ) + "".join(
+        f'<text x="12" y="{y + 12 + 11 * i}" font-size="10.5" fill="#555">{esc(line)}</text>'
+        for i, line in enumerate(lines)
     )
 
 
@@ -380,7 +395,9 @@ def retry_arrivals(
     left.set_xlabel(_("seconds after the outage began"))
     left.set_ylabel(_("retries per 0.1 s"))
     left.set_title(_("{clients} clients, {attempts} retries each").format(clients=clients, attempts=attempts))
-    left.legend()
+    # Below the axes, never on the spikes of the retries without jitter.
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.22), "ncol": 2, "fontsize": 8, "frameon": False}
+    left.legend(**below)
     for n, delays in enumerate(samples, start=1):
         right.scatter([n] * len(delays), delays, s=4, alpha=0.3, color="#4c72b0")
     ns = range(1, len(samples) + 1)
@@ -388,6 +405,6 @@ def retry_arrivals(
     right.set_xlabel(_("attempt n"))
     right.set_ylabel(_("delay (s)"))
     right.set_title(_("full jitter: uniform under the exponential ceiling"))
-    right.legend(fontsize=8)
+    right.legend(**below)
     fig.tight_layout()
     return _png(fig)

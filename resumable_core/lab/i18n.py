@@ -16,6 +16,7 @@ from __future__ import annotations
 import gettext as _gettext
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,12 +88,95 @@ class Catalog:
         return self._compiled[lang]
 
     def gettext(self, message: str, lang: str | None = None) -> str:
-        """`message` in `lang` (now's language if None)."""
-        return self.translations(lang).gettext(message)
+        """`message` in `lang` (now's language if None), its Korean particles chosen (:func:`particles`)."""
+        return _particled(self.translations(lang).gettext(message))
 
     def ngettext(self, singular: str, plural: str, n: int, lang: str | None = None) -> str:
-        """`singular` or `plural` for `n`, in `lang` (now's language if None)."""
-        return self.translations(lang).ngettext(singular, plural, n)
+        """`singular` or `plural` for `n`, in `lang` (now's language if None), its Korean particles chosen."""
+        return _particled(self.translations(lang).ngettext(singular, plural, n))
+
+
+# -- Korean particles --------------------------------------------------------------------------
+
+#: A particle written both ways, as a translation writes it after a placeholder: "{name}을(를)".
+_PARTICLE = re.compile(r"을\(를\)|이\(가\)|은\(는\)|와\(과\)|\(으\)로")
+#: Each form: (after a final consonant, after a vowel). (으)로 takes 로 after ㄹ too.
+_FORMS = {
+    "을(를)": ("을", "를"),
+    "이(가)": ("이", "가"),
+    "은(는)": ("은", "는"),
+    "와(과)": ("과", "와"),
+    "(으)로": ("으로", "로"),
+}
+#: How each digit ends read in Korean: 영, 일, 이, 삼, 사, 오, 육, 칠, 팔, 구.
+_DIGITS = dict(
+    zip("0123456789", ("final", "rieul", "vowel", "final", "vowel", "vowel", "final", "rieul", "rieul", "vowel"))
+)
+#: A Latin letter alone is read by its name: 엘 ends in ㄹ, 엠 and 엔 in another final, the rest in a vowel.
+_LETTER_NAMES = {"l": "rieul", "m": "final", "n": "final"}
+
+
+def _ending(text: str) -> str | None:
+    """How ``text`` ends when read aloud: "vowel", "rieul" (a final ㄹ) or "final" (another final consonant).
+
+    Hangul by its last syllable's final consonant; digits as Korean reads them (일, 이, 삼, ...); a
+    Latin word or code name by a small rule of how Korean writes it: a vowel letter, r, or a
+    consonant Korean ends with 으 (s, t, d: 리스트, 코드) is a vowel; l is ㄹ (send_email); m, n, k, p, b
+    are a final (rerun, None, step); an e after a consonant is silent. None when it cannot be told.
+    """
+    word = text.rstrip("'\"`)]’”")
+    if not word:
+        return None
+    last = word[-1]
+    if "가" <= last <= "힣":
+        final = (ord(last) - 0xAC00) % 28
+        return "vowel" if final == 0 else "rieul" if final == 8 else "final"
+    if last in _DIGITS:
+        return _DIGITS[last]
+    if not (last.isascii() and last.isalpha()):
+        return None
+    letters = word.lower()
+    if len(word) == 1 or not word[-2].isalpha():
+        return _LETTER_NAMES.get(letters[-1], "vowel")
+    if letters[-1] == "e" and letters[-2] not in "aeiouy":
+        letters = letters[:-1]  # a silent e: "None" is 논, "file" 파일
+    last = letters[-1]
+    if last == "l":
+        return "rieul"
+    if last in "mnkpb" or letters.endswith("ng"):
+        return "final"
+    return "vowel"
+
+
+def particles(text: str) -> str:
+    """``text`` with each two-way particle ("을(를)", "이(가)", "은(는)", "와(과)", "(으)로") chosen by the word
+    before it: "send_email을", "'rerun'으로", "None은", "3을", "A를". One it cannot tell is left as written."""
+
+    def choose(match: re.Match[str]) -> str:
+        ending = _ending(text[: match.start()])
+        after_final, after_vowel = _FORMS[match.group()]
+        if ending is None:
+            return match.group()
+        takes_vowel_form = ending == "vowel" or (ending == "rieul" and match.group() == "(으)로")
+        return after_vowel if takes_vowel_form else after_final
+
+    return _PARTICLE.sub(choose, text)
+
+
+class _Particled(str):
+    """A translation whose particles follow placeholders: :meth:`format` fills them, then chooses the particles."""
+
+    __slots__ = ()
+
+    def format(self, *args: object, **kwargs: object) -> str:
+        return particles(str.format(self, *args, **kwargs))
+
+
+def _particled(text: str) -> str:
+    """``text`` with the particles after its own words chosen; one with particles after a placeholder chooses
+    them when it is formatted."""
+    text = particles(text)
+    return _Particled(text) if _PARTICLE.search(text) else text
 
 
 def _compile(po: Path) -> _gettext.NullTranslations:

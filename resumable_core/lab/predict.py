@@ -18,10 +18,16 @@ def _blank(guess: Any) -> bool:
     return guess is None or guess is Ellipsis or (isinstance(guess, str) and not guess.strip())
 
 
+def _as_lists(value: Any) -> Any:
+    """``value`` with every tuple and list in it a list: ``[1, 1]`` predicts ``(1, 1)``."""
+    return [_as_lists(v) for v in value] if isinstance(value, list | tuple) else value
+
+
 def _same(guess: Any, actual: Any) -> bool:
-    """Equal, or equal as text once case and surrounding blanks are ignored ("Killed" is "killed")."""
+    """Equal (a list and a tuple by their items), or equal as text once case and surrounding blanks are ignored
+    ("Killed" is "killed")."""
     try:
-        if guess == actual:
+        if _as_lists(guess) == _as_lists(actual):
             return True
     except Exception:  # noqa: BLE001 - a learner's odd object must not stop the lesson
         return False

@@ -33,6 +33,7 @@ from .support import (
     call_learner,
     die,
     ended_as_said,
+    error_text,
     replay,
     require,
     require_status_unknown,
@@ -133,6 +134,9 @@ CALL_TIMEOUT = 60.0
 
 KEY_LESSON = N_("reread lesson 3, section 5, 'Beyond the fix: the ledger'")
 TAXONOMY_LESSON = N_("reread lesson 4, section 2, 'A typed error taxonomy'")
+REFUND_CONTRACT = N_(
+    "reread Part 2's contract: call the refund_payment tool and return its output, the refund id, as it is"
+)
 RETRY_LESSON = N_("reread lesson 4, section 4, 'Retries inside a real run, with a budget'")
 _KINDS: tuple[tuple[type[Exception], str], ...] = (
     (ToolTimeoutError, N_("a timeout")),
@@ -185,7 +189,7 @@ def _record(refund: Refund, args: tuple[Any, ...], out: Path) -> None:
     try:
         value = call_learner(refund, *args)
     except Exception as e:  # noqa: BLE001 - the learner's error is what the check judges
-        record = {"ended": "raised", "kind": kind_of_error(e), "error": f"{type(e).__name__}: {e}"[:500]}
+        record = {"ended": "raised", "kind": kind_of_error(e), "error": error_text(e)[:500]}
     else:
         record = {"ended": "returned", "value": value if type(value) is str else None, "returned": type(value).__name__}
     out.write_text(json.dumps(record), encoding="utf-8")
@@ -298,7 +302,11 @@ def require_one_refund(
                     "failure; retry it under the same idempotency key ({taxonomy_lesson})"
                 ).format(where=where, kind=_(call.kind), error=call.error, taxonomy_lesson=_(TAXONOMY_LESSON))
             )
-        raise CheckFailed(_("{where}: refund raised {error}").format(where=where, error=call.error))
+        raise CheckFailed(
+            _("{where}: refund raised {error} ({refund_contract})").format(
+                where=where, error=call.error, refund_contract=_(REFUND_CONTRACT)
+            )
+        )
     keys = {r["idempotency_key"] for r in shop_.requests() if r["order_id"] == order_id}
     done = shop_.refunds(order_id)
     require(

@@ -43,7 +43,17 @@ from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
 from ..i18n import _
-from .support import CheckFailed, call_learner, die, ended_as_said, handed, is_remote, require, scratch
+from .support import (
+    CheckFailed,
+    call_learner,
+    die,
+    ended_as_said,
+    error_text,
+    handed,
+    is_remote,
+    require,
+    scratch,
+)
 
 Resume = Callable[..., Any]
 """``resume(path, task, tools, client, *, reconcile, max_turns=...)``: the learner's function."""
@@ -202,7 +212,7 @@ def _record(fn: Resume, args: tuple[Any, ...], kwargs: dict[str, Any], out: Path
         body = e.body if isinstance(e.body, dict) else {}
         record = {"error": _("the API refused it with a 400: ") + ((body.get("error") or {}).get("message") or str(e))}
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the check's message
-        record = {"error": f"{type(e).__name__}: {e}", "refused": isinstance(e, CheckpointError | ValueError)}
+        record = {"error": error_text(e), "refused": isinstance(e, CheckpointError | ValueError)}
     else:
         if isinstance(result, Checkpoint):
             record = {"checkpoint": result.model_dump(mode="json")}
@@ -510,7 +520,7 @@ def _record_report(fn: ResumeReport, args: tuple[Any, ...], out: Path) -> None:
     try:
         call_learner(fn, *args)
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the check's message
-        record = {"error": f"{type(e).__name__}: {e}", "refused": isinstance(e, CheckpointError | ValueError)}
+        record = {"error": error_text(e), "refused": isinstance(e, CheckpointError | ValueError)}
     else:
         record = {}
     out.write_text(json.dumps(record), encoding="utf-8")

@@ -25,7 +25,7 @@ from ...lab.crash_test import (
 from ...lab.i18n import N_
 from ...scenarios import NOTES_TASK
 from ..i18n import _
-from .support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
+from .support import CheckFailed, call_learner, error_text, handed, is_remote, require, same_data, scratch
 
 Save = Callable[[dict[str, Any], str], None]
 Load = Callable[[str], Any]
@@ -54,9 +54,7 @@ def load_or_fail(load: Load, path: Path, what: str) -> Any:
     try:
         return call_learner(load, handed(path, folder=True))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(
-            _("{what}: load_state raised {error_type}: {error}").format(what=what, error_type=type(e).__name__, error=e)
-        ) from None
+        raise CheckFailed(_("{what}: load_state raised {error}").format(what=what, error=error_text(e))) from None
 
 
 def check_state_round_trip(save: Save, load: Load) -> None:
@@ -104,8 +102,8 @@ def check_state_version_refused(load: Load, versions: Iterable[Any] = (2,)) -> N
             pass
         except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
             raise CheckFailed(
-                _("version {version}: raise a ValueError (subclass), not {error_type}: {error}").format(
-                    version=repr(version), error_type=type(e).__name__, error=e
+                _("version {version}: raise a ValueError (subclass), not {error}").format(
+                    version=repr(version), error=error_text(e)
                 )
             ) from None
         else:
@@ -269,7 +267,10 @@ JOURNAL_HEADER: dict[str, Any] = {"format": "resumable-journal", "version": 1}
 """The journal's first line, as the exercise fixes it."""
 JOURNAL = "journal.jsonl"
 REREAD_LAYOUT = N_("reread the exercise's journal format")
-REREAD_KILL = N_("reread lesson 1, section 4, 'The atomic save, tested with a real kill'")
+REREAD_TORN = N_(
+    "reread Part 2 of this exercise, 'The other form: an append-only journal', where a kill mid-append "
+    "leaves a torn last line"
+)
 REREAD_VERSION = N_("reread lesson 1, section 5, 'Loading: the version check, and the other refusals'")
 REREAD_CARRY = N_("reread lesson 1, section 8, '`turns` and `tokens_used` carry over'")
 
@@ -344,11 +345,7 @@ def read_or_fail(read: Read, path: Path, what: str) -> Any:
     try:
         return call_learner(read, handed(path, folder=True))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(
-            _("{what}: read_journal raised {error_type}: {error}").format(
-                what=what, error_type=type(e).__name__, error=e
-            )
-        ) from None
+        raise CheckFailed(_("{what}: read_journal raised {error}").format(what=what, error=error_text(e))) from None
 
 
 def append_or_fail(append: Append, path: Path, record: dict[str, Any], what: str) -> None:
@@ -356,11 +353,7 @@ def append_or_fail(append: Append, path: Path, record: dict[str, Any], what: str
     try:
         call_learner(append, handed(path, folder=True), copy.deepcopy(record))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(
-            _("{what}: append_record raised {error_type}: {error}").format(
-                what=what, error_type=type(e).__name__, error=e
-            )
-        ) from None
+        raise CheckFailed(_("{what}: append_record raised {error}").format(what=what, error=error_text(e))) from None
 
 
 def require_read(read: Read, path: Path, expected: list[Any], what: str, why: str) -> None:
@@ -387,9 +380,7 @@ def require_refused(read: Read, path: Path, what: str, why: str) -> None:
         pass
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
         raise CheckFailed(
-            _("{what}: raise a ValueError (subclass), not {error_type}: {error}").format(
-                what=what, error_type=type(e).__name__, error=e
-            )
+            _("{what}: raise a ValueError (subclass), not {error}").format(what=what, error=error_text(e))
         ) from None
     else:
         raise CheckFailed(
@@ -412,11 +403,7 @@ def observed_append(append: Append, path: Path, record: dict[str, Any], what: st
     try:
         seen = call_learner(observe, append, handed(path, folder=True), copy.deepcopy(record))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(
-            _("{what}: append_record raised {error_type}: {error}").format(
-                what=what, error_type=type(e).__name__, error=e
-            )
-        ) from None
+        raise CheckFailed(_("{what}: append_record raised {error}").format(what=what, error=error_text(e))) from None
     return seen.append(before, path.read_bytes() if path.exists() else None)
 
 
@@ -506,7 +493,7 @@ def check_torn_tail_ignored(read: Read) -> None:
             records,
             _("with {keep} of the {n_line} bytes of a last line").format(keep=keep, n_line=len(line)),
             _("a line without its \\n is a kill mid-append, no damage: ignore it ({reread_kill})").format(
-                reread_kill=_(REREAD_KILL)
+                reread_kill=_(REREAD_TORN)
             ),
         )
 
@@ -574,7 +561,7 @@ def require_every_kill_reads(read: Read, seen: Any, old: list[Any], new: list[An
             expected,
             _("{what}, a kill at moment {i} of the append ({size} on disk)").format(what=what, i=i, size=size),
             _("only a whole line is a record; a torn one is ignored ({reread_kill})").format(
-                reread_kill=_(REREAD_KILL)
+                reread_kill=_(REREAD_TORN)
             ),
         )
 
@@ -605,7 +592,7 @@ def check_kill_during_append(append: Append, read: Read) -> None:
             path,
             records,
             _("after a kill in the middle of an append"),
-            _("the torn last line must be ignored ({reread_kill})").format(reread_kill=_(REREAD_KILL)),
+            _("the torn last line must be ignored ({reread_kill})").format(reread_kill=_(REREAD_TORN)),
         )
     append_or_fail(append, path, new, _("appending again after the kill"))
     glued = _("cut a torn last line off before appending, so the new record is not glued to its bytes")
@@ -627,9 +614,7 @@ def replay_or_fail(replay: Replay, records: list[dict[str, Any]], what: str) -> 
     try:
         return call_learner(replay, copy.deepcopy(records))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(
-            _("{what}: replay raised {error_type}: {error}").format(what=what, error_type=type(e).__name__, error=e)
-        ) from None
+        raise CheckFailed(_("{what}: replay raised {error}").format(what=what, error=error_text(e))) from None
 
 
 def check_replay(replay: Replay) -> None:

@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -353,15 +354,38 @@ def call_learner(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
 
+def error_text(e: BaseException) -> str:
+    """The learner's exception as a message says it: ``Type: message`` (``Type`` alone when it has no message),
+    then where in the learner's cells it was raised, as the notebook's traceback names it."""
+    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    where = _raised_in_cell(e)
+    return f"{text} ({where})" if where else text
+
+
+def _raised_in_cell(e: BaseException) -> str:
+    """``Cell In[5], line 3: <that line>``: the last frame of ``e``'s traceback in a notebook cell, or ""."""
+    try:
+        from IPython import get_ipython
+    except ImportError:  # the core wing, without IPython: no cells
+        return ""
+    shell = get_ipython()
+    cells = getattr(getattr(shell, "compile", None), "_filename_map", {})
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename in cells]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return _("Cell In[{number}], line {line}: {code}").format(
+        number=cells[frame.filename], line=frame.lineno, code=(frame.line or "").strip()
+    )
+
+
 def run_reconcile(fn: Reconcile, cp: Checkpoint, tools: Toolbox) -> tuple[Checkpoint, Checkpoint]:
     """Call the learner's ``fn(cp, tools)``; return (a copy of cp before, the checkpoint it returned)."""
     before = cp.model_copy(deep=True)
     try:
         out = call_learner(fn, cp, tools)
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        raise CheckFailed(
-            _("reconcile raised {error_type}: {error}").format(error_type=type(e).__name__, error=e)
-        ) from None
+        raise CheckFailed(_("reconcile raised {error}").format(error=error_text(e))) from None
     if type(out) is not Checkpoint:
         raise CheckFailed(
             _("reconcile must return the reconciled Checkpoint, it returned {name}").format(name=type(out).__name__)
@@ -500,7 +524,7 @@ def replay(
         body = e.body if isinstance(e.body, dict) else {}
         error = "API 400: " + ((body.get("error") or {}).get("message") or str(e))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        error = f"{type(e).__name__}: {e}"
+        error = error_text(e)
     reads = sum(1 for _, i in box.world.calls("read_file") if i == target_input("read_file"))
     return Replay(
         ended == "killed",
@@ -537,7 +561,7 @@ def resumed_with(box: RunFolder, fn: Reconcile) -> tuple[Checkpoint | None, str 
         body = e.body if isinstance(e.body, dict) else {}
         return None, "API 400: " + ((body.get("error") or {}).get("message") or str(e))
     except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
-        return None, f"{type(e).__name__}: {e}"
+        return None, error_text(e)
 
 
 ENDINGS = {"hung": N_("hung"), "killed": N_("killed"), "raised": N_("raised"), "finished": N_("finished")}
