@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+
 import pytest
 
 import resumable_core as rc
@@ -63,6 +65,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             super()._assign_work_unit(node)
 
     return ByScope(config, log)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """With ``--durations``, the ten files that took longest, their tests' phases summed: the figures
+    CONTRIBUTING.md gives, and the order ``LONGEST_FIRST`` should follow."""
+    if not config.getoption("durations"):
+        return
+    seconds: dict[str, float] = defaultdict(float)
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if isinstance(report, pytest.TestReport):
+                seconds[report.nodeid.split("::", 1)[0]] += report.duration
+    terminalreporter.write_sep("=", "slowest 10 files")
+    for file, total in sorted(seconds.items(), key=lambda item: -item[1])[:10]:
+        terminalreporter.write_line(f"{total:8.1f}s {file}")
 
 
 @pytest.fixture(autouse=True)

@@ -85,13 +85,16 @@ def test_ci_runs_make_test():
 
 
 def test_make_test_hands_each_worker_whole_files_longest_first(pytestconfig, monkeypatch):
-    """`make test` runs `-n 2 --dist loadfile`, whose scheduler keeps a file's tests on one worker (its module
-    fixtures paid once) but for the files in SPLIT_ACROSS_WORKERS, and hands out the LONGEST_FIRST files first."""
+    """`make test` runs the suite with `-n 2 --dist loadfile`, whose scheduler keeps a file's tests on one worker (its
+    module fixtures paid once) but for the files in SPLIT_ACROSS_WORKERS, and hands out the LONGEST_FIRST files first."""
     pytest.importorskip("xdist")
     import conftest  # tests/ is on sys.path under pytest (rootdir-relative import)
 
-    test_line = next(ln for ln in (ROOT / "Makefile").read_text().splitlines() if ln.startswith("test:"))
-    recipe = (ROOT / "Makefile").read_text().split(test_line, 1)[1].splitlines()[1]
+    makefile = (ROOT / "Makefile").read_text()
+    test_line = next(ln for ln in makefile.splitlines() if ln.startswith("test:"))
+    assert "test-suite" in makefile.split(test_line, 1)[1].split("\n\n", 1)[0]  # make test runs the suite
+    suite_line = next(ln for ln in makefile.splitlines() if ln.startswith("test-suite:"))
+    recipe = makefile.split(suite_line, 1)[1].splitlines()[1]
     assert "-n 2 --dist loadfile" in recipe
     assert all((ROOT / f).is_file() for f in (*conftest.SPLIT_ACROSS_WORKERS, *conftest.LONGEST_FIRST))
     monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
