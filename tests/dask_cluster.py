@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +85,16 @@ def _processes() -> dict[int, tuple[int, str, str]]:
         except (OSError, IndexError):
             continue
     return found
+
+
+def wait_for(predicate: Callable[[], object], seconds: float) -> bool:
+    """Whether ``predicate()`` came true within ``seconds`` (asked five times a second)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def naming(text: str) -> list[int]:

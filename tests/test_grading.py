@@ -13,13 +13,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 from pathlib import Path
 
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+from dask_cluster import naming, wait_for  # the suite's process helpers (tests/ is on sys.path)
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
@@ -378,15 +378,6 @@ def test_worker_reports_of_other_ids_are_ignored(tmp_path, caplog):
     assert "it names student 'ann'" in caplog.text and "cy.json" in caplog.text
 
 
-def _wait_for(predicate, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 @pytest.fixture(scope="module")
 def dask(tmp_path_factory):
     """A real Dask cluster (``tests/dask_cluster.py``) for this module's tests."""
@@ -408,7 +399,6 @@ def _left_in(tmp: Path) -> list[str]:
 @pytest.mark.nbgrader
 def test_ctrl_c_of_a_dask_run_ends_its_tasks_grading(dask, tmp_path):
     """Ctrl-C of grade --scheduler mid-student: one line, code 130; the task stops grading and its files go."""
-    from dask_cluster import naming
 
     samples.write_class(SOURCE, tmp_path / "class", layout="submitted", students=("infinite_loop",))
     sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
@@ -421,14 +411,14 @@ def test_ctrl_c_of_a_dask_run_ends_its_tasks_grading(dask, tmp_path):
         start_new_session=True,  # a process group of its own, as a terminal's foreground job is
     )
     try:
-        assert _wait_for(lambda: naming(f"{dask.tmp}/resumable-recheck-"), 300), "no sandbox ran on the cluster"
+        assert wait_for(lambda: naming(f"{dask.tmp}/resumable-recheck-"), 300), "no sandbox ran on the cluster"
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the foreground process group
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130 and err.decode().splitlines()[-1:] == [cli.INTERRUPTED]
-    assert _wait_for(lambda: not naming(str(dask.tmp)) and not _left_in(dask.tmp), 20), "the task graded on"
+    assert wait_for(lambda: not naming(str(dask.tmp)) and not _left_in(dask.tmp), 20), "the task graded on"
 
 
 @pytest.mark.slow

@@ -16,12 +16,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+from dask_cluster import naming, wait_for  # the suite's process helpers (tests/ is on sys.path)
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import release
@@ -95,30 +95,6 @@ def test_regrading_one_student_keeps_the_whole_class(tmp_path: Path, monkeypatch
     assert _rows(files / "grades.csv") == after  # `grades` rebuilds the same class from the same gradebook
 
 
-def _wait_for(predicate, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
-def _alive_under(folder: Path) -> list[int]:
-    """Processes whose command line names ``folder``: a worker grading there, a tracer or sandbox binding a temp folder.
-
-    A zombie (ended, not yet reaped) has no command line, so it is not counted.
-    """
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            if proc.name.isdigit() and str(folder) in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(proc.name))
-        except OSError:
-            continue
-    return found
-
-
 def _temp_folder(tmp_path: Path, monkeypatch) -> Path:
     """A TMPDIR of this test's own, for `grade` and all it starts (workers, tracers, sandboxes), in and out of process.
 
@@ -150,13 +126,13 @@ def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monke
     proc = _start(_grade(klass, "--out", str(cut_short)))
     try:
         finished = lambda: any((cut_short / merge.DONE).glob("*.json"))  # noqa: E731
-        assert _wait_for(lambda: finished() and _alive_under(tmp), 300), "no student finished while the next one ran"
+        assert wait_for(lambda: finished() and naming(str(tmp)), 300), "no student finished while the next one ran"
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert _wait_for(lambda: not _alive_under(tmp_path), 30), "a worker or a sandbox outlived the killed grade"
+    assert wait_for(lambda: not naming(str(tmp_path)), 30), "a worker or a sandbox outlived the killed grade"
     finished_before = sorted(p.stem for p in (cut_short / merge.DONE).glob("*.json"))
     assert 1 <= len(finished_before) < 3  # of correct, empty and rerun_everything
     assert cli_main(_grade(klass, "--out", str(cut_short), "--resume")) == 0
@@ -177,7 +153,7 @@ def test_ctrl_c_stops_a_run_at_once_and_resume_grades_whom_it_cut(tmp_path: Path
     proc = _start(_grade(klass, "--out", str(out), "--jobs", "2"))
     cut = out / merge.DONE / "correct.json"
     try:
-        assert _wait_for(lambda: _alive_under(tmp) and not cut.exists(), 300), "correct's sandbox never ran"
+        assert wait_for(lambda: naming(str(tmp)) and not cut.exists(), 300), "correct's sandbox never ran"
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the foreground process group
         _, err = proc.communicate(timeout=60)
     finally:
@@ -185,7 +161,7 @@ def test_ctrl_c_stops_a_run_at_once_and_resume_grades_whom_it_cut(tmp_path: Path
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130
     assert err.decode().splitlines()[-1:] == [cli.INTERRUPTED] and b"Traceback" not in err
-    assert _wait_for(lambda: not _alive_under(tmp_path), 30), "a worker or a sandbox outlived the interrupted run"
+    assert wait_for(lambda: not naming(str(tmp_path)), 30), "a worker or a sandbox outlived the interrupted run"
     assert list(tmp.iterdir()) == []
     assert not cut.exists()  # cut mid-student: not done
     assert cli_main(_grade(klass, "--out", str(out), "--resume")) == 0
