@@ -64,14 +64,15 @@ formgrader: setup  ## formgrader on this course's gradebook: open the printed li
 # on 3.12/3.13 beside it (-j3), not after it: the main suite waits on kernels and sandboxes, and the
 # other two fill those waits. Each side job prints its output as one block when it ends.
 # Every temporary file of the run goes to one fresh folder on a memory file system where there is one
-# (/dev/shm), removed at the end: the tests kill processes, never the machine, so they need fsync
-# called, not a disk under it, and on a virtual machine's disk fsync was most of their time.
+# (/dev/shm; a short name: a socket's path holds 107 bytes), removed at the end. The tests kill
+# processes, never the machine, so they need fsync called, not a disk under it, and on a virtual
+# machine's disk fsync was most of their time (tests/test_matrix.py's random kills keep a disk).
 TEST_TMP_ROOT := $(firstword $(wildcard /dev/shm) /tmp)
 
 test: setup  ## ruff, then every test with mypy and the core suite on 3.12 and 3.13 beside it
 	$(BIN)/ruff check resumable_core tests bench
 	$(BIN)/ruff format --check resumable_core tests bench
-	@tmp=$$(mktemp -d $(TEST_TMP_ROOT)/resumable-tests-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	@tmp=$$(mktemp -d $(TEST_TMP_ROOT)/ra-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
 	echo "temporary files: $$tmp" && env TMPDIR=$$tmp $(MAKE) --no-print-directory -j3 test-suite types test-core-pythons
 
 test-suite: setup  ## every test, on two workers (the longest files first: tests/conftest.py)

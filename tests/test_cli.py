@@ -120,9 +120,11 @@ def test_a_wing_without_its_extra_says_what_to_install(monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_a_command_that_imports_its_extra_late_also_says_what_to_install():
+def test_a_command_that_imports_its_extra_late_also_says_what_to_install(tmp_path):
     """grade with nbgrader missing (imported only when it runs) exits 1 with the one-line install hint."""
-    code = "import sys; sys.modules['nbgrader'] = None\nfrom resumable_core.__main__ import main\nsys.exit(main(['grade', 'x.zip']))"
+    (tmp_path / "class").mkdir()
+    (tmp_path / "class" / "ann.ipynb").write_text("{}")  # a class to grade: a missing one is refused first
+    code = f"import sys; sys.modules['nbgrader'] = None\nfrom resumable_core.__main__ import main\nsys.exit(main(['grade', {str(tmp_path / 'class')!r}]))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert out.stderr.splitlines() == [

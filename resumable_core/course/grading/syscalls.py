@@ -26,6 +26,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .isolation import owned
+
 STRACE = "strace"
 TRACED = (
     # "?": a name this architecture lacks (aarch64 has no open, rename, ...) is skipped, not an error
@@ -134,7 +136,7 @@ def available() -> str | None:
     """None when strace traces here as :func:`tracer_argv` needs, else why not (one line)."""
     if shutil.which(STRACE) is None:
         return "strace is not installed (apt-get install strace)"
-    with tempfile.TemporaryDirectory(prefix="resumable-strace-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned("resumable-strace-probe-")) as tmp:  # a kill mid-probe: swept
         folder = os.path.join(os.path.realpath(tmp), "probe")
         os.mkdir(folder)
         trace = Path(tmp, "trace")
