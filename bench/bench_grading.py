@@ -43,7 +43,7 @@ from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import pipeline
 from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.pipeline import grade
-from resumable_core.course.grading.workspace import DEFAULT_TIMEOUT, write_course
+from resumable_core.course.grading.steps.workspace import DEFAULT_TIMEOUT, write_course
 from resumable_core.course.nbgrader_cli import nbgrader
 
 REPO = Path(__file__).resolve().parent.parent

@@ -43,12 +43,14 @@ from typing import Any
 import nbformat
 
 from resumable_core.course import nbgrader_cli
-from resumable_core.course.grading import execute, feedback, pipeline, recheck, workers
-from resumable_core.course.grading.budget import DEFAULT_TIMEOUT, recheck_budget, wall_budget
+from resumable_core.course.grading import pipeline
 from resumable_core.course.grading.inside.shell import KEY
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, Job, Limits, PlainBackend, library_copy
 from resumable_core.course.grading.pipeline import grade
-from resumable_core.course.grading.recheck import LearnerProcess
+from resumable_core.course.grading.recheck import driver as recheck
+from resumable_core.course.grading.recheck.learner import LearnerProcess
+from resumable_core.course.grading.steps import execute, feedback, workers
+from resumable_core.course.grading.steps.budget import DEFAULT_TIMEOUT, recheck_budget, wall_budget
 
 
 def _bench_grading() -> ModuleType:

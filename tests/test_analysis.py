@@ -7,7 +7,7 @@ import csv
 import pytest
 from PIL import Image
 
-from resumable_core.course.grading.analysis import NO_MESSAGE, Outcome, analyse, write
+from resumable_core.course.grading.steps.analysis import NO_MESSAGE, Outcome, analyse, write
 
 
 def _class() -> list[Outcome]:

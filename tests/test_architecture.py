@@ -175,21 +175,12 @@ GRADEBOOK_SIDE = (
     "nbgrader",
     "sqlalchemy",
     "resumable_core.course.hidden",
+    "resumable_core.course.grading.gradebook",
+    "resumable_core.course.grading.pipeline",
+    "resumable_core.course.grading.cli",
     *(
-        f"resumable_core.course.grading.{m}"
-        for m in (
-            "gradebook",
-            "workspace",
-            "workers",
-            "publish",
-            "merge",
-            "course_grades",
-            "pipeline",
-            "cli",
-            "report",
-            "feedback",
-            "execute",
-        )
+        f"resumable_core.course.grading.steps.{m}"
+        for m in ("workspace", "workers", "publish", "merge", "course_grades", "report", "feedback", "execute")
     ),
 )
 """What no module inside a sandbox may import: the gradebook (``gradebook``, the one module that opens it), the steps
@@ -281,11 +272,11 @@ def test_the_grading_data_imports_no_notebook_package_and_no_step(name):
     assert not bad, f"{name} imports {sorted(bad)}: it is data, the steps import it, never the other way"
 
 
-@pytest.mark.parametrize("path", sorted((GRADING / "rpc").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((GRADING / "recheck" / "rpc").glob("*.py")), ids=lambda p: p.name)
 def test_the_channel_knows_nothing_of_learners(path):
     """rpc/ imports only the standard library and itself: no check, no model, no learner."""
     ours = {m for m in _absolute_imports(path) if m.startswith("resumable_core")}
-    assert all(m.startswith("resumable_core.course.grading.rpc") for m in ours), sorted(ours)
+    assert all(m.startswith("resumable_core.course.grading.recheck.rpc") for m in ours), sorted(ours)
 
 
 @pytest.mark.slow
@@ -295,3 +286,21 @@ def test_the_trusted_side_starts_the_inside_by_module_name_never_by_import():
     for path in outside:
         bad = {m for m in _absolute_imports(path) if m.startswith("resumable_core.course.grading.inside")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in INSIDE if p.stem != "__init__"], ids=lambda p: p.name)
+def test_importing_the_inside_loads_nothing_of_the_gradebook_side(path):
+    """What a sandbox's process loads, measured: a package's ``__init__`` or a registry's dynamic import counts too.
+    The checker alone holds the hidden checks (its sandbox runs no learner code)."""
+    name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    loaded = subprocess.run(
+        [sys.executable, "-c", f"import json, sys, {name}; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
+    forbidden = tuple(m for m in GRADEBOOK_SIDE if path.stem != "checker" or m != "resumable_core.course.hidden")
+    bad = [m for m in json.loads(loaded) if _within(m, forbidden)]
+    assert not bad, f"importing {path.name} loads {bad}"

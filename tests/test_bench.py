@@ -197,7 +197,7 @@ def test_bench_sandbox_times_the_learners_methods_only_while_the_stack_is_open()
     """The breakdown's wrappers of LearnerProcess's methods are in place inside the block and gone after it."""
     import contextlib
 
-    from resumable_core.course.grading.recheck import LearnerProcess
+    from resumable_core.course.grading.recheck.learner import LearnerProcess
 
     bench = _bench_module("bench_sandbox")
     before = {m: vars(LearnerProcess)[m] for m in ("start", "executed", "stop")}

@@ -1,4 +1,4 @@
-"""The re-check's boundary (resumable_core/course/grading/boundary.py): a learner's function reaches the
+"""The re-check's boundary (resumable_core/course/grading/recheck/boundary.py): a learner's function reaches the
 checker's world only through the named operations of its stand-ins, and gets copies of handed paths."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core.course.checks.support import CountingToolbox, die, fresh_toolbox, handed
-from resumable_core.course.grading import boundary, rpc
+from resumable_core.course.grading.recheck import boundary, rpc
 
 
 def _pair(ns: dict[str, Any], tmp_path: Path) -> tuple[boundary.Learner, threading.Thread]:

@@ -35,7 +35,7 @@ from resumable_core.course.checks import postmortem as checks_postmortem
 from resumable_core.course.checks import reconcile as checks_reconcile
 from resumable_core.course.checks import resume_skeleton as checks_skeleton
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.course.grading.recheck import check_calls, graded_sources, setup_cells
+from resumable_core.course.grading.recheck.driver import check_calls, graded_sources, setup_cells
 from resumable_core.course.hidden import postmortem as hidden_postmortem
 from resumable_core.course.hidden import reconcile as hidden_reconcile
 from resumable_core.course.hidden import resume_skeleton as hidden_skeleton

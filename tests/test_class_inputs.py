@@ -11,10 +11,10 @@ import nbformat
 import pytest
 
 from resumable_core.__main__ import main as cli_main
-from resumable_core.course.grading.collect import collect
-from resumable_core.course.grading.lms import Names
 from resumable_core.course.grading.model import Submission
-from resumable_core.course.grading.prepare import prepare, read_notebook
+from resumable_core.course.grading.steps.collect import collect
+from resumable_core.course.grading.steps.lms import Names
+from resumable_core.course.grading.steps.prepare import prepare, read_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 RELEASE = REPO / "exercises" / "reconcile" / "reconcile.ipynb"

@@ -13,8 +13,8 @@ import tarfile
 import pytest
 
 from resumable_core.__main__ import main as cli_main
-from resumable_core.course.grading import cluster
 from resumable_core.course.grading.errors import GradingError
+from resumable_core.course.grading.steps import cluster
 
 distributed = pytest.importorskip("distributed", reason="Dask distributed is in the class extra (make setup)")
 

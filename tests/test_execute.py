@@ -1,4 +1,4 @@
-"""What the grader takes back from a learner's process (course/grading/execute.py): the outputs of the
+"""What the grader takes back from a learner's process (course/grading/steps/execute.py): the outputs of the
 cells that ran, never a forged cell; the wall clock's budget; a process that kills what its cells leave."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def library(tmp_path_factory) -> Path:
 def _stop_serving_learners():
     """A notebook whose cells all ran leaves its learner's process serving (a worker stops it): stop it here."""
     yield
-    from resumable_core.course.grading import execute
+    from resumable_core.course.grading.steps import execute
 
     for key in list(execute.RUNNING):
         execute.RUNNING.pop(key).stop()
@@ -73,7 +73,7 @@ def _result(sent: nbformat.NotebookNode, done: int, stopped: str | None = None) 
 
 def test_partial_results_are_kept_and_the_rest_says_why():
     """Cells before the runner's mark keep their outputs (stderr as stdout); the others get an error naming why."""
-    from resumable_core.course.grading.execute import merge_result
+    from resumable_core.course.grading.steps.execute import merge_result
 
     sent = _sent()
     merged = merge_result(sent, _result(sent, done=2, stopped="the kernel died"), None)
@@ -89,7 +89,7 @@ def test_partial_results_are_kept_and_the_rest_says_why():
 
 def test_a_forged_result_cannot_change_the_cells():
     """A result whose cell source, metadata or count differs from what was sent gives that cell no outputs of its."""
-    from resumable_core.course.grading.execute import merge_result
+    from resumable_core.course.grading.steps.execute import merge_result
 
     sent = _sent()
     forged = _result(sent, done=4)
@@ -108,7 +108,7 @@ def test_a_forged_result_cannot_change_the_cells():
 @pytest.mark.slow  # a kernel started in the sandbox: seconds of CPU
 def test_a_notebook_runs_in_the_sandbox_and_comes_back_as_data(library, tmp_path):
     """The learner's process in the sandbox: stderr comes back as stdout, writes are thrown away, a kill's later cells say why."""
-    from resumable_core.course.grading.execute import SandboxedExecute
+    from resumable_core.course.grading.steps.execute import SandboxedExecute
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -153,7 +153,7 @@ def _kernel_notebook(*sources: str) -> nbformat.NotebookNode:
 @pytest.mark.slow
 def test_processes_a_cell_leaves_running_are_killed_with_the_cell(library, tmp_path):
     """A spinning child, a sleeping child and a double-forked daemon left by a cell are gone when the next cell runs."""
-    from resumable_core.course.grading.execute import SandboxedExecute
+    from resumable_core.course.grading.steps.execute import SandboxedExecute
 
     marker = f"resumable-leftover-{uuid.uuid4().hex}"
     start = f"""
@@ -186,8 +186,8 @@ def test_added_cells_do_not_stretch_the_wall_clock(tmp_path):
     """A submission with 30 added empty code cells gets the wall clock of the release's code cells, no more."""
     from traitlets.config import Config
 
-    from resumable_core.course.grading.budget import wall_budget
-    from resumable_core.course.grading.execute import SandboxedExecute
+    from resumable_core.course.grading.steps.budget import wall_budget
+    from resumable_core.course.grading.steps.execute import SandboxedExecute
 
     release = _kernel_notebook("x = 1", "print(x)", "assert x == 1")
     release.cells.insert(1, nbformat.v4.new_markdown_cell("text"))
@@ -206,7 +206,7 @@ def test_added_cells_do_not_stretch_the_wall_clock(tmp_path):
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder"])
 def test_a_result_that_is_not_a_regular_file_is_no_result(tmp_path, kind):
     """A result made a link to /dev/zero, a fifo or a folder is refused at once, never read or waited on."""
-    from resumable_core.course.grading.recheck import read_result as _read_result
+    from resumable_core.course.grading.recheck.learner import read_result as _read_result
 
     path = tmp_path / ".result.ipynb"
     {"symlink": lambda: path.symlink_to("/dev/zero"), "fifo": lambda: os.mkfifo(path), "folder": path.mkdir}[kind]()
@@ -221,7 +221,7 @@ FLOOD = "for _ in range(21 * 1024):\n    print('x' * 1023)"
 @pytest.mark.slow
 def test_an_output_flood_costs_the_cells_from_the_one_that_flooded(library, tmp_path):
     """The cells before a cell that prints past the output cap keep their outputs; it and the later ones say why."""
-    from resumable_core.course.grading.execute import SandboxedExecute
+    from resumable_core.course.grading.steps.execute import SandboxedExecute
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [

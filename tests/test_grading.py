@@ -25,10 +25,10 @@ from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
 from resumable_core.course import release as course
 from resumable_core.course.grading import cli
-from resumable_core.course.grading.collect import collect, unpacked
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.isolation import BwrapBackend
-from resumable_core.course.grading.prepare import read_notebook, restore_cells, suspicious
+from resumable_core.course.grading.steps.collect import collect, unpacked
+from resumable_core.course.grading.steps.prepare import read_notebook, restore_cells, suspicious
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
@@ -365,7 +365,7 @@ def test_no_sandbox_warns_what_it_exposes(tmp_path):
 
 def test_worker_reports_of_other_ids_are_ignored(tmp_path, caplog):
     """A report file naming another student, or not a report at all, is ignored and logged, never fatal."""
-    from resumable_core.course.grading import workers
+    from resumable_core.course.grading.steps import workers
 
     report = workers.StudentReport("ann", str(tmp_path), success=True)
     workers.write_report(tmp_path, report)

@@ -24,13 +24,13 @@ import nbformat
 import pytest
 
 from resumable_core.course import notebooks
-from resumable_core.course.grading import prepare as prep
-from resumable_core.course.grading import report, workers
-from resumable_core.course.grading.collect import check_id, collect, student_id
 from resumable_core.course.grading.errors import StudentIdError
-from resumable_core.course.grading.feedback import CSP, feedback_path, render_feedback, write_feedback
-from resumable_core.course.grading.merge import trusted_reports
 from resumable_core.course.grading.model import CellGrade, StudentReport, Submission
+from resumable_core.course.grading.steps import prepare as prep
+from resumable_core.course.grading.steps import report, workers
+from resumable_core.course.grading.steps.collect import check_id, collect, student_id
+from resumable_core.course.grading.steps.feedback import CSP, feedback_path, render_feedback, write_feedback
+from resumable_core.course.grading.steps.merge import trusted_reports
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
@@ -334,7 +334,7 @@ def test_the_recheck_sandbox_gets_the_limits_configured_for_the_kernel():
     """backend_of builds the re-check's backend with the kernel's factory: the course's backend, memory and CPU caps."""
     from traitlets.config import Config
 
-    from resumable_core.course.grading.execute import SandboxedExecute
+    from resumable_core.course.grading.steps.execute import SandboxedExecute
 
     config = Config()
     assert workers.backend_of(config) is None  # plain nbgrader

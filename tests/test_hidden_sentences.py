@@ -11,10 +11,11 @@ import pytest
 from resumable_core.course import release as course
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.checks.support import HIDDEN_SENTENCE, FailedAfterRestart
-from resumable_core.course.grading import reasons, workers
+from resumable_core.course.grading import reasons
 from resumable_core.course.grading.errors import UnknownCheckError
 from resumable_core.course.grading.inside import checker
 from resumable_core.course.grading.recheck.plan import CheckCall, check_calls, planned_calls
+from resumable_core.course.grading.steps import workers
 from resumable_core.course.hidden import reconcile as hidden
 from resumable_core.lab.i18n import LANGUAGES
 

@@ -22,9 +22,9 @@ from test_checks import JOURNAL_CELLS as JOURNAL_TESTS  # the journal's test cel
 from resumable_core.course import release as course
 from resumable_core.course.checks import resume_skeleton as checks
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.course.grading import recheck as isolated
-from resumable_core.course.grading import syscalls
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import driver as isolated
+from resumable_core.course.grading.recheck import syscalls
 from resumable_core.course.hidden import resume_skeleton as hidden
 
 SOURCE = course.notebook_path("resume_skeleton")

@@ -26,10 +26,10 @@ import pytest
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import notebooks
 from resumable_core.course import release as course
-from resumable_core.course.grading import prepare as prep
-from resumable_core.course.grading.collect import collect
-from resumable_core.course.grading.execute import SandboxedExecute
 from resumable_core.course.grading.isolation import BwrapBackend
+from resumable_core.course.grading.steps import prepare as prep
+from resumable_core.course.grading.steps.collect import collect
+from resumable_core.course.grading.steps.execute import SandboxedExecute
 
 ENGLISH = course.notebook_path("reconcile", course.COURSE_ROOT, course.RELEASE_DIR)
 KOREAN = course.translated_path("reconcile", "ko", course.COURSE_ROOT, course.RELEASE_DIR)

@@ -1,4 +1,4 @@
-"""What the learner's processes see while graded (resumable_core/course/grading/learner_view.py): no hidden
+"""What the learner's processes see while graded (resumable_core/course/grading/recheck/learner_view.py): no hidden
 check, no hidden test code."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading.isolation import library_copy
-from resumable_core.course.grading.learner_view import (
+from resumable_core.course.grading.recheck.learner_view import (
     HIDDEN_PACKAGE,
     kernel_notebook,
     learner_library,

@@ -9,11 +9,11 @@ import pytest
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course.grading import reasons
-from resumable_core.course.grading.collect import collect
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.i18n import GRADING
-from resumable_core.course.grading.lms import Names, Roster, write_imports
 from resumable_core.course.grading.model import Submission
+from resumable_core.course.grading.steps.collect import collect
+from resumable_core.course.grading.steps.lms import Names, Roster, write_imports
 
 NB = b'{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'
 

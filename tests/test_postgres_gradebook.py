@@ -35,13 +35,13 @@ from resumable_core.course import nbgrader_cli, release
 from resumable_core.course.grading import gradebook
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.isolation import BwrapBackend
-from resumable_core.course.grading.publish import check_released, find_course, publish
+from resumable_core.course.grading.steps.publish import check_released, find_course, publish
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"
 SOURCE = release.notebook_path(ASSIGNMENT)
 COURSE_ID = "pg-test"
-WORK_COURSE_ID = "resumable-agents"  # the working course's (grading/workspace.py)
+WORK_COURSE_ID = "resumable-agents"  # the working course's (grading/steps/workspace.py)
 TIMEOUT = "30"  # per cell; a loaded 2-core box imports anthropic in ~10 s
 CLASS = {
     "correct": samples.answers(samples.REAL_CORRECT),

@@ -8,7 +8,7 @@ import pytest
 
 from resumable_core.course.grading import reasons
 from resumable_core.course.grading.isolation import Outcome
-from resumable_core.course.grading.recheck import _read_report
+from resumable_core.course.grading.recheck.driver import _read_report
 from resumable_core.course.grading.recheck.report import Report
 
 TITLE = "\x1b]0;pwned\x07"
@@ -48,7 +48,8 @@ def test_a_lone_surrogate_in_a_learners_error_reaches_the_gradebook_comment(tmp_
     from nbgrader import api
     from nbgrader.api import Gradebook
 
-    from resumable_core.course.grading import gradebook, workers
+    from resumable_core.course.grading import gradebook
+    from resumable_core.course.grading.steps import workers
 
     # a new gradebook's stamp: `alembic heads` is a subprocess costing seconds, and no part of this test
     monkeypatch.setattr(api, "get_alembic_version", lambda: "0")

@@ -15,8 +15,8 @@ import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
-from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import driver as isolated
 from resumable_core.course.hidden import reconcile as hidden_reconcile
 
 REPO = Path(__file__).resolve().parent.parent
@@ -374,8 +374,8 @@ def test_the_learners_process_gets_no_source_notebook(tmp_path):
 
 def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path):
     """A restarted call runs in a new interpreter that ran the cells again but the tests: per-process state is new."""
-    from resumable_core.course.grading.boundary import Learner, RemoteFunction
     from resumable_core.course.grading.isolation import PlainBackend
+    from resumable_core.course.grading.recheck.boundary import Learner, RemoteFunction
     from resumable_core.course.grading.recheck.learner import SOCKET
 
     nb = nbformat.v4.new_notebook()

@@ -24,8 +24,8 @@ import nbformat
 import pytest
 
 from resumable_core.course.assignments import ASSIGNMENTS
-from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import driver as isolated
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
@@ -76,7 +76,7 @@ def graded(assignment: str) -> list[str]:
 
 def targets(assignment: str) -> list[str]:
     """The cells an attack must not score: every graded cell (the traced two only where strace can trace)."""
-    from resumable_core.course.grading import syscalls
+    from resumable_core.course.grading.recheck import syscalls
 
     untraced = syscalls.available() is not None
     return [
@@ -168,7 +168,7 @@ RAW_FRAME = (
     + """
 # the same, as raw frames on the socket: a "raise" of a NameError with no text for every lookup
 import json as _json
-from resumable_core.course.grading.rpc import session as _rpc_session
+from resumable_core.course.grading.recheck.rpc import session as _rpc_session
 
 _real_answer = _rpc_session.Session._answer
 
@@ -419,8 +419,7 @@ def test_a_trace_that_fills_its_folder_costs_only_the_traced_cells(box, tmp_path
     """A learner's process whose system calls fill the trace's folder (here a 1 MiB one; the hunt above, reading a
     venv under /tmp, filled the 256 MiB one in CI): strace's message for each line it cannot write stays off the
     process's capped output, so the re-check is conclusive; the traced cells fail, saying why, the others pass."""
-    from resumable_core.course.grading import syscalls
-    from resumable_core.course.grading.recheck import learner
+    from resumable_core.course.grading.recheck import learner, syscalls
 
     if syscalls.available() is not None:
         pytest.skip(f"no tracer: {syscalls.available()}")
@@ -659,7 +658,7 @@ FORGED_PROBES_SAVE = """def save_state(state, path):
 
 def _traced_recheck(box, tmp_path: Path, name: str, answer: str) -> isolated.Report:
     """resume_skeleton's solution with ``name`` answered by ``answer``, re-checked under the tracer (skipped without one)."""
-    from resumable_core.course.grading import syscalls
+    from resumable_core.course.grading.recheck import syscalls
 
     if syscalls.available() is not None:
         pytest.skip(f"no tracer: {syscalls.available()}")

@@ -18,8 +18,8 @@ import resumable_core as rc
 from resumable_core.course import release as course
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
 from resumable_core.course.grading import reasons
-from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import driver as isolated
 from resumable_core.course.hidden import postmortem as hidden
 from resumable_core.lab import payments
 

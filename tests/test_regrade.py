@@ -25,11 +25,12 @@ from dask_cluster import naming, wait_for  # the suite's process helpers (tests/
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import release
-from resumable_core.course.grading import cli, merge, workspace
+from resumable_core.course.grading import cli
 from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.model import StudentReport, Submission
 from resumable_core.course.grading.progress import REASON_WIDTH, RunProgress, cut
-from resumable_core.course.grading.report import format_table, write_csv
+from resumable_core.course.grading.steps import merge, workspace
+from resumable_core.course.grading.steps.report import format_table, write_csv
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"

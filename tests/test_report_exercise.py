@@ -19,8 +19,8 @@ import test_resume_exercise as exercise  # tests/ is on sys.path under pytest (r
 
 from resumable_core.course.assignments import REGISTRY
 from resumable_core.course.checks import resume as checks
-from resumable_core.course.grading import recheck as isolated
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
+from resumable_core.course.grading.recheck import driver as isolated
 from resumable_core.course.hidden import resume as hidden
 from resumable_core.errors import ToolError
 from resumable_core.lab import report_agent as ra

@@ -1,4 +1,4 @@
-"""The grader's data-only channel (resumable_core/course/grading/rpc/): only data crosses, and what
+"""The grader's data-only channel (resumable_core/course/grading/recheck/rpc/): only data crosses, and what
 arrives is rebuilt by the receiver, never trusted."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from resumable_core import Checkpoint, Effect, PendingToolUse, new_checkpoint
-from resumable_core.course.grading import rpc
+from resumable_core.course.grading.recheck import rpc
 from resumable_core.errors import CheckpointCorruptError, CheckpointError, ResumableError
 
 MODELS: dict[str, type] = {

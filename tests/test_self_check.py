@@ -11,7 +11,7 @@ import pytest
 
 from resumable_core.__main__ import main as cli
 from resumable_core.course import self_check
-from resumable_core.course.grading.workspace import DEFAULT_TIMEOUT
+from resumable_core.course.grading.steps.workspace import DEFAULT_TIMEOUT
 
 ROOT = Path(__file__).resolve().parents[1]
 # Longer than the ~80 characters nbgrader's validate keeps, with an end to look for.
@@ -64,7 +64,7 @@ def test_the_check_caps_memory_as_grading_does() -> None:
 
 def test_the_check_warns_at_gradings_output_cap() -> None:
     """The check's output cap is the one grading keeps of an executed notebook."""
-    from resumable_core.course.grading.execute import SandboxedExecute
+    from resumable_core.course.grading.steps.execute import SandboxedExecute
 
     assert self_check.OUTPUT_CAP == SandboxedExecute().result_cap == 16 << 20
 

@@ -10,7 +10,7 @@ import pytest
 import similarity_samples as planted
 
 from resumable_core.__main__ import main as cli_main
-from resumable_core.course.grading.similarity import class_similarity, normalise, own_code, similar_pairs
+from resumable_core.course.grading.steps.similarity import class_similarity, normalise, own_code, similar_pairs
 
 MINE = """def reconcile(cp, tools):
     # my own work

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable_core.course.grading import syscalls
 from resumable_core.course.grading.isolation import BwrapBackend, Job, Mount, capped_folder
-from resumable_core.course.grading.syscalls import Event, atomic_problem, durable_problem, read_events
+from resumable_core.course.grading.recheck import syscalls
+from resumable_core.course.grading.recheck.syscalls import Event, atomic_problem, durable_problem, read_events
 
 SAVERS = Path(__file__).parent / "syscall_savers"
 OLD = b'{"version": 1, "old": true}\n'

@@ -172,7 +172,7 @@ def release(course_root: str | Path = COURSE_ROOT, assignments: Iterable[str] = 
     Refuses (:class:`.grading.errors.GradingError`) a gradebook on a database server without a course id,
     and (:class:`TranslationError`) a translated source that lacks one of the release's markdown cells.
     """
-    from .grading.publish import find_course  # the grading wing imports this module
+    from .grading.steps.publish import find_course  # the grading wing imports this module
 
     root = Path(course_root).resolve()
     find_course(root)

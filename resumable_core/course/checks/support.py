@@ -114,7 +114,7 @@ class HandedPath(str):
     """A path a check hands the learner's function to read and write: a plain ``str`` wherever it is used.
 
     In the isolated re-check the checker copies the file into a folder the learner's process sees
-    before the call and reads it back after it (:mod:`resumable_core.course.grading.boundary`), so
+    before the call and reads it back after it (:mod:`resumable_core.course.grading.recheck.boundary`), so
     the check's own folder stays out of the learner's reach.
     """
 

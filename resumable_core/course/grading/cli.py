@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 from ..assignments import ASSIGNMENTS
 from ..nbgrader_cli import NbgraderError
 from . import reasons
-from .budget import DEFAULT_TIMEOUT
-from .collect import check_class
 from .errors import GradingError
-from .lms import PARSERS, Names
-from .similarity import THRESHOLD as SIMILAR
+from .steps.budget import DEFAULT_TIMEOUT
+from .steps.collect import check_class
+from .steps.lms import PARSERS, Names
+from .steps.similarity import THRESHOLD as SIMILAR
 
 INTERRUPTED = (
     "grade: interrupted; every sandbox of the run is stopped. "
@@ -23,7 +23,7 @@ INTERRUPTED = (
 """The one line a Ctrl-C leaves (exit code 130), however far the run got."""
 
 if TYPE_CHECKING:  # course_grades loads nbgrader: only a run that writes the files imports it
-    from .course_grades import ClassFiles
+    from .steps.course_grades import ClassFiles
 
 
 def _class_options(p: argparse.ArgumentParser) -> None:
@@ -200,8 +200,8 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
 def grades_main(args: argparse.Namespace) -> int:
     """Run ``grades``: 0 once the CSV is written, 2 when the course or the assignment is not there."""
     from ..release import COURSE_ROOT  # imported here, as grade's pipeline: nbgrader loads only when used
-    from .course_grades import write_course_grades
-    from .publish import find_course
+    from .steps.course_grades import write_course_grades
+    from .steps.publish import find_course
 
     out = Path(args.out) if args.out else Path.cwd() / f"grades-{args.assignment}"
     try:
@@ -278,7 +278,7 @@ def main(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the workers and their sandboxes are stopped (:func:`.workers.run_workers`)
         print(INTERRUPTED, file=sys.stderr)
         return 130
-    from .report import format_table
+    from .steps.report import format_table
 
     shown = run.class_submissions if run.class_submissions is not None else run.submissions
     print()

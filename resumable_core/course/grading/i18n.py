@@ -7,5 +7,7 @@ from pathlib import Path
 from resumable_core.lab.i18n import Catalog, register
 
 GRADING = register(
-    Catalog("grading", Path(__file__).parent / "locale", ("course/grading/reasons.py", "course/grading/feedback.py"))
+    Catalog(
+        "grading", Path(__file__).parent / "locale", ("course/grading/reasons.py", "course/grading/steps/feedback.py")
+    )
 )

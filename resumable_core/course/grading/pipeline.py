@@ -39,22 +39,22 @@ from pathlib import Path
 from typing import Any
 
 from ..release import COURSE_ROOT
-from .cluster import check_scheduler, run_on_cluster
-from .collect import check_class, check_id, collect, unpacked
-from .course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .errors import GradingError, StudentIdError
 from .gradebook import export_csv, gradebook_url, submission_score
 from .isolation import library_copy, make_backend
-from .lms import Names
-from .merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
 from .model import StudentReport, Submission
-from .prepare import prepare
 from .progress import RunProgress
-from .publish import Course, check_released, find_course, publish
-from .report import explain, plot_scores, write_csv
-from .similarity import THRESHOLD as SIMILAR
-from .workers import WORKER_EXITED, run_workers
-from .workspace import DEFAULT_TIMEOUT, Execution, cached_release, find_source, prepare_out
+from .steps.cluster import check_scheduler, run_on_cluster
+from .steps.collect import check_class, check_id, collect, unpacked
+from .steps.course_grades import ClassFiles, record_results, write_class_files, write_course_grades
+from .steps.lms import Names
+from .steps.merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
+from .steps.prepare import prepare
+from .steps.publish import Course, check_released, find_course, publish
+from .steps.report import explain, plot_scores, write_csv
+from .steps.similarity import THRESHOLD as SIMILAR
+from .steps.workers import WORKER_EXITED, run_workers
+from .steps.workspace import DEFAULT_TIMEOUT, Execution, cached_release, find_source, prepare_out
 
 NO_SANDBOX_WARNING = (
     "WARNING: --no-sandbox: every submission runs with your powers: it can read and change your files "

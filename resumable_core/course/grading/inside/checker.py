@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from ...checks.support import FailedAfterRestart
-from .. import reasons, rpc
-from ..boundary import Learner, observe_with
+from .. import reasons
+from ..recheck import rpc
+from ..recheck.boundary import Learner, observe_with
 from ..recheck.plan import CheckCall, planned_calls
 from ..recheck.report import Report, load_errors_of
 

@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import rpc, syscalls
-from ..boundary import Stand, codec
 from ..notebook_cells import code_cells, is_test, learner_cells, source_of
+from ..recheck import rpc, syscalls
+from ..recheck.boundary import Stand, codec
 from .leftovers import kill_leftovers
 from .shell import new_shell, run_cell, run_notebook
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import syscalls
 from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
-from ..learner_view import learner_library
+from . import syscalls
+from .learner_view import learner_library
 from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
 
 RPC = "/grading/rpc"

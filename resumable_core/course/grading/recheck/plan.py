@@ -18,8 +18,8 @@ from typing import Any
 from ...assignments import REGISTRY
 from ...checks.support import HIDDEN_SENTENCE
 from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
-from ..learner_view import hidden_lines
 from ..notebook_cells import graded_sources, setup_cells
+from .learner_view import hidden_lines
 
 
 def _bind() -> dict[str, dict[str, dict[str, Callable[..., None]]]]:

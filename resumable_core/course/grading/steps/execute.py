@@ -38,13 +38,13 @@ from traitlets import Enum, Float, Integer, Unicode
 
 from resumable_core.lab import i18n
 
-from .. import notebooks
+from ... import notebooks
+from ..isolation import BACKENDS, Backend, Limits, make_backend
+from ..notebook_cells import KEY, NOT_RUN
+from ..recheck.driver import answer_is_a_loop
+from ..recheck.learner import RESULT_CAP, LearnerProcess
+from ..recheck.learner_view import kernel_notebook
 from .budget import DEFAULT_TIMEOUT, code_cells, graded_cells, recheck_budget, wall_budget
-from .isolation import BACKENDS, Backend, Limits, make_backend
-from .learner_view import kernel_notebook
-from .notebook_cells import KEY, NOT_RUN
-from .recheck import LearnerProcess, answer_is_a_loop
-from .recheck.learner import RESULT_CAP
 
 
 def _same_cell(sent: Any, got: Any) -> bool:

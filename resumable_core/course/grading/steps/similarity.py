@@ -26,7 +26,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any
 
-from . import csvfile
+from .. import csvfile
 
 NOISE, WINDOW = 25, 1
 """copydetect's noise threshold (k, in filtered characters) and winnowing window: its own defaults."""
@@ -93,7 +93,7 @@ def compared_code(nb: Any, release: dict[str, str]) -> str:
 
     ``release``: {grade_id: the release's source} of the answer cells, in the release's order.
     """
-    from .. import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
+    from ... import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
 
     theirs = {
         notebooks.grade_id(c): notebooks.source(c)
@@ -110,7 +110,7 @@ def compared_code(nb: Any, release: dict[str, str]) -> str:
 
 def release_cells(release: Any) -> dict[str, str]:
     """{grade_id: source} of every solution code cell of the released notebook, in order."""
-    from .. import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
+    from ... import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
 
     return {
         gid: notebooks.source(c)
@@ -230,7 +230,7 @@ def class_similarity(
     folder: Path, files: dict[str, Path], releases: dict[str, Any], assignment: str, threshold: float = THRESHOLD
 ) -> list[Pair]:
     """Compare every student's answers (``files``: {student: their notebook}, one release notebook each) and write the report."""
-    from .. import notebooks
+    from ... import notebooks
 
     (name, release), *_ = sorted(releases.items())
     stubs = release_cells(release)

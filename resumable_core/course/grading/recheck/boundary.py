@@ -37,11 +37,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ... import errors as kit_errors
-from ...checkpoint import Checkpoint, PendingToolUse
-from ...tools import Effect, Toolbox
-from ..checks import support
-from ..checks.support import HandedFolder, HandedPath
+from .... import errors as kit_errors
+from ....checkpoint import Checkpoint, PendingToolUse
+from ....tools import Effect, Toolbox
+from ...checks import support
+from ...checks.support import HandedFolder, HandedPath
 from . import rpc
 
 # -- the table of what crosses ------------------------------------------------------------------
@@ -240,7 +240,7 @@ class LedgerHandle:
 
     def lookup(self, key: str) -> Any:
         """The receipt of ``key`` (a :class:`resumable_core.ledger.Receipt`), or None."""
-        from ...ledger import Receipt
+        from ....ledger import Receipt
 
         found = self._box._ask("ledger.lookup", key)
         return None if found is None else Receipt(**found)

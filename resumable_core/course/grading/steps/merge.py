@@ -17,10 +17,10 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from . import reasons
+from .. import reasons
+from ..gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
+from ..model import StudentReport, Submission
 from .collect import check_id
-from .gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
-from .model import StudentReport, Submission
 
 DONE = "done"
 """The working course's folder of finished students' records."""

@@ -1,6 +1,6 @@
 """Step 4 of grading: autograde the students in ``--jobs`` worker processes, each in a copy of the course.
 
-Each worker is ``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...`` in its
+Each worker is ``python -m resumable_core.course.grading.steps.workers ROOT ASSIGNMENT STUDENT...`` in its
 own copy of the working course (the gradebook included). For one student at a time it runs
 nbgrader's autograde (each notebook in the sandbox: :mod:`.execute`), re-checks outside the
 learner's kernel, in the sandbox too, every test cell that scored (:mod:`.recheck`: a learner cell
@@ -30,16 +30,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .. import nbgrader_cli, notebooks
-from . import execute, reasons, recheck
-from .execute import SandboxedExecute
-from .gradebook import comment_answers, gradebook_url, score_blank_answers
-from .gradebook import passed_cells as _passed_cells
-from .gradebook import zero_cells as _zero
-from .isolation import Backend, die_with_parent, sweep_left_behind
-from .model import Cells, StudentReport
-from .notebook_cells import answer_of_tests, read
-from .reasons import (
+from ... import nbgrader_cli, notebooks
+from .. import reasons
+from ..gradebook import comment_answers, gradebook_url, score_blank_answers
+from ..gradebook import passed_cells as _passed_cells
+from ..gradebook import zero_cells as _zero
+from ..isolation import Backend, die_with_parent, sweep_left_behind
+from ..model import Cells, StudentReport
+from ..notebook_cells import answer_of_tests, read
+from ..reasons import (
     GRADING_STOPPED,
     RECHECK_CRASHED,
     RECHECK_FAILED,
@@ -48,9 +47,12 @@ from .reasons import (
     needs_review,
     visible_check_disagreed,
 )
+from ..recheck import driver as recheck
+from . import execute
+from .execute import SandboxedExecute
 from .workspace import DEFAULT_TIMEOUT, Execution, write_course
 
-WORKER_MODULE = "resumable_core.course.grading.workers"
+WORKER_MODULE = "resumable_core.course.grading.steps.workers"
 LOG_TAIL, ERROR_TAIL = 20000, 5000
 """How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
 WHY_WIDTH = 160
@@ -234,7 +236,7 @@ def write_report(root: Path, report: StudentReport) -> None:
 
 
 def worker_main(argv: list[str]) -> int:
-    """``python -m resumable_core.course.grading.workers ROOT ASSIGNMENT STUDENT...``: one report file per student."""
+    """``python -m resumable_core.course.grading.steps.workers ROOT ASSIGNMENT STUDENT...``: one report file per student."""
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader

@@ -28,13 +28,14 @@ from typing import Any
 import nbformat
 from nbformat.reader import NotJSONError
 
-from .. import notebooks
-from . import analysis, lms, reasons, similarity
+from ... import notebooks
+from .. import reasons
+from ..errors import GradingError
+from ..gradebook import GradeValues, StudentGrades, assignment_grades
+from ..model import Status, StudentReport, Submission
+from . import analysis, lms, similarity
 from .collect import check_id
-from .errors import GradingError
 from .feedback import failure_message, write_feedback
-from .gradebook import GradeValues, StudentGrades, assignment_grades
-from .model import Status, StudentReport, Submission
 from .publish import Course, reached
 from .report import recheck_messages, write_csv
 

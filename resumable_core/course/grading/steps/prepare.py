@@ -23,13 +23,13 @@ import nbformat
 
 from resumable_core.lab import i18n
 
-from .. import notebooks
-from ..assignments import ASSIGNMENTS
-from ..release import notebook_path
-from . import reasons
-from .i18n import GRADING
-from .model import Submission
-from .notebook_cells import read
+from ... import notebooks
+from ...assignments import ASSIGNMENTS
+from ...release import notebook_path
+from .. import reasons
+from ..i18n import GRADING
+from ..model import Submission
+from ..notebook_cells import read
 
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
 _WATCHED_MODULES = frozenset({"sys", "builtins", "os", "resumable_core", "rc"})

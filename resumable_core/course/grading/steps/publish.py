@@ -27,8 +27,8 @@ from pathlib import Path
 from nbgrader.coursedir import CourseDirectory
 from traitlets.config.loader import PyFileConfigLoader
 
-from .errors import GradingError
-from .gradebook import (
+from ..errors import GradingError
+from ..gradebook import (
     OPEN_ERRORS,
     WRITE_ERRORS,
     gradebook_url,

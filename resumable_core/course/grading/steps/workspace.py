@@ -20,11 +20,11 @@ from pathlib import Path
 
 import nbformat
 
-from ..nbgrader_cli import nbgrader
-from ..release import COURSE_ROOT, SOURCE_DIR
+from ...nbgrader_cli import nbgrader
+from ...release import COURSE_ROOT, SOURCE_DIR
+from ..errors import GradingError
+from ..gradebook import gradebook_url
 from .budget import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT  # the one per-cell timeout, here for the grading commands
-from .errors import GradingError
-from .gradebook import gradebook_url
 
 RELEASE_KEY = ".release-key"
 """The working course's release's content key (:func:`release_key`): a resumed run must grade the same release."""
@@ -48,8 +48,8 @@ c.Autograde.create_student = True
 """
 
 SANDBOX_CONFIG = """
-# Every learner notebook runs in the bubblewrap sandbox (resumable_core/course/grading/execute.py)
-from resumable_core.course.grading.execute import autograde_preprocessors
+# Every learner notebook runs in the bubblewrap sandbox (resumable_core/course/grading/steps/execute.py)
+from resumable_core.course.grading.steps.execute import autograde_preprocessors
 c.Autograde.autograde_preprocessors = autograde_preprocessors()
 c.SandboxedExecute.timeout = {timeout}
 c.SandboxedExecute.library = {library!r}

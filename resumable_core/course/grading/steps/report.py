@@ -7,12 +7,12 @@ from pathlib import Path
 import nbformat
 from nbformat.reader import NotJSONError
 
-from .. import notebooks
-from . import csvfile, reasons
+from ... import notebooks
+from .. import csvfile, reasons
+from ..gradebook import gradebook_url, notebook_grades
+from ..model import StudentReport, Submission
+from ..progress import cut
 from .feedback import feedback_path, write_feedback
-from .gradebook import gradebook_url, notebook_grades
-from .model import StudentReport, Submission
-from .progress import cut
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
 

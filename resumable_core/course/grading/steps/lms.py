@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import reasons
-from .csvfile import write_csv
-from .errors import GradingError, StudentIdError
-from .model import Submission
+from .. import reasons
+from ..csvfile import write_csv
+from ..errors import GradingError, StudentIdError
+from ..model import Submission
 
 CANVAS = re.compile(r"^(?P<name>[a-z0-9]+?)_(?:late_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
 MOODLE = re.compile(r"^(?P<name>.+)_(?P<id>\d+)_assign(?:submission|feedback)_[a-z]+_(?P<file>.*)$")
@@ -262,7 +262,7 @@ def _write_import(
     (matched on ``ID``, the user id). Moodle: the assignment's offline grading worksheet
     (``Identifier`` is ``Participant <id>``; the feedback column in the learner's language).
     """
-    from .i18n import GRADING
+    from ..i18n import GRADING
 
     graded = sorted(subs, key=lambda s: s.student)
     sent = {s.student: outgoing(s, provisional) for s in graded}

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-from . import csvfile
+from .. import csvfile
 
 TOP_MESSAGES = 3
 """The failure messages kept per check, most common first."""

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .isolation import owned
+from ..isolation import owned
 
 STRACE = "strace"
 TRACED = (

@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .notebook_cells import is_test
+from ..notebook_cells import is_test
 
 HIDDEN_PACKAGE = Path("resumable_core", "course", "hidden")
 """The package the learner's processes never see (relative to a library copy)."""

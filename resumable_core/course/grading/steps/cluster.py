@@ -33,9 +33,9 @@ from typing import Any
 
 import resumable_core
 
-from .errors import GradingError
-from .isolation import library_copy, make_backend, owned, sweep_left_behind
-from .model import StudentReport
+from ..errors import GradingError
+from ..isolation import library_copy, make_backend, owned, sweep_left_behind
+from ..model import StudentReport
 from .workers import WORKER_EXITED, read_report, start_worker
 from .workspace import Execution, write_course
 

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ...lab.i18n import TRANSLATIONS
+from ....lab.i18n import TRANSLATIONS
+from .. import reasons
+from ..errors import GradingError, StudentIdError
+from ..model import Submission
 from . import lms as lms_names
-from . import reasons
-from .errors import GradingError, StudentIdError
-from .model import Submission
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.@-]+")
 MAX_ID_LENGTH = 64
