@@ -136,7 +136,7 @@ def kill_while_grading(cluster: Cluster, name: str, killed: list[str], left: lis
                 pid = watcher.run(os.getpid, workers=busy)[busy[0]]
                 under = descendants(pid)
                 procs = _processes()
-                grading = [p for p, _ in under if p in procs and "course.grading.workers" in procs[p][2]]
+                grading = [p for p, _ in under if p in procs and "course.grading.steps.workers" in procs[p][2]]
                 if any(procs.get(p, (0,))[0] in grading for p, _ in under):  # a sandbox of the grading process
                     killed.extend(str(k) for k in watcher.processing().get(busy[0], ()))
                     os.kill(pid, signal.SIGKILL)

@@ -395,7 +395,7 @@ def require_refused(read: Read, path: Path, what: str, why: str) -> None:
 
 
 def observed_append(append: Append, path: Path, record: dict[str, Any], what: str) -> Any:
-    """``append(path, record)`` traced from outside the learner's process (the re-check only): the :class:`~..grading.syscalls.Append` seen."""
+    """``append(path, record)`` traced from outside the learner's process (the re-check only): the :class:`~..grading.recheck.syscalls.Append` seen."""
     observe = getattr(type(append), "observe", None)  # on the type: nothing the learner made defines it there
     if observe is None:  # a bug of the caller: only a function of the learner's process is observed
         raise ValueError("an observed append needs a function of the learner's process")
