@@ -118,6 +118,7 @@ def test_a_wrong_resume_scores_lower(name):
     require_fails(name, cell, graded_cells(), learner(source))
 
 
+@pytest.mark.slow  # three real runs killed and resumed: about 10 s
 def test_a_resume_that_does_not_charge_the_turn_fails_a_visible_check_naming_the_lesson():
     """Killed in the learner's own loop after a reply came back: a turn not charged first fails, naming lesson 1, section 8."""
     with pytest.raises(CheckFailed, match="lesson 1, section 8"):
