@@ -9,6 +9,7 @@ blocks included), with the notebook's points.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -373,3 +374,10 @@ def test_a_wrong_append_fails_by_its_trace(tmp_path, backend, name):
     verdicts = recheck(tmp_path, answers, backend)
     assert verdicts[cell], f"{name} passed {cell} in the re-check"
     print(f"{name}: {cell} fails in the re-check: {verdicts[cell]}")
+
+
+def test_a_replay_that_accepts_gaps_and_repeats_fails_the_visible_check_naming_the_lesson():
+    """Without its turn check, replay fails check_replay (gaps and repeats), naming lesson 1, section 8; the solution passes."""
+    with pytest.raises(CheckFailed, match=re.escape("lesson 1, section 8")):
+        checks.check_replay(learner(WRONG["replay_without_a_turn_check"][0])["replay"])
+    checks.check_replay(learner({})["replay"])

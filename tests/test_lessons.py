@@ -308,3 +308,30 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def test_every_readme_lesson_link_and_check_pointer_follows_the_registrys_lesson_order() -> None:
+    """Each assignment comes after the lesson ``REGISTRY`` says (``after_lesson``): so say the READMEs (both
+    languages, the kits' too) and that lesson's links, and no check of it points to a later lesson."""
+    from resumable_core.course.assignments import REGISTRY
+
+    after = {a.name: a.after_lesson for a in REGISTRY.values()}
+    lessons = range(1, len(NOTEBOOKS) + 1)
+    due = {n: {name for name, k in after.items() if k == n} for n in lessons}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"Work through lessons 1–{len(NOTEBOOKS)} in order;" in readme
+    assert {name: int(n) for name, n in re.findall(r"^\| \d `(\w+)` \| lesson (\d) \|", readme, re.M)} == after
+    kit = ROOT / "resumable_core" / "course" / "kit"
+    tables = [LESSONS / "README.md", LESSONS / "ko" / "README.md", *kit.glob("README*.md"), *kit.glob("*/README*.md")]
+    for path in tables:
+        rows = dict(re.findall(r"^\| (\d) \| .* \| ([^|]*) \|$", path.read_text(encoding="utf-8"), re.M))
+        assert {n: set(re.findall(r"exercises/(\w+)/", rows[str(n)])) for n in lessons} == due, path
+    for path in NOTEBOOKS + KOREAN:
+        first = nbformat.read(path, as_version=4).cells[0].source
+        n = int(path.name[:2])
+        assert all(f"exercises/{name}/{name}.ipynb)" in first for name in due[n]), path
+    course = ROOT / "resumable_core" / "course"
+    for name, n in after.items():
+        for module in (course / "checks" / f"{name}.py", course / "hidden" / f"{name}.py"):
+            later = [int(k) for k in re.findall(r"\blesson (\d)", module.read_text(encoding="utf-8")) if int(k) > n]
+            assert later == [], f"{module.relative_to(ROOT)} points to lesson {later}, after which {name} comes"

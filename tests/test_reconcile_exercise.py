@@ -238,3 +238,16 @@ def test_an_unknown_tool_with_a_finished_receipt_gets_the_receipts_result_in_the
     hidden.check_turn_status_unknown(learner(SOLUTION)["reconcile_turn"])
     with pytest.raises(CheckFailed, match="a deploy removed it"):
         hidden.check_turn_status_unknown(learner(WRONG["unknown_tool_ignores_its_receipt"][0])["reconcile_turn"])
+
+
+@pytest.mark.slow
+def test_the_rerun_strategy_scores_under_half_of_the_visible_points():
+    """The kit's rerun, with the right Level 1 answers, passes under half of the points its visible checks give; Level 3 names the sections."""
+    ns = learner(EXERCISE.solution("level1_actions"))
+    ns["reconcile"] = ns["reconcile_turn"] = rc.STRATEGIES["rerun"].reconcile
+    visible = {gid: (points, [c for c in calls if c.visible]) for gid, (points, calls) in graded_cells().items()}
+    visible = {gid: cell for gid, cell in visible.items() if cell[1]}
+    earned = sum(points for points, calls in visible.values() if failure(calls, ns) is None)
+    assert 2 * earned < sum(points for points, _ in visible.values())
+    why = failure(visible["test_turn_real_kills"][1], ns)
+    assert why is not None and "'Sidebar: several calls in one turn'" in why and "section 5, 'The rule" in why

@@ -7,6 +7,7 @@ with the notebook's points; the payment provider's own rules are tested first.
 
 from __future__ import annotations
 
+import re
 import shutil
 
 import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
@@ -16,7 +17,8 @@ from exercise_cells import Exercise, failure, require_fails, text_of
 
 import resumable_core as rc
 from resumable_core.course import release as course
-from resumable_core.course.checks.support import HIDDEN_SENTENCE
+from resumable_core.course.checks import postmortem as checks
+from resumable_core.course.checks.support import HIDDEN_SENTENCE, CheckFailed
 from resumable_core.course.grading import reasons
 from resumable_core.course.grading.isolation import BwrapBackend, library_copy
 from resumable_core.course.grading.recheck import driver as isolated
@@ -235,7 +237,6 @@ def test_a_cell_failed_only_after_a_fresh_start_is_not_called_a_patch():
 
 def test_a_refund_that_raises_its_own_error_is_pointed_to_the_contract():
     """A refund that raises what is no provider's outcome (a wrong tool name, a JSON parse) is told to reread the contract."""
-    from resumable_core.course.checks import postmortem as checks
 
     raised = checks.Call("raised", kind="a refusal", error="UnknownToolError: unknown tool 'refund'")
     with pytest.raises(
@@ -248,7 +249,6 @@ def test_a_refund_that_raises_its_own_error_is_pointed_to_the_contract():
 def test_a_restarted_call_that_returns_the_id_unasked_fails_after_the_restart():
     """A restarted call's id returned without a request to the provider is a guess: it fails, named as after a restart;
     the solution's retry (one request under the killed call's key) passes."""
-    from resumable_core.course.checks import postmortem as checks
     from resumable_core.course.checks.support import FailedAfterRestart
 
     refund = learner(SOLUTION)["refund"]
@@ -288,3 +288,32 @@ def test_the_isolated_recheck_restarts_the_learners_process_for_the_retry(tmp_pa
     assert (
         failed["test_refund_hidden"] == getattr(hidden.check_refund_kill_then_timeout, HIDDEN_SENTENCE)()
     )  # its sentence alone
+
+
+NO_OUTAGE_RETRY = edited((TRANSIENT, "        except rc.ToolTimeoutError:\n"))
+"""The solution, but an unavailable provider is raised at once, not retried."""
+
+
+@pytest.mark.parametrize(
+    ("source", "check", "where"),
+    [
+        (WRONG["a_key_per_order"][0], checks.check_two_refunds, "lesson 3, section 5"),
+        (NO_OUTAGE_RETRY, checks.check_refund_after_timeout, "lesson 4, section 2"),
+        (
+            edited((KEY, '    key = f"refund:{order_id}"\n'), (TRANSIENT, "        except rc.ToolTimeoutError:\n")),
+            checks.check_refund_after_timeout,
+            "lesson 4, section 2",
+        ),
+    ],
+    ids=["a_key_per_order", "no_retry_on_outages", "both"],
+)
+def test_a_key_per_order_or_no_retry_on_outages_fails_a_visible_check(source, check, where):
+    """A key from order_id alone, or an outage not retried, fails a visible check naming the section to reread."""
+    with pytest.raises(CheckFailed, match=re.escape(where)):
+        check(learner(source)["refund"])
+
+
+def test_the_solution_passes_the_extended_visible_refund_checks():
+    """The worked refund passes the visible checks the outage and the second amount joined."""
+    checks.check_refund_after_timeout(learner(SOLUTION)["refund"])
+    checks.check_two_refunds(learner(SOLUTION)["refund"])

@@ -222,3 +222,24 @@ def test_the_report_world_is_real_and_its_provider_does_not_dedupe(tmp_path):
         with pytest.raises(ToolError):
             tools.execute(name, bad)
     assert world.reads() == 1 and world.saved_reports() == ["reports/report-1.md"]
+
+
+@pytest.mark.parametrize(
+    ("name", "check", "where"),
+    [
+        ("skips_the_version_check", checks.check_report_fresh_start, "lesson 1, section 5"),
+        ("no_task_check", checks.check_report_fresh_start, "lesson 1, section 7"),
+        ("trusts_the_recorded_report", checks.check_report_changed_doc, "lesson 4, section 1"),
+    ],
+)
+def test_the_lessons_refusals_and_record_vs_reality_fail_a_visible_check(name, check, where):
+    """No version check, no task check, a saved report trusted unhashed: each fails a visible check naming the section."""
+    with pytest.raises(checks.CheckFailed, match=re.escape(where)):
+        check(exercise.learner(WRONG[name][0])["resume_report"])
+
+
+def test_the_solution_passes_the_extended_visible_checks():
+    """The worked resume_report passes the visible checks the refusals and the edited report joined."""
+    fn = exercise.learner(SOLUTION)["resume_report"]
+    checks.check_report_fresh_start(fn)
+    checks.check_report_changed_doc(fn)

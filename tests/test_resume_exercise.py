@@ -116,3 +116,10 @@ def test_a_wrong_resume_scores_lower(name):
     """Each plausible wrong answer fails the test cell its bug breaks, with a message about that bug."""
     source, cell = WRONG[name]
     require_fails(name, cell, graded_cells(), learner(source))
+
+
+@pytest.mark.slow  # three real runs killed and resumed: about 10 s
+def test_a_resume_that_does_not_charge_the_turn_fails_a_visible_check_naming_the_lesson():
+    """Killed in the learner's own loop after a reply came back: a turn not charged first fails, naming lesson 1, section 8."""
+    with pytest.raises(CheckFailed, match="lesson 1, section 8"):
+        checks.check_crash_after_response(learner(WRONG["no_charge_before_the_call"][0])["resume"])

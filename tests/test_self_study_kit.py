@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,10 +19,11 @@ import time
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
-from test_student_kit import SOLUTION_MARKERS, SOLUTIONS, blocks, kit_make_test, meaningful_lines
+from test_student_kit import SOLUTION_MARKERS, SOLUTIONS, blocks, kit_make, kit_make_test, meaningful_lines
 
-from resumable_core.course import self_check, student_kit
+from resumable_core.course import notebooks, release, self_check, student_kit
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = student_kit.SELF_STUDY.name
@@ -211,3 +213,35 @@ def test_jupyterlab_renders_the_worked_solution_folded(built: tuple[Path, Path],
     finally:
         lab.terminate()
         lab.wait(timeout=30)
+
+
+@pytest.mark.parametrize("source", SOLUTIONS, ids=lambda p: p.stem)
+def test_a_released_answer_is_rebuilt_from_the_source_as_the_release_left_it(source: Path) -> None:
+    """``self_check.released_answer`` gives each answer cell of the source notebook exactly as ``exercises/`` holds it."""
+    released = {c.id: c.source for c in nbformat.read(ROOT / "exercises" / source.parent.name / source.name, 4).cells}
+    answers = [c for c in nbformat.read(source, as_version=4).cells if c.metadata.get("nbgrader", {}).get("solution")]
+    assert answers
+    for cell in answers:
+        assert self_check.released_answer(cell) == released[cell.id], cell.id
+
+
+@pytest.mark.slow
+def test_the_kits_blank_exercise_test_passes_with_answers_written_in_place(
+    built: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The reader writes the answers in exercises/ itself, as the README says: the kit's every-check blank test still passes."""
+    kit = tmp_path / "kit"
+    shutil.copytree(built[1], kit)
+    exercise = kit / "exercises" / "reconcile" / "reconcile.ipynb"
+    source = release.notebook_path("reconcile")
+    answers = {
+        cell.metadata["nbgrader"]["grade_id"]: notebooks.source(cell)
+        for cell in notebooks.read(source).cells
+        if cell.metadata["nbgrader"]["solution"]
+    }
+    exercise.write_text(json.dumps(release.fill_in(exercise, answers), indent=1, ensure_ascii=False) + "\n")
+    assert "NotImplementedError" not in exercise.read_text(encoding="utf-8")
+    blank = "tests/test_kit_every_check.py::test_a_blank_exercise_fails_every_test_hidden_ones_too[reconcile]"
+    tested = kit_make(kit, "test", f"PYTEST_ARGS={blank}")
+    assert tested.returncode == 0, tested.stdout[-4000:] + tested.stderr[-4000:]
+    assert re.search(r"\b1 passed", tested.stdout), tested.stdout[-2000:]

@@ -22,6 +22,8 @@ class Assignment:
     """The nbgrader assignment name, its folder under ``solutions/`` and ``exercises/``."""
     order: int
     """Its place in the teaching order (1 first)."""
+    after_lesson: int
+    """The last lesson it needs: the READMEs put it after that lesson, and its checks point to no later one."""
     answer_is_a_loop: bool = False
     """The learner writes an agent loop: while it is graded, the library's own loop refuses to run."""
 
@@ -52,11 +54,12 @@ class Assignment:
 REGISTRY: dict[str, Assignment] = {
     a.name: a
     for a in (
-        # The order of the lessons that lead to them: lesson 1, 2 and 3's exercises, then the whole path.
-        Assignment("resume_skeleton", 1),
-        Assignment("reconcile", 2),
-        Assignment("postmortem", 3),
-        Assignment("resume", 4, answer_is_a_loop=True),
+        # Lesson 1's exercise, lesson 2's, then after lesson 4 (the postmortem's refund retries by lesson 4's
+        # error taxonomy; the report agent resumes in its checklist's order) the postmortem and the whole path.
+        Assignment("resume_skeleton", 1, after_lesson=1),
+        Assignment("reconcile", 2, after_lesson=2),
+        Assignment("postmortem", 3, after_lesson=4),
+        Assignment("resume", 4, after_lesson=4, answer_is_a_loop=True),
     )
 }
 """Every assignment, by name."""

@@ -59,7 +59,9 @@ OUTPUT_MARGIN = 1 << 20
 EXAMPLE = "exercises/reconcile/reconcile.ipynb"
 """An exercise notebook's path, for the messages that ask for one."""
 
-ANSWER_STUBS = ("raise NotImplementedError()", "YOUR ANSWER HERE")
+CODE_STUB, TEXT_STUB = "# YOUR CODE HERE\nraise NotImplementedError()", "YOUR ANSWER HERE"
+"""What nbgrader's release (``ClearSolutions``) puts in place of a code and a written solution."""
+ANSWER_STUBS = (CODE_STUB.splitlines()[-1], TEXT_STUB)
 """What nbgrader's release leaves in an answer cell; an answer cell still holding one is not written."""
 
 PASSED, FAILED, HIDDEN, OPTIONAL = N_("passed"), N_("FAILED"), N_("hidden"), N_("optional")
@@ -226,6 +228,25 @@ def stderr_of(cell: Any) -> str:
 def is_answer(cell: Any) -> bool:
     """An answer cell: nbgrader's solution cell, where the learner writes."""
     return bool(_nbgrader(cell).get("solution"))
+
+
+def released_answer(cell: Any) -> str:
+    """An answer cell of the source notebook as the release leaves it, as nbgrader's ``ClearSolutions`` does:
+    each ``### BEGIN SOLUTION`` ... ``### END SOLUTION`` region becomes the stub, indented as its first line,
+    and a cell with no region becomes the stub whole."""
+    stub = (CODE_STUB if cell.cell_type == "code" else TEXT_STUB).split("\n")
+    lines: list[str] = []
+    inside = replaced = False
+    for line in cell.source.split("\n"):
+        if "BEGIN SOLUTION" in line:
+            inside = replaced = True
+            indent = line[: len(line) - len(line.lstrip())]
+            lines += [indent + s for s in stub]
+        elif "END SOLUTION" in line:
+            inside = False
+        elif not inside:
+            lines.append(line)
+    return "\n".join(lines) if replaced else "\n".join(stub)
 
 
 def is_blank(cell: Any) -> bool:

@@ -369,7 +369,8 @@ def require_permanent(shop_: Shop, call: Call, where: str, kind: str) -> None:
 
 
 def check_refund_after_timeout(refund: Refund) -> None:
-    """The incident: the provider refunds, its answer times out; the retry refunds nothing more."""
+    """The incident: the provider refunds, its answer times out; the retry refunds nothing more.
+    And a provider down once: the retry refunds once."""
     s = Shop.open()
     call = s.call(refund, [Fault.TIMEOUT])
     require_one_refund(s, call, _("a timeout after the provider refunded"))
@@ -379,6 +380,8 @@ def check_refund_after_timeout(refund: Refund) -> None:
             taxonomy_lesson=_(TAXONOMY_LESSON)
         ),
     )
+    down = Shop.open()
+    require_one_refund(down, down.call(refund, [Fault.UNAVAILABLE]), _("the provider was down, then back"))
 
 
 def check_refund_refused(refund: Refund) -> None:
@@ -412,7 +415,7 @@ def check_refund_after_kill(refund: Refund) -> None:
 
 
 def check_two_refunds(refund: Refund) -> None:
-    """Two orders refunded by one process: two refunds, each under its own key."""
+    """Two orders refunded by one process, then another amount of the first: three refunds, each under its own key."""
     s = Shop.open({ORDER: CHARGED, "A-1043": 1250})
     require_one_refund(s, s.call(refund), _("order {order}").format(order=ORDER))
     second = s.call(refund, order_id="A-1043", amount_cents=1250)
@@ -425,3 +428,18 @@ def check_two_refunds(refund: Refund) -> None:
             ).format(key_lesson=_(KEY_LESSON))
         )
     require_one_refund(s, second, _("order A-1043"), order_id="A-1043")
+    partial = s.call(refund, amount_cents=AMOUNT // 2)
+    require_ended(partial, _("a second, smaller refund of order {order}").format(order=ORDER))
+    require(
+        partial.ended == "returned" and len(s.refunds(ORDER)) == 2,
+        _(
+            "a second refund of order {order}, for another amount, is another logical refund, so it needs "
+            "another key; refund {outcome} ({key_lesson})"
+        ).format(
+            order=ORDER,
+            outcome=_("raised {error}").format(error=partial.error)
+            if partial.ended == "raised"
+            else _("made {n_done} refunds of it in all").format(n_done=len(s.refunds(ORDER))),
+            key_lesson=_(KEY_LESSON),
+        ),
+    )

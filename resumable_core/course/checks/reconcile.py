@@ -141,3 +141,25 @@ def check_turn_between_tools(reconcile_turn: Reconcile) -> None:
     )
     require_rerun(blocks[read.id], NOTES[RETRO_NOTE])
     require(len(box.world.sent_emails()) == 1, _("the outbox must still hold exactly one email"))
+    _check_turn_unrecorded_email(reconcile_turn)
+
+
+def _check_turn_unrecorded_email(reconcile_turn: Reconcile) -> None:
+    """Killed after send_email ran but before anything recorded it, with no ledger: it is never sent again."""
+    box = crash_parallel_turn("after_tool", "send_email", ledger=False)
+    cp = load_checkpoint(box.checkpoint_path)
+    if cp is None or len(cp.pending_tool_uses) != 2:  # a bug in the check itself
+        raise ValueError("the crash after send_email left no checkpoint with two pending calls")
+    send = cp.pending_tool_uses[0]
+    counting = CountingToolbox.wrap(box.toolbox)
+    before, out = run_reconcile(reconcile_turn, cp, counting)
+    require(
+        len(box.world.sent_emails()) == 1 and send.name not in {name for name, _input in counting.executed},
+        _(
+            "send_email ran before the crash and nothing recorded it: a side effect is never run again "
+            "({parallel_lesson}, and {unknown_tools_lesson}); execute calls were {executed}"
+        ).format(
+            unknown_tools_lesson=_(UNKNOWN_TOOLS_LESSON), parallel_lesson=_(PARALLEL_LESSON), executed=counting.executed
+        ),
+    )
+    require_status_unknown(answered_turn(before, out)[send.id])

@@ -44,6 +44,7 @@ from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
 from ..i18n import _
 from .support import (
+    CARRY_OVER_LESSON,
     CheckFailed,
     call_learner,
     die,
@@ -397,8 +398,20 @@ def check_crash_after_tool(fn: Resume) -> None:
 
 
 def check_crash_after_response(fn: Resume) -> None:
-    """Killed after the model's reply, before save point A: the call still counts, one email, the run finishes."""
+    """Killed after the model's reply, before save point A, in the library's loop and then in yours:
+    the call still counts, one email, the run finishes."""
     check_crash_point(fn, "after_response", "send_email", _answer_send_email)
+    trial = Trial.crashed("after_save_b", "read_file")
+    first = trial.resume(fn, _answer_send_email, die_after_call=1)
+    require(
+        first.ended == "killed",
+        _("resume was to be killed after its first reply, but it {ended}").format(ended=ended_as_said(first.ended)),
+    )
+    where = _(
+        "killed in your loop after a reply came back, before it was saved, then resumed again "
+        "(reread {carry_over_lesson})"
+    ).format(carry_over_lesson=_(CARRY_OVER_LESSON))
+    require_sound_end(trial, trial.resume(fn, _answer_send_email), where)
 
 
 # -- the visible checks of the old loop's lessons' warnings ----------------------------------------
@@ -826,8 +839,35 @@ def resume_and_judge(fn: ResumeReport, trial: ReportTrial, where: str) -> None:
 # -- the visible checks of the report agent --------------------------------------------------------
 
 
+def require_report_refused(resume_report: ResumeReport, change: dict[str, Any], what: str, reread: str) -> None:
+    """A pending run's checkpoint with ``change`` is refused with an exception, before any tool call, untouched."""
+    trial = ReportTrial.new()
+    trial.write({**trial.state(notified="pending"), **change})
+    before, calls = trial.path.read_bytes(), len(trial.world.calls())
+    outcome = trial.resume(resume_report)
+    require(
+        outcome.ended == "raised",
+        _("{what}: resume_report must refuse it with an exception, but it {ended} ({reread})").format(
+            what=what, ended=ended_as_said(outcome.ended), reread=_(reread)
+        ),
+    )
+    require(
+        outcome.refused,
+        _("{what}: raise a CheckpointError (or a ValueError), not {error} ({reread})").format(
+            what=what, error=outcome.error, reread=_(reread)
+        ),
+    )
+    require(
+        len(trial.world.calls()) == calls and trial.path.read_bytes() == before,
+        _("{what}: refuse it before any tool call and without changing the file ({reread})").format(
+            what=what, reread=_(reread)
+        ),
+    )
+
+
 def check_report_fresh_start(resume_report: ResumeReport) -> None:
-    """No checkpoint yet: each document read once, one report saved, the reviewer notified once, recorded."""
+    """No checkpoint yet: each document read once, one report saved, the reviewer notified once, recorded;
+    a checkpoint of another version or another task is refused."""
     trial = ReportTrial.new()
     resume_and_judge(resume_report, trial, _("no checkpoint yet (a fresh start)"))
     cp = trial.checkpoint() or {}
@@ -844,6 +884,10 @@ def check_report_fresh_start(resume_report: ResumeReport) -> None:
         set(read) == set(trial.task["docs"]) and all(set(r) == {"sha256", "summary"} for r in read.values()),
         _("the checkpoint's read must hold, for each document, exactly its sha256 and summary"),
     )
+    require_report_refused(
+        resume_report, {"version": ra.CHECKPOINT_VERSION + 1}, _("a checkpoint of a later version"), LOADING
+    )
+    require_report_refused(resume_report, {"task_id": "report-16"}, _("a checkpoint of another task"), ANOTHER_TASK)
 
 
 def check_report_pending_notification(resume_report: ResumeReport) -> None:
@@ -861,13 +905,19 @@ def check_report_pending_notification(resume_report: ResumeReport) -> None:
 
 
 def check_report_changed_doc(resume_report: ResumeReport) -> None:
-    """A finished run whose terms.md changed since: terms.md re-read (pricing.md not), a new report, notified once."""
+    """A finished run whose terms.md changed since, or whose saved report was edited: what the change
+    invalidates is redone (a document re-read only if it changed), a new report, notified once."""
     trial = ReportTrial.new()
     trial.state(notified="confirmed")
     trial.world.edit_doc(
         "terms.md", "# Terms of service\nRefunds within 30 days.\nAccounts idle for a year are closed.\n"
     )
     resume_and_judge(resume_report, trial, _("terms.md changed after the run finished"))
+    altered = ReportTrial.new()
+    cp = altered.state(notified="confirmed")
+    file = altered.world.reports_dir / cp["report"]["path"].removeprefix("reports/")
+    file.write_text("# Changes report\n\n(edited by hand)\n", encoding="utf-8")
+    resume_and_judge(resume_report, altered, _("the saved report's file was edited after the run finished"))
 
 
 def check_report_cancelled(resume_report: ResumeReport) -> None:

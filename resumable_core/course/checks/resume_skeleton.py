@@ -618,7 +618,8 @@ def replay_or_fail(replay: Replay, records: list[dict[str, Any]], what: str) -> 
 
 
 def check_replay(replay: Replay) -> None:
-    """Three turn records replay to their state: the last turn, the tokens summed, every message in order."""
+    """Three turn records replay to their state: the last turn, the tokens summed, every message in order;
+    records whose turns skip or repeat are refused."""
     records = [turn_record(t) for t in (1, 2, 3)]
     got = replay_or_fail(replay, records, _("three records"))
     every_message = [m for r in records for m in r["messages"]]
@@ -632,3 +633,20 @@ def check_replay(replay: Replay) -> None:
                 ),
             )
     require(same_data(got, expected), _('replay must return a dict of exactly "turns", "tokens_used" and "messages"'))
+    for turns, what in (((1, 3), _("a gap (turn 2 is missing)")), ((1, 2, 2), _("a repeat (turn 2 twice)"))):
+        try:
+            out = call_learner(replay, [turn_record(t) for t in turns])
+        except ValueError:
+            continue
+        except Exception as e:  # noqa: BLE001 - the learner's error becomes the test's message
+            raise CheckFailed(
+                _("records with {what}: raise a ValueError, not {name} ({reread_carry})").format(
+                    what=what, name=type(e).__name__, reread_carry=_(REREAD_CARRY)
+                )
+            ) from None
+        raise CheckFailed(
+            _(
+                "records with {what} must be refused with a ValueError, replay returned {name}: turns count "
+                "every model call, so a gap is a lost turn and a repeat a duplicated one ({reread_carry})"
+            ).format(what=what, name=type(out).__name__, reread_carry=_(REREAD_CARRY))
+        )

@@ -421,7 +421,7 @@ def check_turn_receipts(reconcile_turn: Reconcile) -> None:
         not results[0].get("is_error") and results[0].get("content") == sent,
         _(
             "send_email's receipt says it succeeded: its result is the receipt's result "
-            "{sent}, not {results} (reread lesson 3, section 5, 'Beyond the fix: the ledger')"
+            "{sent}, not {results} (reread Level 3's contract)"
         ).format(sent=repr(sent), results=repr(results[0])),
     )
     require(
@@ -505,8 +505,7 @@ def _check_unknown_tool_receipt(reconcile_turn: Reconcile) -> None:
         _(
             "post_to_chat is not in this toolbox (a deploy removed it after it ran), so it "
             "is answered like a side effect: its finished receipt says it succeeded, so its "
-            "result is the receipt's result {posted}, not {results} (reread lesson 3, "
-            "section 5, 'Beyond the fix: the ledger')"
+            "result is the receipt's result {posted}, not {results} (reread Level 3's contract)"
         ).format(posted=repr(posted), results=repr(results[0])),
     )
 

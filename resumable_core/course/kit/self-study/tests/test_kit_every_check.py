@@ -2,8 +2,8 @@
 
 `make check NB=... ALL=1` (``check --all``) runs each exercise's test cells whole, as grading
 does. These tests prove the kit can: a blank exercise fails every test cell, hidden ones too, for
-its answers' sake and not a missing module; and each worked solution, put in its answer cell,
-passes every test. Your answers in `exercises/` are left alone: the solutions are tried on a copy.
+its answers' sake and not a missing module (your own answers set aside); and each worked solution,
+put in its answer cell, passes every test. Your answers in `exercises/` are left alone: both run on a copy.
 """
 
 from __future__ import annotations
@@ -24,6 +24,11 @@ WORKED = "-worked"  # the id of an answer's worked solution: the answer cell's i
 # Errors that mean the kit is broken (a missing module or name), not that an answer is wrong.
 BROKEN_KIT = {"NameError", "ImportError", "ModuleNotFoundError"}
 FENCED = re.compile(r"^(`{3,})python\n(.*?)\n\1$", re.M | re.S)
+
+
+def answer_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The cells the learner writes in (nbgrader's solution cells)."""
+    return [cell for cell in nb.cells if cell.metadata.get("nbgrader", {}).get("solution")]
 
 
 def answers_and_worked(nb: nbformat.NotebookNode) -> list[tuple[nbformat.NotebookNode, nbformat.NotebookNode]]:
@@ -88,8 +93,13 @@ def test_every_hidden_check_a_test_cell_calls_is_here(exercise: Path) -> None:
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda p: p.stem)
 def test_a_blank_exercise_fails_every_test_hidden_ones_too(exercise: Path, tmp_path: Path) -> None:
-    """Run as released with every test whole: every test cell fails, none for a module or name the kit lacks."""
-    nb = executed(exercise, tmp_path, answers={})
+    """Run as released with every test whole: every test cell fails, none for a module or name the kit lacks.
+
+    Your answers in the exercise are set aside: each answer cell is put back as the release left it.
+    """
+    source = nbformat.read(self_check.source_notebook(exercise), as_version=4)
+    released = {c.metadata["nbgrader"]["grade_id"]: self_check.released_answer(c) for c in answer_cells(source)}
+    nb = executed(exercise, tmp_path, answers=released)
     tests = graded_cells(nb)
     assert tests and len(tests) == len(self_check.every_test(exercise))
     for cell in tests:
