@@ -67,31 +67,67 @@ def test_importing_every_core_module_loads_no_wing():
     assert not bad, f"the core loaded {bad}"
 
 
-def _core_import_graph() -> dict[str, set[str]]:
-    """Each core module and the core modules its imports name, at any depth (deferred ones too)."""
-    names = {p: "resumable_core" if p.stem == "__init__" else f"resumable_core.{p.stem}" for p in CORE_MODULES}
-    modules = set(names.values())
-    # every submodule import loads the package first, so an edge to the package is no cycle
-    return {name: (_imported_modules(p) & modules) - {name, "resumable_core"} for p, name in names.items()}
+def _import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Each module of ``package`` (under ``root``; a package is its ``__init__``) and the modules of it that its
+    imports load, at any depth (deferred ones too), relative imports resolved, the packages on the way counted."""
+    files = {p: ".".join(p.relative_to(root).with_suffix("").parts) for p in (root / package).rglob("*.py")}
+    files = {p: name.removesuffix(".__init__") for p, name in files.items()}
+    modules = set(files.values())
+    graph: dict[str, set[str]] = {}
+    for path, name in files.items():
+        edges: set[str] = set()
+        for imported in _absolute_imports(path, root):
+            parts = imported.split(".")
+            # the module it names, or the packages its first parts name (an attribute or the package's own)
+            edges |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)} & modules
+        # a module's own packages load before it, so an edge to one is no cycle
+        graph[name] = edges - {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 2)}
+    return graph
 
 
-def test_the_core_has_no_import_cycle():
-    """The core's modules import each other without a cycle."""
-    graph = _core_import_graph()
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """An import cycle of ``graph`` (its first module again at the end), or None."""
     done: set[str] = set()
 
-    def visit(module: str, path: list[str]) -> None:
+    def visit(module: str, path: list[str]) -> list[str] | None:
         if module in path:
-            cycle = [*path[path.index(module) :], module]
-            pytest.fail(f"import cycle in the core: {' -> '.join(m.rsplit('.', 1)[-1] for m in cycle)}")
+            return [*path[path.index(module) :], module]
         if module in done:
-            return
-        for imported in sorted(graph[module]):
-            visit(imported, [*path, module])
+            return None
+        for imported in sorted(graph.get(module, ())):
+            if found := visit(imported, [*path, module]):
+                return found
         done.add(module)
+        return None
 
-    for module in sorted(graph):
-        visit(module, [])
+    return next((c for module in sorted(graph) if (c := visit(module, []))), None)
+
+
+def test_the_package_has_no_import_cycle():
+    """No module of resumable_core (core or wing) imports another that imports it back, deferred imports too."""
+    cycle = _cycle(_import_graph(ROOT, "resumable_core"))
+    assert cycle is None, f"import cycle: {' -> '.join(cycle)}"
+
+
+def test_a_planted_import_cycle_is_found(tmp_path):
+    """The cycle test fails on a cycle through a deferred relative import and a package's ``__init__``."""
+    pkg = tmp_path / "pkg" / "sub"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from .a import A\n")
+    (pkg / "a.py").write_text("from ..b import B\nA = 1\n")
+    (pkg.parent / "b.py").write_text("def f():\n    from .sub import A\n")
+    graph = _import_graph(tmp_path, "pkg")
+    assert _cycle(graph) == ["pkg.b", "pkg.sub", "pkg.sub.a", "pkg.b"]
+    (pkg.parent / "b.py").write_text("def f():\n    import os\n")
+    assert _cycle(_import_graph(tmp_path, "pkg")) is None
+
+
+def test_the_release_imports_nothing_of_grading():
+    """The course's release is what grading builds on: it imports no module of ``course/grading``."""
+    grading = "resumable_core.course.grading"
+    bad = {m for m in _import_graph(ROOT, "resumable_core")["resumable_core.course.release"] if _within(m, [grading])}
+    assert not bad, f"release.py imports {sorted(bad)}"
 
 
 def test_the_scenarios_are_data_that_runs_no_agent():
@@ -192,11 +228,11 @@ DATA_ONLY = {"errors.py": set(), "model.py": set(), "reasons.py": {"model"}}
 """The grading wing's data (the errors, the model, the reasons' words) and the only grading modules each may import."""
 
 
-def _absolute_imports(path: Path) -> set[str]:
+def _absolute_imports(path: Path, root: Path = ROOT) -> set[str]:
     """Every module an ``import`` statement anywhere in ``path`` names, relative imports resolved from its package."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1])
     if path.name == "__init__.py":
-        package = ".".join(path.relative_to(ROOT).parts[:-1])
+        package = ".".join(path.relative_to(root).parts[:-1])
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -266,7 +302,8 @@ def test_the_grading_data_imports_no_notebook_package_and_no_step(name):
     imported = _absolute_imports(GRADING / name)
     heavy = {m for m in imported if m.split(".")[0] in FORBIDDEN_IN_CORE}
     assert not heavy, f"{name} imports {sorted(heavy)}"
-    allowed = {f"resumable_core.course.grading.{m}" for m in DATA_ONLY[name]}
+    # and the course wing's error root, which imports nothing of ours
+    allowed = {f"resumable_core.course.grading.{m}" for m in DATA_ONLY[name]} | {"resumable_core.course.errors"}
     ours = {m for m in imported if m.startswith("resumable_core") and m != "resumable_core.course.grading"}
     bad = {m for m in ours if not _within(m, allowed)}
     assert not bad, f"{name} imports {sorted(bad)}: it is data, the steps import it, never the other way"
@@ -274,9 +311,10 @@ def test_the_grading_data_imports_no_notebook_package_and_no_step(name):
 
 @pytest.mark.parametrize("path", sorted((GRADING / "recheck" / "rpc").glob("*.py")), ids=lambda p: p.name)
 def test_the_channel_knows_nothing_of_learners(path):
-    """rpc/ imports only the standard library and itself: no check, no model, no learner."""
+    """rpc/ imports only the standard library, itself and the course wing's error root: no check, no model, no learner."""
     ours = {m for m in _absolute_imports(path) if m.startswith("resumable_core")}
-    assert all(m.startswith("resumable_core.course.grading.recheck.rpc") for m in ours), sorted(ours)
+    allowed = ("resumable_core.course.grading.recheck.rpc", "resumable_core.course.errors")
+    assert all(_within(m, allowed) for m in ours), sorted(ours)
 
 
 @pytest.mark.slow
@@ -304,3 +342,37 @@ def test_importing_the_inside_loads_nothing_of_the_gradebook_side(path):
     forbidden = tuple(m for m in GRADEBOOK_SIDE if path.stem != "checker" or m != "resumable_core.course.hidden")
     bad = [m for m in json.loads(loaded) if _within(m, forbidden)]
     assert not bad, f"importing {path.name} loads {bad}"
+
+
+def _rootless_errors(modules: Iterable[object], root: type[BaseException]) -> list[str]:
+    """Each ``Exception`` class defined in ``modules`` that does not subclass ``root``."""
+    return sorted(
+        f"{m.__name__}.{name}"  # type: ignore[attr-defined]
+        for m in modules
+        for name, c in vars(m).items()
+        if isinstance(c, type) and issubclass(c, Exception) and c.__module__ == m.__name__ and not issubclass(c, root)  # type: ignore[attr-defined]
+    )
+
+
+@pytest.mark.slow
+def test_every_course_error_subclasses_course_error():
+    """Every exception the course wing defines is a ``CourseError`` (a timeout signal that must pass a learner's
+    ``except Exception`` stays a bare ``BaseException``); a planted root-less one is found."""
+    import importlib
+    import pkgutil
+    import types
+
+    import resumable_core.course
+    from resumable_core.course.errors import CourseError
+
+    names = pkgutil.walk_packages(resumable_core.course.__path__, "resumable_core.course.")
+    modules = [importlib.import_module(m.name) for m in names]
+    assert len(modules) > 50
+    assert _rootless_errors(modules, CourseError) == []
+    planted = types.ModuleType("planted")
+    exec(
+        "class OddError(RuntimeError): pass\nclass FineError(CourseError): pass",
+        {"__name__": "planted", "CourseError": CourseError},
+        vars(planted),
+    )
+    assert _rootless_errors([planted], CourseError) == ["planted.OddError"]

@@ -24,11 +24,11 @@ import nbformat
 import pytest
 
 from resumable_core.course import notebooks
-from resumable_core.course.grading.errors import StudentIdError
+from resumable_core.course.grading.errors import StudentIdError, check_id
 from resumable_core.course.grading.model import CellGrade, StudentReport, Submission
 from resumable_core.course.grading.steps import prepare as prep
 from resumable_core.course.grading.steps import report, workers
-from resumable_core.course.grading.steps.collect import check_id, collect, student_id
+from resumable_core.course.grading.steps.collect import collect, student_id
 from resumable_core.course.grading.steps.feedback import CSP, feedback_path, render_feedback, write_feedback
 from resumable_core.course.grading.steps.merge import trusted_reports
 

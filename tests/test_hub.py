@@ -433,7 +433,7 @@ def _submission_id(hub: Hub, student: str) -> str:
     """The id formgrader's page of ``student``'s notebook has, from the course gradebook."""
     from nbgrader.api import Gradebook
 
-    from resumable_core.course.grading.steps.publish import find_course
+    from resumable_core.course.release import find_course
 
     found = find_course(hub.settings.paths.course)
     with Gradebook(found.db_url, found.course_id) as gb:
@@ -444,7 +444,7 @@ def _auto_scores(hub: Hub, student: str) -> dict[str, float | None]:
     """The autograded score of each cell of ``student``'s notebook, from the course gradebook."""
     from nbgrader.api import Gradebook
 
-    from resumable_core.course.grading.steps.publish import find_course
+    from resumable_core.course.release import find_course
 
     found = find_course(hub.settings.paths.course)
     with Gradebook(found.db_url, found.course_id) as gb:
@@ -454,7 +454,7 @@ def _auto_scores(hub: Hub, student: str) -> dict[str, float | None]:
 def _manual_score(hub: Hub, student: str) -> float | None:
     from nbgrader.api import Gradebook
 
-    from resumable_core.course.grading.steps.publish import find_course
+    from resumable_core.course.release import find_course
 
     found = find_course(hub.settings.paths.course)
     with Gradebook(found.db_url, found.course_id) as gb:

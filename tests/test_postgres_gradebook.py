@@ -32,10 +32,11 @@ from sqlalchemy.engine import make_url
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, release
+from resumable_core.course.errors import CourseConfigError
 from resumable_core.course.grading import gradebook
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.isolation import BwrapBackend
-from resumable_core.course.grading.steps.publish import check_released, find_course, publish
+from resumable_core.course.grading.steps.publish import check_released, publish
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"
@@ -223,8 +224,8 @@ def pg_class(server: str, tmp_path_factory) -> Iterator[PostgresClass]:
         facts.kit_postgres = _kit_grades(course, desk / "grades-postgres")
         sqlite_course = _course(tmp / "sqlite-course", None)  # the default gradebook.db
         release.release(sqlite_course, [ASSIGNMENT])
-        publish(find_course(sqlite_course), work, ASSIGNMENT, sorted(CLASS))
-        facts.sqlite_cells = _cell_rows(find_course(sqlite_course).db_url, COURSE_ID)
+        publish(release.find_course(sqlite_course), work, ASSIGNMENT, sorted(CLASS))
+        facts.sqlite_cells = _cell_rows(release.find_course(sqlite_course).db_url, COURSE_ID)
         facts.kit_sqlite = _kit_grades(sqlite_course, desk / "grades-sqlite")
         yield facts
 
@@ -290,8 +291,8 @@ CLOSED_PORT_URL = "postgresql+psycopg2://resumable:s3cret@127.0.0.1:1/gradebook"
 def test_a_gradebook_on_a_server_without_a_course_id_is_refused(tmp_path: Path, capsys) -> None:
     """`make release` into PostgreSQL without a course id stops at once, naming the setting (nbgrader would fail late)."""
     course = _course(tmp_path / "course", CLOSED_PORT_URL, course_id=None)
-    with pytest.raises(GradingError, match=r"c\.CourseDirectory\.course_id"):
-        find_course(course)
+    with pytest.raises(CourseConfigError, match=r"c\.CourseDirectory\.course_id"):
+        release.find_course(course)
     assert release.main(["release", "--root", str(course)]) == 2
     error = capsys.readouterr().err
     assert len(error.strip().splitlines()) == 1 and "s3cret" not in error and "resumable:***@" in error
@@ -301,7 +302,7 @@ def test_a_gradebook_on_a_server_without_a_course_id_is_refused(tmp_path: Path, 
 @pytest.mark.slow
 def test_an_unreachable_gradebook_is_one_line_without_its_password(tmp_path: Path) -> None:
     """`grade`'s first look at a course whose database server is down says so in one line, the password hidden."""
-    course = find_course(_course(tmp_path / "course", CLOSED_PORT_URL))
+    course = release.find_course(_course(tmp_path / "course", CLOSED_PORT_URL))
     with pytest.raises(GradingError) as refused:
         check_released(course, ASSIGNMENT)
     message = str(refused.value)

@@ -188,7 +188,11 @@ def test_kit_holds_the_manifest(built: tuple[Path, Path]) -> None:
         assert f"exercises/{notebook.parent.name}/{notebook.name}" in names
         assert f"resumable_core/course/checks/{notebook.stem}.py" in names
     course = {n for n in names if n.startswith("resumable_core/course/")}
-    learners = {"resumable_core/course/__init__.py", "resumable_core/course/self_check.py"}  # self_check: make check
+    learners = {
+        "resumable_core/course/__init__.py",
+        "resumable_core/course/errors.py",  # the root of the checks' errors
+        "resumable_core/course/self_check.py",  # make check
+    }
     assert learners <= course
     shipped = ("resumable_core/course/checks/", "resumable_core/course/locale/")  # the visible checks and their words
     assert all(n in learners | {"resumable_core/course/i18n.py"} or n.startswith(shipped) for n in course)
@@ -295,6 +299,7 @@ def test_caches_and_checkpoints_are_left_out() -> None:
     assert not student_kit.ships("resumable_core/course/hidden/reconcile.py")
     assert not student_kit.ships("resumable_core/course/student_kit.py")
     assert student_kit.ships("resumable_core/course/self_check.py")
+    assert student_kit.ships("resumable_core/course/errors.py")  # the checks' errors subclass its root
     assert not student_kit.ships("solutions/reconcile/reconcile.ipynb")
 
 

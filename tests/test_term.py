@@ -31,7 +31,8 @@ from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks, release
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.isolation import BwrapBackend
-from resumable_core.course.grading.steps.publish import find_course, publish
+from resumable_core.course.grading.steps.publish import publish
+from resumable_core.course.release import find_course
 
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "postmortem"
@@ -297,7 +298,8 @@ def test_a_failed_publish_writes_nothing(term: Term, tmp_path: Path) -> None:
 
 PUBLISH = """import sys
 from pathlib import Path
-from resumable_core.course.grading.steps.publish import find_course, publish
+from resumable_core.course.grading.steps.publish import publish
+from resumable_core.course.release import find_course
 publish(find_course(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], ["bob"])
 """
 

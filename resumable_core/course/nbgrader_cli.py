@@ -13,13 +13,15 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .errors import CourseError
+
 __all__ = ["NbgraderError", "env", "nbgrader"]
 
 STDERR_TAIL = 3000
 """How much of a failed command's stderr its error keeps (nbgrader logs a lot before the cause)."""
 
 
-class NbgraderError(RuntimeError):
+class NbgraderError(CourseError, RuntimeError):
     """An nbgrader command exited non-zero; ``.command``, ``.returncode`` and ``.stderr`` say how."""
 
     def __init__(self, command: list[str], returncode: int, stderr: str) -> None:

@@ -35,15 +35,20 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nbformat
 
 from ..lab.i18n import TRANSLATIONS  # the languages an assignment may have a source for, in <assignment>/<lang>/
 from . import notebooks
 from .assignments import ASSIGNMENTS
+from .errors import CourseConfigError, CourseError
 from .nbgrader_cli import nbgrader
+
+if TYPE_CHECKING:
+    from nbgrader.coursedir import CourseDirectory
 
 COURSE_ROOT = Path(__file__).resolve().parents[2]
 """The repository root, when the kit runs from its checkout."""
@@ -107,8 +112,15 @@ def translated_path(assignment: str, lang: str, root: str | Path = COURSE_ROOT, 
     return Path(root) / folder / assignment / lang / f"{assignment}.ipynb"
 
 
-class TranslationError(Exception):
-    """A translated source that cannot make a release: it lacks a markdown cell of the English release."""
+class TranslationError(CourseError):
+    """A translated source that cannot make a release: it lacks a markdown cell of the English release.
+
+    ``.reason`` says which.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def translate_release(english_release: dict[str, Any], translated_source: dict[str, Any], lang: str) -> dict[str, Any]:
@@ -157,6 +169,90 @@ def release_translations(root: Path, assignment: str) -> list[Path]:
     return out
 
 
+CONFIG_FILE = "nbgrader_config.py"
+LOCK_NAME = ".resumable-grading.lock"
+"""The lock file beside a course's SQLite gradebook (at the course root for other databases)."""
+
+
+@dataclass(frozen=True)
+class Course:
+    """An nbgrader course as its ``nbgrader_config.py`` describes it."""
+
+    root: Path
+    db_url: str
+    course_id: str
+    directory: CourseDirectory
+
+    def autograded(self, student: str, assignment: str) -> Path:
+        """``autograded/<student>/<assignment>/`` as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.autograded_directory, student, assignment))
+
+    def source(self, assignment: str) -> Path:
+        """``source/<assignment>/`` (the instructor's notebooks) as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.source_directory, ".", assignment))
+
+    def release(self, assignment: str) -> Path:
+        """``release/<assignment>/`` (what the learners were handed) as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.release_directory, ".", assignment))
+
+    def feedback(self, student: str, assignment: str) -> Path:
+        """``feedback/<student>/<assignment>/`` as the course's config lays it out."""
+        return Path(self.directory.format_path(self.directory.feedback_directory, student, assignment))
+
+    @property
+    def shown_url(self) -> str:
+        """The gradebook's URL as messages show it (a password in it hidden)."""
+        from sqlalchemy.engine import make_url  # nbgrader's; loaded only for a message
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            return make_url(self.db_url).render_as_string(hide_password=True)
+        except ArgumentError:  # not a URL SQLAlchemy can read: nbgrader will say so when it opens it
+            return self.db_url
+
+    @property
+    def sqlite_file(self) -> Path | None:
+        """The gradebook's file when it is SQLite (a relative path counts from the course root)."""
+        prefix = "sqlite:///"
+        if not self.db_url.startswith(prefix):
+            return None
+        return self.root / self.db_url[len(prefix) :]  # an absolute path stays itself under /
+
+    @property
+    def lock_file(self) -> Path:
+        """The file ``grade`` locks while it publishes, so two runs into one course take turns."""
+        db = self.sqlite_file
+        return db.with_name(db.name + ".lock") if db else self.root / LOCK_NAME
+
+
+def find_course(folder: str | Path) -> Course:
+    """The course at ``folder``: its root, gradebook URL, course id and layout, read from its ``nbgrader_config.py``."""
+    from nbgrader.coursedir import CourseDirectory  # nbgrader loads only when a course is read
+    from traitlets.config.loader import PyFileConfigLoader
+
+    folder = Path(folder).resolve()
+    if not (folder / CONFIG_FILE).is_file():
+        raise CourseConfigError(
+            folder,
+            f"{folder} has no {CONFIG_FILE}, so it is no nbgrader course; pass --course COURSE_DIR (or --out DIR "
+            "for a dry run that leaves every course alone)",
+        )
+    config = PyFileConfigLoader(CONFIG_FILE, path=str(folder)).load_config()
+    directory = CourseDirectory(config=config)
+    root = folder / directory.root  # '' or relative: from the course folder; absolute: itself
+    directory.root = str(root)  # before db_url is read: nbgrader's default gradebook sits at the root
+    course = Course(root, directory.db_url, directory.course_id, directory)
+    if not course.course_id and not course.db_url.startswith("sqlite:"):
+        # nbgrader files assignments under course_id; without one it writes '' and no course row,
+        # which only SQLite lets through (it does not enforce foreign keys): PostgreSQL refuses the release
+        raise CourseConfigError(
+            folder,
+            f"{folder / CONFIG_FILE} puts the gradebook in {course.shown_url} but sets no course id; nbgrader needs "
+            'one on a database server: add c.CourseDirectory.course_id = "<your course>"',
+        )
+    return course
+
+
 # -- nbgrader (through :mod:`.nbgrader_cli`, the one wrapper) ------------------------------
 
 
@@ -169,11 +265,9 @@ def release(course_root: str | Path = COURSE_ROOT, assignments: Iterable[str] = 
     its cells and points. On an empty database, SQLite or PostgreSQL, nbgrader's first open creates
     the schema and stamps alembic's head revision, so a later ``nbgrader db upgrade`` works (on an
     empty PostgreSQL database it fails: its first migration alters tables that are not there yet).
-    Refuses (:class:`.grading.errors.GradingError`) a gradebook on a database server without a course id,
+    Refuses (:class:`CourseConfigError`) a gradebook on a database server without a course id,
     and (:class:`TranslationError`) a translated source that lacks one of the release's markdown cells.
     """
-    from .grading.steps.publish import find_course  # the grading wing imports this module
-
     root = Path(course_root).resolve()
     find_course(root)
     out = []
@@ -364,13 +458,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """``release``, ``check`` or ``points``: 0 when done (``check``: 1 if exercises/ differs)."""
-    from .grading.errors import GradingError
-
     args = build_parser().parse_args(argv)
     if args.command == "release":
         try:
             released = release(args.root, args.assignment or ASSIGNMENTS)
-        except (GradingError, TranslationError) as e:
+        except (CourseConfigError, TranslationError) as e:
             print(f"release: {e}", file=sys.stderr)
             return 2
         for path in released:

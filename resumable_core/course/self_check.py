@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from resumable_core.course.errors import CourseError
 from resumable_core.course.i18n import _
 from resumable_core.lab.columns import pad
 from resumable_core.lab.commandline import Formatter
@@ -89,7 +90,7 @@ SOURCE_NOTEBOOKS = LIBRARY_ROOT / "solutions"
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
-class MemoryCapHit(Exception):
+class MemoryCapHit(CourseError):
     """A cell passed :data:`MEMORY_CAP` (it raised MemoryError): the run ends. Carries the ``cell`` and its ``index``."""
 
     def __init__(self, cell: Any, index: int) -> None:
@@ -104,7 +105,7 @@ def _stop_at_memory_error(cell: Any, cell_index: int, execute_reply: dict[str, A
         raise MemoryCapHit(cell, cell_index)
 
 
-class SelfCheckError(Exception):
+class SelfCheckError(CourseError):
     """The argument is not an exercise notebook. Carries the ``path`` and a one-line ``reason`` naming the fix."""
 
     def __init__(self, path: Path, reason: str) -> None:

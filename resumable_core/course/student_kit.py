@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lab.i18n import LANGUAGES
+from .errors import CourseError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = Path(__file__).resolve().parent / "kit"
@@ -55,6 +56,7 @@ MANIFEST: tuple[tuple[str, str], ...] = (
     ("+", "resumable_core/"),  # the core and the lab wing
     ("-", "resumable_core/course/"),  # the instructor's: grading, hidden checks, this builder
     ("+", "resumable_core/course/__init__.py"),
+    ("+", "resumable_core/course/errors.py"),  # the course wing's error root, which the checks' errors subclass
     ("+", "resumable_core/course/checks/"),  # the visible checks the exercises call
     ("+", "resumable_core/course/self_check.py"),  # python -m resumable_core check (make check NB=...)
     ("+", "resumable_core/course/i18n.py"),  # the catalog of check's and the visible checks' messages
@@ -119,7 +121,7 @@ def edition(name: str, lang: str = "en") -> Edition:
     return Edition(f"{base.name}-{lang}", base.manifest, base.templates, base.worked_solutions, lang=lang)
 
 
-class StudentKitError(Exception):
+class StudentKitError(CourseError):
     """The kit cannot be built from this tree. Carries the ``path`` and a one-line ``reason``."""
 
     def __init__(self, path: Path, reason: str) -> None:

@@ -14,11 +14,11 @@ explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``
 from __future__ import annotations
 
 from .columns import pad
+from .core_words import say
 from .crash_test import crash_test, crash_test_journal
 from .exercise_checkpoints import ACTIONS, load_exercise_checkpoint
 from .figures import crash_loop_chart, resume_vs_restart_chart, save_timeline, turn_diagram
 from .formative import formative_check
-from .i18n import say
 from .matrix import Cell, MatrixRow, recorded_matrix, run_cell, run_matrix
 from .predict import reveal
 from .resumers import crash_loop, race_resumers

@@ -1,4 +1,4 @@
-"""The core's own words that the lab shows a learner, in the lab's catalog.
+"""The core's own words that the lab shows a learner, in the lab's catalog, and a lesson's sentence (:func:`say`).
 
 The core imports no wing, so its texts (each crash point's help, each scenario's and strategy's
 help, each scenario's task) cannot go through a catalog where they are written. They are copied here, marked for the
@@ -8,9 +8,9 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
-from .i18n import N_, _
+from .i18n import LESSONS, N_, _
 
-__all__ = ["CORE_WORDS", "core"]
+__all__ = ["CORE_WORDS", "core", "say"]
 
 CORE_WORDS: frozenset[str] = frozenset(
     {
@@ -44,3 +44,14 @@ CORE_WORDS: frozenset[str] = frozenset(
 def core(text: str) -> str:
     """One of the core's texts (:data:`CORE_WORDS`) in now's language; any other text as it is."""
     return _(text) if text in CORE_WORDS else text
+
+
+def say(message: str, /, **values: object) -> str:
+    """A lesson's sentence in now's language, its `{fields}` filled from `values`.
+
+    Lessons write `print(lab.say("{n} emails sent", n=len(sent)))`: the code cell is the same in
+    every edition, and the sentence comes from the lessons' catalog. A value that is one of the
+    core's texts (a scenario's task) is shown in now's language too (:func:`core`).
+    """
+    shown = {k: core(v) if isinstance(v, str) else v for k, v in values.items()}
+    return LESSONS.gettext(message).format(**shown)

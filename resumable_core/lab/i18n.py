@@ -210,16 +210,3 @@ def register(catalog: Catalog) -> Catalog:
 def _(message: str) -> str:
     """The lab wing's `message` in now's language."""
     return LAB.gettext(message)
-
-
-def say(message: str, /, **values: object) -> str:
-    """A lesson's sentence in now's language, its `{fields}` filled from `values`.
-
-    Lessons write `print(lab.say("{n} emails sent", n=len(sent)))`: the code cell is the same in
-    every edition, and the sentence comes from the lessons' catalog. A value that is one of the
-    core's texts (a scenario's task) is shown in now's language too (:func:`.core_words.core`).
-    """
-    from .core_words import core  # here: core_words imports this module
-
-    shown = {k: core(v) if isinstance(v, str) else v for k, v in values.items()}
-    return LESSONS.gettext(message).format(**shown)

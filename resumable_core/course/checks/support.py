@@ -33,10 +33,11 @@ from ...scenarios import BRIEFING_TASK, NOTES_TASK, SCENARIOS
 from ...strategies import Reconcile
 from ...tools import DEFAULT_TOOLS, Tool, Toolbox
 from ...world import World
+from ..errors import CourseError
 from ..i18n import _
 
 
-class CheckFailed(AssertionError):
+class CheckFailed(CourseError, AssertionError):
     """A check found the learner's code wrong; ``reason`` is the one sentence to act on.
 
     An ``AssertionError`` so nbgrader and the re-check report it as a failed test, but raised

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..assignments import ASSIGNMENTS
+from ..errors import CourseConfigError
 from ..nbgrader_cli import NbgraderError
 from . import reasons
 from .errors import GradingError
@@ -199,15 +200,14 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def grades_main(args: argparse.Namespace) -> int:
     """Run ``grades``: 0 once the CSV is written, 2 when the course or the assignment is not there."""
-    from ..release import COURSE_ROOT  # imported here, as grade's pipeline: nbgrader loads only when used
+    from ..release import COURSE_ROOT, find_course  # imported here, as grade's pipeline: nbgrader loads only when used
     from .steps.course_grades import write_course_grades
-    from .steps.publish import find_course
 
     out = Path(args.out) if args.out else Path.cwd() / f"grades-{args.assignment}"
     try:
         course = find_course(args.course or COURSE_ROOT)
         subs, files = write_course_grades(course, args.assignment, out, args.similar, args.provisional)
-    except GradingError as e:
+    except (GradingError, CourseConfigError) as e:
         print(f"grades: {e}", file=sys.stderr)
         return 2
     print(f"{len(subs)} students' grades of {args.assignment} from the course gradebook")
@@ -272,7 +272,7 @@ def main(args: argparse.Namespace) -> int:
     except NbgraderError as e:
         print(f"grade: {e}\n{e.stderr}", file=sys.stderr)
         return 2
-    except GradingError as e:
+    except (GradingError, CourseConfigError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # the workers and their sandboxes are stopped (:func:`.workers.run_workers`)

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 
 from .model import CellGrade
 
@@ -33,14 +32,6 @@ OPEN_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, ImportError)
 def gradebook_url(root: Path) -> str:
     """The SQLAlchemy URL of the gradebook of the working course at ``root``."""
     return f"sqlite:///{root / 'gradebook.db'}"
-
-
-def shown_url(db_url: str) -> str:
-    """``db_url`` as a message may show it: a password in it (a PostgreSQL course's) becomes ``***``."""
-    try:
-        return make_url(db_url).render_as_string(hide_password=True)
-    except ArgumentError:  # not a URL SQLAlchemy can read: nbgrader will say so when it opens it
-        return db_url
 
 
 def _open(db_url: str, course_id: str | None = None) -> Gradebook:

@@ -38,19 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..release import COURSE_ROOT
-from .errors import GradingError, StudentIdError
+from ..release import COURSE_ROOT, Course, find_course
+from .errors import GradingError, StudentIdError, check_id
 from .gradebook import export_csv, gradebook_url, submission_score
 from .isolation import library_copy, make_backend
 from .model import StudentReport, Submission
 from .progress import RunProgress
 from .steps.cluster import check_scheduler, run_on_cluster
-from .steps.collect import check_class, check_id, collect, unpacked
+from .steps.collect import check_class, collect, unpacked
 from .steps.course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .steps.lms import Names
 from .steps.merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
 from .steps.prepare import prepare
-from .steps.publish import Course, check_released, find_course, publish
+from .steps.publish import check_released, publish
 from .steps.report import explain, plot_scores, write_csv
 from .steps.similarity import THRESHOLD as SIMILAR
 from .steps.workers import WORKER_EXITED, run_workers

@@ -16,13 +16,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import CourseError
+
 MARK = "resumable-agents class account"
 """The GECOS field of every account the kit makes: what :func:`remove` looks for."""
 STUDENTS = 3
 PROFILE_D = Path("/etc/profile.d")
 
 
-class AccountError(RuntimeError):
+class AccountError(CourseError, RuntimeError):
     """An account cannot be made or removed; carries the ``name`` and a one-line ``reason``."""
 
     def __init__(self, name: str, reason: str) -> None:

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from resumable_core.course import release, student_kit
+from resumable_core.course.errors import CourseError
 from resumable_core.course.hub import accounts
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -55,8 +56,12 @@ LAB_OVERRIDES = student_kit.TEMPLATES / "lab-settings" / "overrides.json"
 """The student kit's JupyterLab defaults (no news pop-up, no update check), for every server of the class."""
 
 
-class HubError(RuntimeError):
+class HubError(CourseError, RuntimeError):
     """The class cannot be built here; carries a one-line ``reason`` that says what to do."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass

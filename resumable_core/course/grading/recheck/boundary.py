@@ -42,6 +42,7 @@ from ....checkpoint import Checkpoint, PendingToolUse
 from ....tools import Effect, Toolbox
 from ...checks import support
 from ...checks.support import HandedFolder, HandedPath
+from ...errors import CourseError
 from . import rpc
 
 # -- the table of what crosses ------------------------------------------------------------------
@@ -333,7 +334,7 @@ FILES_CAP = 100
 """Entries of the largest folder read back."""
 
 
-class HandedFileError(ValueError):
+class HandedFileError(CourseError, ValueError):
     """The function left something in a handed folder that is no regular file, or too much; ``.name`` names it."""
 
     def __init__(self, name: str, why: str) -> None:

@@ -26,30 +26,12 @@ from pathlib import Path
 
 from ....lab.i18n import TRANSLATIONS
 from .. import reasons
-from ..errors import GradingError, StudentIdError
+from ..errors import GradingError, StudentIdError, check_id
 from ..model import Submission
 from . import lms as lms_names
 
-_SAFE_ID = re.compile(r"[A-Za-z0-9_.@-]+")
-MAX_ID_LENGTH = 64
 _BROWSER_COPY = re.compile(r"^(?P<name>.+?) ?\((?P<n>\d+)\)$")
 """``reconcile (1)``, ``reconcile(2)``: a browser's name for a file downloaded again under a name it already had."""
-
-
-def check_id(sid: str) -> str:
-    """``sid`` itself if it is safe as a student id and as one file name; else :class:`StudentIdError` says why."""
-    bad = sorted(set(_SAFE_ID.sub("", sid)))
-    if not sid.strip("._"):
-        raise StudentIdError(sid, "it is empty once spaces, dots and underscores at its ends are dropped")
-    if "/" in sid or "\\" in sid:
-        raise StudentIdError(sid, "it holds a path separator")
-    if ".." in sid:
-        raise StudentIdError(sid, "it holds '..'")
-    if bad:
-        raise StudentIdError(sid, "it holds " + " ".join(repr(c) for c in bad))
-    if len(sid) > MAX_ID_LENGTH:
-        raise StudentIdError(sid, f"it is {len(sid)} characters long, over {MAX_ID_LENGTH}")
-    return sid
 
 
 def student_id(name: str) -> str:

@@ -29,14 +29,14 @@ import nbformat
 from nbformat.reader import NotJSONError
 
 from ... import notebooks
+from ...release import Course
 from .. import reasons
-from ..errors import GradingError
+from ..errors import GradingError, check_id
 from ..gradebook import GradeValues, StudentGrades, assignment_grades
 from ..model import Status, StudentReport, Submission
 from . import analysis, lms, similarity
-from .collect import check_id
 from .feedback import failure_message, write_feedback
-from .publish import Course, reached
+from .publish import reached
 from .report import recheck_messages, write_csv
 
 RESULTS = "results"

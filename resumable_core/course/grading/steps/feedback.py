@@ -26,10 +26,9 @@ from markdown_it import MarkdownIt
 
 from ... import notebooks
 from .. import reasons
-from ..errors import StudentIdError
+from ..errors import StudentIdError, check_id
 from ..i18n import GRADING
 from ..model import CellGrade
-from .collect import check_id
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 """No script, frame, font, fetch or form; images only inline (the validated PNGs); the page's own style."""

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from .. import reasons
 from ..csvfile import write_csv
-from ..errors import GradingError, StudentIdError
+from ..errors import GradingError, StudentIdError, check_id
 from ..model import Submission
 
 CANVAS = re.compile(r"^(?P<name>[a-z0-9]+?)_(?:late_)?(?P<id>\d+)_(?P<submission>\d+)_(?P<file>.+)$")
@@ -134,8 +134,6 @@ class Roster:
     @classmethod
     def read(cls, path: Path) -> Roster:
         """The roster in ``path``; a one-line error naming the row for a missing column, a bad id or a duplicate."""
-        from .collect import check_id  # here: collect imports this module
-
         try:
             with open(path, newline="", encoding="utf-8-sig") as f:
                 rows = list(csv.DictReader(f))

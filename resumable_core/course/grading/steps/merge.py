@@ -18,9 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import reasons
+from ..errors import check_id
 from ..gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
 from ..model import StudentReport, Submission
-from .collect import check_id
 
 DONE = "done"
 """The working course's folder of finished students' records."""

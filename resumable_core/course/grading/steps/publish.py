@@ -21,12 +21,9 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from nbgrader.coursedir import CourseDirectory
-from traitlets.config.loader import PyFileConfigLoader
-
+from ...release import Course
 from ..errors import GradingError
 from ..gradebook import (
     OPEN_ERRORS,
@@ -35,82 +32,10 @@ from ..gradebook import (
     publish_submissions,
     read_submissions,
     released_cells,
-    shown_url,
 )
 
-CONFIG_FILE = "nbgrader_config.py"
-LOCK_NAME = ".resumable-grading.lock"
-"""The lock file beside a course's SQLite gradebook (at the course root for other databases)."""
 REFUSED: tuple[type[Exception], ...] = (*WRITE_ERRORS, OSError)
 """What a publish that writes nothing raises: the gradebook refused a write, or a folder could not be swapped."""
-
-
-@dataclass(frozen=True)
-class Course:
-    """An nbgrader course as its ``nbgrader_config.py`` describes it."""
-
-    root: Path
-    db_url: str
-    course_id: str
-    directory: CourseDirectory
-
-    def autograded(self, student: str, assignment: str) -> Path:
-        """``autograded/<student>/<assignment>/`` as the course's config lays it out."""
-        return Path(self.directory.format_path(self.directory.autograded_directory, student, assignment))
-
-    def source(self, assignment: str) -> Path:
-        """``source/<assignment>/`` (the instructor's notebooks) as the course's config lays it out."""
-        return Path(self.directory.format_path(self.directory.source_directory, ".", assignment))
-
-    def release(self, assignment: str) -> Path:
-        """``release/<assignment>/`` (what the learners were handed) as the course's config lays it out."""
-        return Path(self.directory.format_path(self.directory.release_directory, ".", assignment))
-
-    def feedback(self, student: str, assignment: str) -> Path:
-        """``feedback/<student>/<assignment>/`` as the course's config lays it out."""
-        return Path(self.directory.format_path(self.directory.feedback_directory, student, assignment))
-
-    @property
-    def shown_url(self) -> str:
-        """The gradebook's URL as messages show it (a password in it hidden)."""
-        return shown_url(self.db_url)
-
-    @property
-    def sqlite_file(self) -> Path | None:
-        """The gradebook's file when it is SQLite (a relative path counts from the course root)."""
-        prefix = "sqlite:///"
-        if not self.db_url.startswith(prefix):
-            return None
-        return self.root / self.db_url[len(prefix) :]  # an absolute path stays itself under /
-
-    @property
-    def lock_file(self) -> Path:
-        """The file ``grade`` locks while it publishes, so two runs into one course take turns."""
-        db = self.sqlite_file
-        return db.with_name(db.name + ".lock") if db else self.root / LOCK_NAME
-
-
-def find_course(folder: str | Path) -> Course:
-    """The course at ``folder``: its root, gradebook URL, course id and layout, read from its ``nbgrader_config.py``."""
-    folder = Path(folder).resolve()
-    if not (folder / CONFIG_FILE).is_file():
-        raise GradingError(
-            f"{folder} has no {CONFIG_FILE}, so it is no nbgrader course; pass --course COURSE_DIR (or --out DIR "
-            "for a dry run that leaves every course alone)"
-        )
-    config = PyFileConfigLoader(CONFIG_FILE, path=str(folder)).load_config()
-    directory = CourseDirectory(config=config)
-    root = folder / directory.root  # '' or relative: from the course folder; absolute: itself
-    directory.root = str(root)  # before db_url is read: nbgrader's default gradebook sits at the root
-    course = Course(root, directory.db_url, directory.course_id, directory)
-    if not course.course_id and not course.db_url.startswith("sqlite:"):
-        # nbgrader files assignments under course_id; without one it writes '' and no course row,
-        # which only SQLite lets through (it does not enforce foreign keys): PostgreSQL refuses the release
-        raise GradingError(
-            f"{folder / CONFIG_FILE} puts the gradebook in {course.shown_url} but sets no course id; nbgrader needs "
-            'one on a database server: add c.CourseDirectory.course_id = "<your course>"'
-        )
-    return course
 
 
 @contextmanager

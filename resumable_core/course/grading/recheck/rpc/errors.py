@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ....errors import CourseError
 
-class ProtocolError(Exception):
+
+class ProtocolError(CourseError):
     """The other side broke the protocol (a malformed, oversized or unknown message or value); ``.reason`` says how."""
 
     def __init__(self, reason: str) -> None:
@@ -19,7 +21,7 @@ class NotDataError(ProtocolError):
         self.what = what
 
 
-class ProcessEndedError(Exception):
+class ProcessEndedError(CourseError):
     """The other process ended in the middle of a call (it exited, crashed, was killed or hit a limit); ``.peer`` names it."""
 
     def __init__(self, peer: str = "the other process") -> None:

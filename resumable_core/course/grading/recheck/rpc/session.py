@@ -14,6 +14,7 @@ import socket
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ....errors import CourseError
 from . import framing
 from .codec import Codec
 from .errors import NotDataError, ProcessEndedError, ProtocolError
@@ -21,8 +22,12 @@ from .errors import NotDataError, ProcessEndedError, ProtocolError
 Op = Callable[..., Any]
 
 
-class StaleSessionError(RuntimeError):
-    """A session was used in a process other than the one that opened it (after a fork)."""
+class StaleSessionError(CourseError, RuntimeError):
+    """A session was used in a process other than the one that opened it (after a fork); ``.pid`` is that one."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(f"a session opened in process {pid} was used in process {os.getpid()}, a fork of it")
+        self.pid = pid
 
 
 class Session:
@@ -44,7 +49,7 @@ class Session:
     def request(self, op: str, *args: Any, **kwargs: Any) -> Any:
         """Call the other side's ``op``; answer its requests until the reply comes; return or raise it."""
         if os.getpid() != self.pid:
-            raise StaleSessionError("a session opened before a fork was used in the forked child")
+            raise StaleSessionError(self.pid)
         if self.broken:
             raise ProtocolError(self.broken)
         message = {"op": op, "args": self.codec.encode(list(args)), "kwargs": self.codec.encode(kwargs)}
