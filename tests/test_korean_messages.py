@@ -8,6 +8,7 @@ The English texts themselves are asserted by the areas' own tests, which stay as
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,45 @@ def test_a_lesson_announces_a_task_in_korean_with_the_models_english_beside_it(k
     said = lab.say("Task: {task}", task=EMAIL_TASK)
     assert said.startswith("작업: 이번 주 결론을 팀에 메일로") and f"“{EMAIL_TASK}”" in said, said
     assert lab.say("Task: {task}", task="not a core text") == "작업: not a core text"
+
+
+def test_an_ipython_kernel_in_a_ko_folder_speaks_korean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With no setting and no notebook path (Voila, nbconvert), an IPython kernel started in a `ko/` folder is Korean."""
+    import types
+
+    from resumable_core.lab import i18n
+
+    for variable in ("RESUMABLE_LANG", "JPY_SESSION_NAME", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(variable, raising=False)
+    (tmp_path / "ko").mkdir()
+    monkeypatch.chdir(tmp_path / "ko")
+    assert i18n.language() == "en"  # a command run from that folder is no Korean notebook
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: object()))
+    assert i18n.language() == "ko"
+    monkeypatch.chdir(tmp_path)
+    assert i18n.language() == "en"
+
+
+@pytest.mark.slow
+def test_the_korean_simulator_page_speaks_korean_with_no_setting(tmp_path: Path) -> None:
+    """Executed as nbconvert and Voila run it (in its folder, no RESUMABLE_LANG, no notebook path), the Korean
+    simulator page's widgets are Korean."""
+    import json
+    import shutil
+    import subprocess
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from resumable_core.course.self_check import kernel_env
+
+    folder = tmp_path / "ko"
+    folder.mkdir()
+    shutil.copy(ROOT / "simulator" / "ko" / "simulator.ipynb", folder)
+    nb = nbformat.read(folder / "simulator.ipynb", as_version=4)
+    unset = ("RESUMABLE_LANG", "JPY_SESSION_NAME", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+    env = {k: v for k, v in kernel_env(tmp_path).items() if k not in unset}
+    NotebookClient(nb, kernel_name="python3", timeout=300).execute(env=env, cwd=str(folder), stderr=subprocess.DEVNULL)
+    state = json.dumps(nb.metadata.get("widgets", {}), ensure_ascii=False)
+    assert "시나리오" in state and "크래시 지점" in state
+    assert '"Scenario' not in state
