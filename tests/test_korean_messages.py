@@ -135,15 +135,36 @@ def test_the_formative_feedback_is_korean(korean: None, capsys: pytest.CaptureFi
 
 
 def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
-    """core_words copies every crash point's, scenario's and kit strategy's help, and each task, as the core writes it."""
+    """core_words copies every crash point's, scenario's and strategy's help (the answers' too), each task, the
+    checkpoint's field docs, the run statuses and effects, and the constant refusal, as the core writes them."""
+    import ast
+    import inspect
+    import itertools
+    import textwrap
+    import typing
+
+    import resumable_core as rc
+    import resumable_core.course.hidden.strategies as answers
+    from resumable_core import checkpoint as checkpoint_module
     from resumable_core.crash import CRASH_POINT_HELP
     from resumable_core.lab.core_words import CORE_WORDS
+    from resumable_core.loop import RunResult
     from resumable_core.scenarios import SCENARIOS
     from resumable_core.strategies import STRATEGIES
+    from resumable_core.tools import Effect
 
     shown = {*CRASH_POINT_HELP.values(), *(s.help for s in SCENARIOS.values()), *(s.task for s in SCENARIOS.values())}
-    shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")}
-    assert shown == set(CORE_WORDS)
+    shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")} | {s.help for s in answers.ANSWERS}
+    body = ast.parse(textwrap.dedent(inspect.getsource(rc.Checkpoint))).body[0].body
+    shown |= {
+        " ".join(doc.value.value.split())
+        for field, doc in itertools.pairwise(body)
+        if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr)
+    }
+    shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
+    refusal = "no 'version' field: not a checkpoint written by this kit"
+    assert refusal in inspect.getsource(checkpoint_module)
+    assert shown | {refusal} == set(CORE_WORDS)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
@@ -295,3 +316,53 @@ def test_the_korean_simulator_page_speaks_korean_with_no_setting(tmp_path: Path)
     state = json.dumps(nb.metadata.get("widgets", {}), ensure_ascii=False)
     assert "시나리오" in state and "크래시 지점" in state
     assert '"Scenario' not in state
+
+
+_ENGLISH_PROSE = re.compile(r"(?<![\w.-])[A-Za-z]{2,}(?: [A-Za-z]{2,}){2,}(?![\w-])")
+"""Three plain English words in a row: prose, not a code name (send_email), a flag or a quoted value."""
+
+
+def _english_prose(text: str) -> list[str]:
+    """The English prose left in ``text``, outside backticks, quotes and angle brackets (code, values, markup)."""
+    text = re.sub(r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|“[^”]*”|<[^>]*>", " ", text)
+    return _ENGLISH_PROSE.findall(text)
+
+
+def test_the_korean_lessons_rendered_words_and_simulates_help_are_korean(
+    korean: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What lessons 1 and 2 render from the kit (the actions' meanings, a refused checkpoint's reason, the core's
+    words: the checkpoint's fields, the statuses and effects, every strategy's help; the turn diagram) and
+    `simulate --help` hold no English prose, and their particles are chosen."""
+    import json
+
+    import resumable_core as rc
+    from resumable_core import lab
+    from resumable_core.__main__ import main as cli_main
+    from resumable_core.errors import CheckpointTaskMismatchError, CheckpointTooLargeError, CheckpointVersionError
+    from resumable_core.lab.core_words import CORE_WORDS
+
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"name": "some other tool's state"}))
+    with pytest.raises(rc.CheckpointError) as refused:
+        rc.load_checkpoint(foreign)
+    rendered = {
+        "actions": lab.actions_text(),
+        "version": lab.reason(CheckpointVersionError(None, 3, 2)),
+        "task": lab.reason(CheckpointTaskMismatchError(None, "Email the team.", "Summarize the notes.")),
+        "size": lab.reason(CheckpointTooLargeError(None, 2048, 1024)),
+        "foreign": lab.reason(refused.value),
+        "status": lab.say("pending {tool}: effect {effect}", tool="send_email", effect="side_effect"),
+        "diagram": lab.turn_diagram().svg,
+        **{word: lab.core(word) for word in CORE_WORDS},
+    }
+    with pytest.raises(SystemExit):
+        cli_main(["simulate", "--help"])
+    rendered["simulate --help"] = capsys.readouterr().out
+    assert rendered["version"] == "체크포인트 버전 3, 이 코드는 버전 2를 읽습니다"
+    assert rendered["status"] == "대기 중 send_email: 효과 부수 효과"
+    assert "레슨의 규칙" in rendered["simulate --help"]  # by_effect's help
+    left = {name: _english_prose(text) for name, text in rendered.items()}
+    assert {name: prose for name, prose in left.items() if prose} == {}
+    assert not [name for name, text in rendered.items() if re.search(r"을\(를\)|이\(가\)|은\(는\)|\(으\)로", text)]
+    assert _english_prose("체크포인트: The run is finished, report it") == ["The run is finished"]  # not blind

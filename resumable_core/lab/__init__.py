@@ -14,8 +14,9 @@ explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``
 from __future__ import annotations
 
 from .columns import pad
+from .core_words import core, reason
 from .crash_test import crash_test, crash_test_journal
-from .exercise_checkpoints import ACTIONS, load_exercise_checkpoint
+from .exercise_checkpoints import ACTIONS, actions_text, load_exercise_checkpoint
 from .figures import crash_loop_chart, resume_vs_restart_chart, save_timeline, turn_diagram
 from .formative import formative_check
 from .i18n import say
@@ -29,7 +30,9 @@ __all__ = [
     "ACTIONS",
     "Cell",
     "MatrixRow",
+    "actions_text",
     "client_for_run",
+    "core",
     "crash_loop",
     "crash_loop_chart",
     "crash_test",
@@ -38,6 +41,7 @@ __all__ = [
     "load_exercise_checkpoint",
     "pad",
     "race_resumers",
+    "reason",
     "recorded_matrix",
     "resume_vs_restart_chart",
     "reveal",

@@ -8,9 +8,10 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
+from ..errors import CheckpointError, CheckpointTaskMismatchError, CheckpointTooLargeError, CheckpointVersionError
 from .i18n import N_, _
 
-__all__ = ["CORE_WORDS", "core"]
+__all__ = ["CORE_WORDS", "core", "reason"]
 
 CORE_WORDS: frozenset[str] = frozenset(
     {
@@ -36,6 +37,34 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_("naive resume: leave the dangling tool_use as it is (the API refuses it)"),
         N_("drop the assistant message that asked for the call (hides the fact, not the risk)"),
         N_("run the call again whatever it does (the postmortem's production code)"),
+        # course.hidden.strategies.ANSWERS' help: the instructor's strategies, shown by the CLI and the simulator
+        N_("the lesson's rule: re-run read-only tools; otherwise answer “status unknown”"),
+        N_("by effect, plus receipts and an idempotency key the outbox dedupes on"),
+        # loop.RunResult.status and tools.Effect: values a lesson's sentence shows
+        N_("finished"),
+        N_("already_finished"),
+        N_("max_turns"),
+        N_("read_only"),
+        N_("side_effect"),
+        # checkpoint.Checkpoint's field docstrings, whitespace joined: lesson 1's table of the fields
+        N_("Format version; an older one migrates on load, any other is refused, never guessed at."),
+        N_("The task this run was started for. Resume refuses a checkpoint of another task."),
+        N_("Stable id of this run across crashes; with a tool_use id it makes the idempotency key."),
+        N_(
+            "Model calls started since the task began (not since this process began), so the cap holds. Charged on disk before each call: a process killed after the call still paid for it."
+        ),
+        N_(
+            "Tokens billed for every recorded model call since the task began: input, output, and the prompt cache's writes and reads (``cache_creation_input_tokens``, ``cache_read_input_tokens``)."
+        ),
+        N_("The Messages API conversation, as JSON dicts, exactly as sent and received."),
+        N_(
+            "The dangling calls: the last turn's calls with no result yet, in block order. Set at save point A to every call of the reply; each save point B takes the first one off."
+        ),
+        N_(
+            "The ``tool_result`` blocks recorded so far for the last turn, in block order, not yet sent. Filled by each save point B but the turn's last, which sends them all in one user message."
+        ),
+        # errors: a CheckpointError's constant reasons (those with data are rendered by `reason`)
+        N_("no 'version' field: not a checkpoint written by this kit"),
     }
 )
 """Every core text the lab shows, as written in the core."""
@@ -44,3 +73,21 @@ CORE_WORDS: frozenset[str] = frozenset(
 def core(text: str) -> str:
     """One of the core's texts (:data:`CORE_WORDS`) in now's language; any other text as it is."""
     return _(text) if text in CORE_WORDS else text
+
+
+def reason(error: CheckpointError) -> str:
+    """A refused checkpoint's one-line reason in now's language, rendered from the error's type and data."""
+    # The core imports no catalog: its errors carry their data, and the sentence is made here.
+    if isinstance(error, CheckpointVersionError):
+        return _("checkpoint version {found}, this code reads version {expected}").format(
+            found=repr(error.found), expected=error.expected
+        )
+    if isinstance(error, CheckpointTaskMismatchError):
+        return _("checkpoint is for task {found}, not {expected}; refusing to resume it").format(
+            found=repr(error.found_task), expected=repr(error.expected_task)
+        )
+    if isinstance(error, CheckpointTooLargeError):
+        return _("at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file").format(
+            size=error.size, limit=error.limit
+        )
+    return core(error.reason)
