@@ -146,6 +146,7 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     import resumable_core as rc
     import resumable_core.course.hidden.strategies as answers
     from resumable_core import checkpoint as checkpoint_module
+    from resumable_core import errors
     from resumable_core.crash import CRASH_POINT_HELP
     from resumable_core.lab.core_words import CORE_WORDS
     from resumable_core.loop import RunResult
@@ -162,9 +163,17 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
         if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr)
     }
     shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
-    refusal = "no 'version' field: not a checkpoint written by this kit"
-    assert refusal in inspect.getsource(checkpoint_module)
-    assert shown | {refusal} == set(CORE_WORDS)
+    refusals = {
+        "no 'version' field: not a checkpoint written by this kit",
+        "checkpoint version {found}, this code reads version {expected}",
+        "checkpoint is for task {found}, not {expected}; refusing to resume it",
+        "at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file",
+        "not valid JSON ({detail})",
+        "not strict JSON: {detail}",
+    }
+    source = inspect.getsource(checkpoint_module) + inspect.getsource(errors)
+    assert [r for r in refusals if f'"{r}"' not in source] == []
+    assert shown | refusals == set(CORE_WORDS)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
@@ -346,15 +355,20 @@ def test_the_korean_lessons_rendered_words_and_simulates_help_are_korean(
     foreign.write_text(json.dumps({"name": "some other tool's state"}))
     with pytest.raises(rc.CheckpointError) as refused:
         rc.load_checkpoint(foreign)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"version": 1, "task": ')
+    with pytest.raises(rc.CheckpointError) as not_json:
+        rc.load_checkpoint(broken)
     rendered = {
         "actions": lab.actions_text(),
         "version": lab.reason(CheckpointVersionError(None, 3, 2)),
         "task": lab.reason(CheckpointTaskMismatchError(None, "Email the team.", "Summarize the notes.")),
         "size": lab.reason(CheckpointTooLargeError(None, 2048, 1024)),
         "foreign": lab.reason(refused.value),
+        "not json": lab.reason(not_json.value).split("(")[0],  # the parser's own words stay as Python says them
         "status": lab.say("pending {tool}: effect {effect}", tool="send_email", effect="side_effect"),
         "diagram": lab.turn_diagram().svg,
-        **{word: lab.core(word) for word in CORE_WORDS},
+        **{word: lab.core(word) for word in CORE_WORDS if "{" not in word},  # templates: filled above
     }
     with pytest.raises(SystemExit):
         cli_main(["simulate", "--help"])

@@ -8,7 +8,7 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
-from ..errors import CheckpointError, CheckpointTaskMismatchError, CheckpointTooLargeError, CheckpointVersionError
+from ..errors import CheckpointError
 from .i18n import N_, _
 
 __all__ = ["CORE_WORDS", "core", "reason"]
@@ -63,8 +63,13 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_(
             "The ``tool_result`` blocks recorded so far for the last turn, in block order, not yet sent. Filled by each save point B but the turn's last, which sends them all in one user message."
         ),
-        # errors: a CheckpointError's constant reasons (those with data are rendered by `reason`)
+        # errors: a CheckpointError's constant reasons and templates (`reason` fills them)
         N_("no 'version' field: not a checkpoint written by this kit"),
+        N_("checkpoint version {found}, this code reads version {expected}"),
+        N_("checkpoint is for task {found}, not {expected}; refusing to resume it"),
+        N_("at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file"),
+        N_("not valid JSON ({detail})"),
+        N_("not strict JSON: {detail}"),
     }
 )
 """Every core text the lab shows, as written in the core."""
@@ -76,18 +81,8 @@ def core(text: str) -> str:
 
 
 def reason(error: CheckpointError) -> str:
-    """A refused checkpoint's one-line reason in now's language, rendered from the error's type and data."""
+    """A refused checkpoint's one-line reason in now's language, from the error's template and data."""
     # The core imports no catalog: its errors carry their data, and the sentence is made here.
-    if isinstance(error, CheckpointVersionError):
-        return _("checkpoint version {found}, this code reads version {expected}").format(
-            found=repr(error.found), expected=error.expected
-        )
-    if isinstance(error, CheckpointTaskMismatchError):
-        return _("checkpoint is for task {found}, not {expected}; refusing to resume it").format(
-            found=repr(error.found_task), expected=repr(error.expected_task)
-        )
-    if isinstance(error, CheckpointTooLargeError):
-        return _("at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file").format(
-            size=error.size, limit=error.limit
-        )
+    if error.template in CORE_WORDS:
+        return _(error.template).format(**error.data)
     return core(error.reason)
