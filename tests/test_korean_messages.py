@@ -147,7 +147,7 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     import resumable_core.course.hidden.strategies as answers
     from resumable_core import checkpoint as checkpoint_module
     from resumable_core import errors
-    from resumable_core.crash import CRASH_POINT_HELP
+    from resumable_core.crash import CRASH_POINT_HELP, run_in_child
     from resumable_core.lab.core_words import CORE_WORDS
     from resumable_core.loop import RunResult
     from resumable_core.scenarios import SCENARIOS
@@ -163,6 +163,8 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
         if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr)
     }
     shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
+    shown |= {"killed", "exited"}  # run_in_child's answers
+    assert '``"killed"`` or ``"exited"``' in inspect.getdoc(run_in_child)
     refusals = {
         "no 'version' field: not a checkpoint written by this kit",
         "checkpoint version {found}, this code reads version {expected}",

@@ -40,12 +40,14 @@ CORE_WORDS: frozenset[str] = frozenset(
         # course.hidden.strategies.ANSWERS' help: the instructor's strategies, shown by the CLI and the simulator
         N_("the lesson's rule: re-run read-only tools; otherwise answer “status unknown”"),
         N_("by effect, plus receipts and an idempotency key the outbox dedupes on"),
-        # loop.RunResult.status and tools.Effect: values a lesson's sentence shows
+        # loop.RunResult.status, tools.Effect and how a child ended: values a lesson's sentence shows
         N_("finished"),
         N_("already_finished"),
         N_("max_turns"),
         N_("read_only"),
         N_("side_effect"),
+        N_("killed"),
+        N_("exited"),
         # checkpoint.Checkpoint's field docstrings, whitespace joined: lesson 1's table of the fields
         N_("Format version; an older one migrates on load, any other is refused, never guessed at."),
         N_("The task this run was started for. Resume refuses a checkpoint of another task."),
