@@ -250,7 +250,7 @@ def test_a_hidden_checks_message_is_korean(korean: None) -> None:
     assert "대기 중인 것이 없는데 reconcile이 실행했습니다" in caught.value.reason
     with pytest.raises(CheckFailed) as caught:
         hidden_skeleton.check_replay_rules(lambda records: {})
-    assert caught.value.reason.startswith("레코드가 없으면 replay는")
+    assert caught.value.reason.startswith("기록이 없으면 replay는")
 
 
 # -- Level 1 stays secret in Korean too ---------------------------------------------------------------
