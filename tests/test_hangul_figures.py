@@ -87,6 +87,7 @@ def test_no_hangul_font_changes_nothing(own_rcparams, monkeypatch: pytest.Monkey
     assert list(matplotlib.rcParams["font.family"]) == before
 
 
+@pytest.mark.slow
 def test_without_a_hangul_font_a_korean_learner_reads_one_line_of_advice(
     own_rcparams, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -339,6 +339,7 @@ def _english_prose(text: str) -> list[str]:
     return _ENGLISH_PROSE.findall(text)
 
 
+@pytest.mark.slow
 def test_the_korean_lessons_rendered_words_and_simulates_help_are_korean(
     korean: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
