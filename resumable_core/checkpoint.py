@@ -290,16 +290,16 @@ def _parse_strict(raw: bytes, path: Path) -> Any:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CheckpointCorruptError(path, f"not valid JSON ({e})") from None
+        raise CheckpointCorruptError(path, "not valid JSON ({detail})", detail=str(e)) from None
     problem = _shape_problem(raw)
     if problem:
-        raise CheckpointCorruptError(path, f"not strict JSON: {problem}")
+        raise CheckpointCorruptError(path, "not strict JSON: {detail}", detail=problem)
     try:
         data = _STRICT_DECODER.decode(text)
     except _NotStrictJSON as e:
-        raise CheckpointCorruptError(path, f"not strict JSON: {e}") from None
+        raise CheckpointCorruptError(path, "not strict JSON: {detail}", detail=str(e)) from None
     except json.JSONDecodeError as e:
-        raise CheckpointCorruptError(path, f"not valid JSON ({e})") from None
+        raise CheckpointCorruptError(path, "not valid JSON ({detail})", detail=str(e)) from None
     # only an escape like \udc80 can make one (UTF-8 cannot encode a surrogate), so the walk is rare
     if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(data):
         raise CheckpointCorruptError(

@@ -13,11 +13,16 @@ class ResumableError(Exception):
 class CheckpointError(ResumableError):
     """A checkpoint file was refused. Carries the ``path`` and a one-line ``reason``.
 
+    With ``data``, ``reason`` is a template of their names (kept as ``template``, filled into
+    ``reason``): the lab renders it in the learner's language from the template and the data.
     Loading never changes the file: a refused checkpoint stays on disk as it was.
     """
 
-    def __init__(self, path: str | Path | None, reason: str) -> None:
+    def __init__(self, path: str | Path | None, reason: str, **data: object) -> None:
         self.path = Path(path) if path is not None else None
+        self.template = reason if data else None
+        self.data = data
+        reason = reason.format(**data) if data else reason
         self.reason = reason
         super().__init__(f"{self.path}: {reason}" if self.path else reason)
 
@@ -51,7 +56,10 @@ class CheckpointTooLargeError(CheckpointError):
         self.size = size
         self.limit = limit
         super().__init__(
-            path, f"at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file"
+            path,
+            "at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file",
+            size=size,
+            limit=limit,
         )
 
 
@@ -68,7 +76,9 @@ class CheckpointVersionError(CheckpointError):
     def __init__(self, path: str | Path | None, found: object, expected: int) -> None:
         self.found = found
         self.expected = expected
-        super().__init__(path, f"checkpoint version {found!r}, this code reads version {expected}")
+        super().__init__(
+            path, "checkpoint version {found}, this code reads version {expected}", found=repr(found), expected=expected
+        )
 
 
 class CheckpointInconsistentError(CheckpointError):
@@ -81,7 +91,12 @@ class CheckpointTaskMismatchError(CheckpointError):
     def __init__(self, path: str | Path | None, expected_task: str, found_task: str) -> None:
         self.expected_task = expected_task
         self.found_task = found_task
-        super().__init__(path, f"checkpoint is for task {found_task!r}, not {expected_task!r}; refusing to resume it")
+        super().__init__(
+            path,
+            "checkpoint is for task {found}, not {expected}; refusing to resume it",
+            found=repr(found_task),
+            expected=repr(expected_task),
+        )
 
 
 class SecretInCheckpointError(CheckpointError):

@@ -85,3 +85,22 @@ def test_no_hangul_font_changes_nothing(own_rcparams, monkeypatch: pytest.Monkey
     before = list(matplotlib.rcParams["font.family"])
     assert fonts.use_hangul_fallback() is None
     assert list(matplotlib.rcParams["font.family"]) == before
+
+
+@pytest.mark.slow
+def test_without_a_hangul_font_a_korean_learner_reads_one_line_of_advice(
+    own_rcparams, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No Hangul font, in Korean: drawing Korean twice warns of no glyph, and one line (from the catalog) says which
+    package to install."""
+    monkeypatch.setattr(fonts, "hangul_font", lambda: None)
+    monkeypatch.setenv("RESUMABLE_LANG", "ko")
+    fonts._say_once.cache_clear()
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _draw_korean()
+        _draw_korean()
+    [advice] = capsys.readouterr().out.splitlines()
+    assert "fonts-noto-cjk" in advice and "한글" in advice
+    fonts._say_once.cache_clear()

@@ -290,3 +290,21 @@ def test_the_korean_kits_jupyterlab_speaks_korean(tmp_path: Path) -> None:
     assert "jupyterlab-language-pack-ko-KR" in (korean / "pyproject.toml").read_text(encoding="utf-8")
     assert "translation-extension" not in (english / "lab-settings" / "overrides.json").read_text(encoding="utf-8")
     assert sorted(p.name for p in (korean / "lab-settings").iterdir()) == ["overrides.json"]
+
+
+def test_the_korean_lessons_link_to_the_korean_exercises_here_and_in_the_kit() -> None:
+    """Each link from a Korean lesson to an exercise names its Korean edition (it exists), and the Korean kit, which
+    lifts both out of their ko/ folders, links it one folder up; the Korean glossary links no glossary (in the
+    Korean kit it would be itself)."""
+    links = []
+    for page in sorted((ROOT / "lessons" / "ko").glob("*")):
+        if page.suffix in (".ipynb", ".md"):
+            text = page.read_text(encoding="utf-8")
+            links += [(page, target) for target in re.findall(r"\]\(([^)\s#]*exercises/[^)\s#]*)", text)]
+    assert links, "no link from a Korean lesson to an exercise"
+    for page, target in links:
+        assert "/ko/" in target and (page.parent / target).exists(), (page.name, target)
+        kit_link = student_kit.lifted(f"[x]({target})".encode(), "lessons/x.md").decode()
+        assert kit_link == f"[x]({target.replace('../../', '../').replace('/ko/', '/')})", kit_link
+    glossary = (ROOT / "lessons" / "ko" / "GLOSSARY.md").read_text(encoding="utf-8")
+    assert not re.search(r"\]\([^)]*GLOSSARY\.md\)", glossary)

@@ -8,6 +8,7 @@ The English texts themselves are asserted by the areas' own tests, which stay as
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -134,15 +135,47 @@ def test_the_formative_feedback_is_korean(korean: None, capsys: pytest.CaptureFi
 
 
 def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
-    """core_words copies every crash point's, scenario's and kit strategy's help, and each task, as the core writes it."""
-    from resumable_core.crash import CRASH_POINT_HELP
+    """core_words copies every crash point's, scenario's and strategy's help (the answers' too), each task, the
+    checkpoint's field docs, the run statuses and effects, and the constant refusal, as the core writes them."""
+    import ast
+    import inspect
+    import itertools
+    import textwrap
+    import typing
+
+    import resumable_core as rc
+    import resumable_core.course.hidden.strategies as answers
+    from resumable_core import checkpoint as checkpoint_module
+    from resumable_core import errors
+    from resumable_core.crash import CRASH_POINT_HELP, run_in_child
     from resumable_core.lab.core_words import CORE_WORDS
+    from resumable_core.loop import RunResult
     from resumable_core.scenarios import SCENARIOS
     from resumable_core.strategies import STRATEGIES
+    from resumable_core.tools import Effect
 
     shown = {*CRASH_POINT_HELP.values(), *(s.help for s in SCENARIOS.values()), *(s.task for s in SCENARIOS.values())}
-    shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")}
-    assert shown == set(CORE_WORDS)
+    shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")} | {s.help for s in answers.ANSWERS}
+    body = ast.parse(textwrap.dedent(inspect.getsource(rc.Checkpoint))).body[0].body
+    shown |= {
+        " ".join(doc.value.value.split())
+        for field, doc in itertools.pairwise(body)
+        if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr)
+    }
+    shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
+    shown |= {"killed", "exited"}  # run_in_child's answers
+    assert '``"killed"`` or ``"exited"``' in inspect.getdoc(run_in_child)
+    refusals = {
+        "no 'version' field: not a checkpoint written by this kit",
+        "checkpoint version {found}, this code reads version {expected}",
+        "checkpoint is for task {found}, not {expected}; refusing to resume it",
+        "at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file",
+        "not valid JSON ({detail})",
+        "not strict JSON: {detail}",
+    }
+    source = inspect.getsource(checkpoint_module) + inspect.getsource(errors)
+    assert [r for r in refusals if f'"{r}"' not in source] == []
+    assert shown | refusals == set(CORE_WORDS)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
@@ -217,7 +250,7 @@ def test_a_hidden_checks_message_is_korean(korean: None) -> None:
     assert "대기 중인 것이 없는데 reconcile이 실행했습니다" in caught.value.reason
     with pytest.raises(CheckFailed) as caught:
         hidden_skeleton.check_replay_rules(lambda records: {})
-    assert caught.value.reason.startswith("레코드가 없으면 replay는")
+    assert caught.value.reason.startswith("기록이 없으면 replay는")
 
 
 # -- Level 1 stays secret in Korean too ---------------------------------------------------------------
@@ -252,3 +285,101 @@ def test_a_lesson_announces_a_task_in_korean_with_the_models_english_beside_it(k
     said = lab.say("Task: {task}", task=EMAIL_TASK)
     assert said.startswith("작업: 이번 주 결론을 팀에 메일로") and f"“{EMAIL_TASK}”" in said, said
     assert lab.say("Task: {task}", task="not a core text") == "작업: not a core text"
+
+
+def test_an_ipython_kernel_in_a_ko_folder_speaks_korean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """With no setting and no notebook path (Voila, nbconvert), an IPython kernel started in a `ko/` folder is Korean."""
+    import types
+
+    from resumable_core.lab import i18n
+
+    for variable in ("RESUMABLE_LANG", "JPY_SESSION_NAME", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(variable, raising=False)
+    (tmp_path / "ko").mkdir()
+    monkeypatch.chdir(tmp_path / "ko")
+    assert i18n.language() == "en"  # a command run from that folder is no Korean notebook
+    monkeypatch.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: object()))
+    assert i18n.language() == "ko"
+    monkeypatch.chdir(tmp_path)
+    assert i18n.language() == "en"
+
+
+@pytest.mark.slow
+def test_the_korean_simulator_page_speaks_korean_with_no_setting(tmp_path: Path) -> None:
+    """Executed as nbconvert and Voila run it (in its folder, no RESUMABLE_LANG, no notebook path), the Korean
+    simulator page's widgets are Korean."""
+    import json
+    import shutil
+    import subprocess
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from resumable_core.course.self_check import kernel_env
+
+    folder = tmp_path / "ko"
+    folder.mkdir()
+    shutil.copy(ROOT / "simulator" / "ko" / "simulator.ipynb", folder)
+    nb = nbformat.read(folder / "simulator.ipynb", as_version=4)
+    unset = ("RESUMABLE_LANG", "JPY_SESSION_NAME", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+    env = {k: v for k, v in kernel_env(tmp_path).items() if k not in unset}
+    NotebookClient(nb, kernel_name="python3", timeout=300).execute(env=env, cwd=str(folder), stderr=subprocess.DEVNULL)
+    state = json.dumps(nb.metadata.get("widgets", {}), ensure_ascii=False)
+    assert "시나리오" in state and "크래시 지점" in state
+    assert '"Scenario' not in state
+
+
+_ENGLISH_PROSE = re.compile(r"(?<![\w.-])[A-Za-z]{2,}(?: [A-Za-z]{2,}){2,}(?![\w-])")
+"""Three plain English words in a row: prose, not a code name (send_email), a flag or a quoted value."""
+
+
+def _english_prose(text: str) -> list[str]:
+    """The English prose left in ``text``, outside backticks, quotes and angle brackets (code, values, markup)."""
+    text = re.sub(r"`[^`]*`|'[^'\n]*'|\"[^\"\n]*\"|“[^”]*”|<[^>]*>", " ", text)
+    return _ENGLISH_PROSE.findall(text)
+
+
+@pytest.mark.slow
+def test_the_korean_lessons_rendered_words_and_simulates_help_are_korean(
+    korean: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What lessons 1 and 2 render from the kit (the actions' meanings, a refused checkpoint's reason, the core's
+    words: the checkpoint's fields, the statuses and effects, every strategy's help; the turn diagram) and
+    `simulate --help` hold no English prose, and their particles are chosen."""
+    import json
+
+    import resumable_core as rc
+    from resumable_core import lab
+    from resumable_core.__main__ import main as cli_main
+    from resumable_core.errors import CheckpointTaskMismatchError, CheckpointTooLargeError, CheckpointVersionError
+    from resumable_core.lab.core_words import CORE_WORDS
+
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text(json.dumps({"name": "some other tool's state"}))
+    with pytest.raises(rc.CheckpointError) as refused:
+        rc.load_checkpoint(foreign)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"version": 1, "task": ')
+    with pytest.raises(rc.CheckpointError) as not_json:
+        rc.load_checkpoint(broken)
+    rendered = {
+        "actions": lab.actions_text(),
+        "version": lab.reason(CheckpointVersionError(None, 3, 2)),
+        "task": lab.reason(CheckpointTaskMismatchError(None, "Email the team.", "Summarize the notes.")),
+        "size": lab.reason(CheckpointTooLargeError(None, 2048, 1024)),
+        "foreign": lab.reason(refused.value),
+        "not json": lab.reason(not_json.value).split("(")[0],  # the parser's own words stay as Python says them
+        "status": lab.say("pending {tool}: effect {effect}", tool="send_email", effect="side_effect"),
+        "diagram": lab.turn_diagram().svg,
+        **{word: lab.core(word) for word in CORE_WORDS if "{" not in word},  # templates: filled above
+    }
+    with pytest.raises(SystemExit):
+        cli_main(["simulate", "--help"])
+    rendered["simulate --help"] = capsys.readouterr().out
+    assert rendered["version"] == "체크포인트 버전 3, 이 코드는 버전 2를 읽습니다"
+    assert rendered["status"] == "대기 중 send_email: 효과 부수 효과"
+    assert "레슨의 규칙" in rendered["simulate --help"]  # by_effect's help
+    left = {name: _english_prose(text) for name, text in rendered.items()}
+    assert {name: prose for name, prose in left.items() if prose} == {}
+    assert not [name for name, text in rendered.items() if re.search(r"을\(를\)|이\(가\)|은\(는\)|\(으\)로", text)]
+    assert _english_prose("체크포인트: The run is finished, report it") == ["The run is finished"]  # not blind

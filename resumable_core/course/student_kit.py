@@ -273,20 +273,27 @@ def localize(files: dict[str, Path], lang: str) -> dict[str, Path]:
 
 _UP_ONE = re.compile(r"(\]\()\.\./")
 """A markdown link that climbs one folder: a file lifted from ``lessons/ko/`` to ``lessons/`` climbs one less."""
+_TO_KO = re.compile(r"(\]\([^)\s]*?)/ko/")
+"""A link to another Korean edition (``exercises/<a>/ko/<a>.ipynb``): in the Korean kit that file is lifted too."""
+
+
+def _lift_links(text: str) -> str:
+    return _TO_KO.sub(r"\1/", _UP_ONE.sub(r"\1", text))
 
 
 def lifted(data: bytes, name: str) -> bytes:
     """A translation's file as the Korean kit holds it one folder up: each relative ``](../`` link one ``../`` shorter
-    (markdown files, and a notebook's markdown cells only: its code stays the English code byte for byte)."""
+    and each link into a ``ko/`` folder to the file lifted out of it (markdown files, and a notebook's markdown cells
+    only: its code stays the English code byte for byte)."""
     if name.endswith(".md"):
-        return _UP_ONE.sub(r"\1", data.decode("utf-8")).encode("utf-8")
+        return _lift_links(data.decode("utf-8")).encode("utf-8")
     if not name.endswith(".ipynb"):
         return data
     nb = json.loads(data)
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            cell["source"] = _UP_ONE.sub(r"\1", text).splitlines(keepends=True)
+            cell["source"] = _lift_links(text).splitlines(keepends=True)
     return (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
 
 

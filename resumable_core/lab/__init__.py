@@ -14,9 +14,9 @@ explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``
 from __future__ import annotations
 
 from .columns import pad
-from .core_words import say
+from .core_words import core, reason, say
 from .crash_test import crash_test, crash_test_journal
-from .exercise_checkpoints import ACTIONS, load_exercise_checkpoint
+from .exercise_checkpoints import ACTIONS, actions_text, load_exercise_checkpoint
 from .figures import crash_loop_chart, resume_vs_restart_chart, save_timeline, turn_diagram
 from .formative import formative_check
 from .matrix import Cell, MatrixRow, recorded_matrix, run_cell, run_matrix
@@ -29,7 +29,9 @@ __all__ = [
     "ACTIONS",
     "Cell",
     "MatrixRow",
+    "actions_text",
     "client_for_run",
+    "core",
     "crash_loop",
     "crash_loop_chart",
     "crash_test",
@@ -38,6 +40,7 @@ __all__ = [
     "load_exercise_checkpoint",
     "pad",
     "race_resumers",
+    "reason",
     "recorded_matrix",
     "resume_vs_restart_chart",
     "reveal",

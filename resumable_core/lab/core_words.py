@@ -8,9 +8,10 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
+from ..errors import CheckpointError
 from .i18n import LESSONS, N_, _
 
-__all__ = ["CORE_WORDS", "core", "say"]
+__all__ = ["CORE_WORDS", "core", "reason", "say"]
 
 CORE_WORDS: frozenset[str] = frozenset(
     {
@@ -36,6 +37,41 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_("naive resume: leave the dangling tool_use as it is (the API refuses it)"),
         N_("drop the assistant message that asked for the call (hides the fact, not the risk)"),
         N_("run the call again whatever it does (the postmortem's production code)"),
+        # course.hidden.strategies.ANSWERS' help: the instructor's strategies, shown by the CLI and the simulator
+        N_("the lesson's rule: re-run read-only tools; otherwise answer “status unknown”"),
+        N_("by effect, plus receipts and an idempotency key the outbox dedupes on"),
+        # loop.RunResult.status, tools.Effect and how a child ended: values a lesson's sentence shows
+        N_("finished"),
+        N_("already_finished"),
+        N_("max_turns"),
+        N_("read_only"),
+        N_("side_effect"),
+        N_("killed"),
+        N_("exited"),
+        # checkpoint.Checkpoint's field docstrings, whitespace joined: lesson 1's table of the fields
+        N_("Format version; an older one migrates on load, any other is refused, never guessed at."),
+        N_("The task this run was started for. Resume refuses a checkpoint of another task."),
+        N_("Stable id of this run across crashes; with a tool_use id it makes the idempotency key."),
+        N_(
+            "Model calls started since the task began (not since this process began), so the cap holds. Charged on disk before each call: a process killed after the call still paid for it."
+        ),
+        N_(
+            "Tokens billed for every recorded model call since the task began: input, output, and the prompt cache's writes and reads (``cache_creation_input_tokens``, ``cache_read_input_tokens``)."
+        ),
+        N_("The Messages API conversation, as JSON dicts, exactly as sent and received."),
+        N_(
+            "The dangling calls: the last turn's calls with no result yet, in block order. Set at save point A to every call of the reply; each save point B takes the first one off."
+        ),
+        N_(
+            "The ``tool_result`` blocks recorded so far for the last turn, in block order, not yet sent. Filled by each save point B but the turn's last, which sends them all in one user message."
+        ),
+        # errors: a CheckpointError's constant reasons and templates (`reason` fills them)
+        N_("no 'version' field: not a checkpoint written by this kit"),
+        N_("checkpoint version {found}, this code reads version {expected}"),
+        N_("checkpoint is for task {found}, not {expected}; refusing to resume it"),
+        N_("at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file"),
+        N_("not valid JSON ({detail})"),
+        N_("not strict JSON: {detail}"),
     }
 )
 """Every core text the lab shows, as written in the core."""
@@ -55,3 +91,11 @@ def say(message: str, /, **values: object) -> str:
     """
     shown = {k: core(v) if isinstance(v, str) else v for k, v in values.items()}
     return LESSONS.gettext(message).format(**shown)
+
+
+def reason(error: CheckpointError) -> str:
+    """A refused checkpoint's one-line reason in now's language, from the error's template and data."""
+    # The core imports no catalog: its errors carry their data, and the sentence is made here.
+    if error.template in CORE_WORDS:
+        return _(error.template).format(**error.data)
+    return core(error.reason)

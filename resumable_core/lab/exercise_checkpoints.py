@@ -29,6 +29,8 @@ from ..run_folder import RunFolder, finished_turns, reference_turn
 from ..scenarios import SCENARIOS
 from ..strategies import reconcile_none
 from ..tools import Toolbox
+from .columns import pad
+from .i18n import N_, _
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures"
 GRADED = ("A", "B", "C")
@@ -39,14 +41,23 @@ NAMES = GRADED + FORMATIVE
 
 ACTIONS: MappingProxyType[str, str] = MappingProxyType(
     {
-        "finished_no_call": "The run is finished: report it, make no model call and reconcile nothing.",
-        "call_model": "Nothing is pending: send the messages to the model for the next turn.",
-        "rerun_tool": "Run the pending tool again and record its output as the tool_result.",
-        "is_error_fallback": "Do not run the tool; record an is_error tool_result saying its execution status is unknown.",
-        "delete_call": "Drop the assistant message that asked for the tool, as if it was never sent.",
+        "finished_no_call": N_("The run is finished: report it, make no model call and reconcile nothing."),
+        "call_model": N_("Nothing is pending: send the messages to the model for the next turn."),
+        "rerun_tool": N_("Run the pending tool again and record its output as the tool_result."),
+        "is_error_fallback": N_(
+            "Do not run the tool; record an is_error tool_result saying its execution status is unknown."
+        ),
+        "delete_call": N_("Drop the assistant message that asked for the tool, as if it was never sent."),
     }
 )
-"""The resume actions to choose from for an exercise checkpoint (read-only: a notebook cannot add one)."""
+"""The resume actions to choose from for an exercise checkpoint (read-only: a notebook cannot add one), each with its
+meaning in English (:func:`actions_text` shows them in the learner's language)."""
+
+
+def actions_text() -> str:
+    """Each action and its meaning, one a line, in now's language."""
+    width = max(map(len, ACTIONS))
+    return "\n".join(f"{pad(action, width)}  {_(meaning)}" for action, meaning in ACTIONS.items())
 
 
 def _plan(name: str) -> tuple[str, CrashPlan]:

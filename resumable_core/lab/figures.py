@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import crash
 from .columns import wrap
+from .core_words import core
 from .i18n import N_, _
 from .render import _quiet_pyplot_free_matplotlib, esc
 
@@ -154,7 +155,7 @@ the agent loop's lane, where the point's circle sits; a longer help text goes on
 
 
 def _point_label(y: float, number: int, point: str) -> str:
-    lines = wrap(crash.CRASH_POINT_HELP.get(point, ""), _HELP_COLUMNS)
+    lines = wrap(core(crash.CRASH_POINT_HELP.get(point, "")), _HELP_COLUMNS)
     return (
         f'<text x="12" y="{y - 2}" font-size="12" font-weight="700" fill="#8e0000" class="crash-point">'
         f"{number} {esc(point)}</text>"

@@ -8,14 +8,19 @@ font that has a glyph draws it. :func:`use_hangul_fallback` appends the first in
 
 A font installed after matplotlib built its font cache (``apt-get install fonts-noto-cjk`` after a
 first lesson) is not in that cache: the system's font files are searched once more and added, so
-no cache has to be deleted. Without any Hangul font nothing changes (and the kit's README says
-which Debian package to install: ``fonts-noto-cjk`` or ``fonts-nanum``).
+no cache has to be deleted. Without any Hangul font the family is left as it is; a Korean learner
+then reads one line saying which package to install, instead of matplotlib's warning for every
+missing glyph (:func:`_advise`).
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from pathlib import Path
 from typing import Any
+
+from .i18n import DEFAULT, _, language
 
 HANGUL_FONTS = ("Noto Sans CJK KR", "NanumGothic", "Noto Sans KR", "Apple SD Gothic Neo", "Malgun Gothic")
 """Fonts with Hangul, in the order they are preferred: Debian's fonts-noto-cjk, fonts-nanum, then macOS's and Windows'."""
@@ -51,9 +56,29 @@ def use_hangul_fallback() -> str | None:
 
     font = hangul_font()
     if font is None:
+        _advise()
         return None
     family = matplotlib.rcParams["font.family"]
     family = [family] if isinstance(family, str) else list(family)
     if font not in family:
         matplotlib.rcParams["font.family"] = [*family, font]
     return font
+
+
+def _advise() -> None:
+    """No Hangul font: in Korean, matplotlib's warning per missing glyph is silenced and one line says what to install."""
+    if language() == DEFAULT:
+        return
+    # Every figure would warn once per glyph, filling a cell; one line of advice replaces them.
+    warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font", category=UserWarning)
+    _say_once()
+
+
+@functools.cache
+def _say_once() -> None:
+    print(
+        _(
+            "No font with Hangul is installed, so the figures' Korean shows as boxes: install fonts-noto-cjk "
+            "(sudo apt-get install fonts-noto-cjk) or fonts-nanum, then run the cell again."
+        )
+    )

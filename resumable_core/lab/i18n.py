@@ -6,7 +6,8 @@ compiles its `.po` in memory with Babel on first use, so no binary `.mo` is comm
 stale. The language is read on every call, so a grader can switch it per student.
 
 The language: `RESUMABLE_LANG` if set, else the edition of the kernel's notebook (a notebook in a
-`ko/` folder, from the path Jupyter gives its kernel in `JPY_SESSION_NAME`), else gettext's own environment (`LANGUAGE`, `LC_ALL`,
+`ko/` folder, from the path Jupyter gives its kernel in `JPY_SESSION_NAME`, or else from an IPython kernel's working
+folder, where Voila and nbconvert start it), else gettext's own environment (`LANGUAGE`, `LC_ALL`,
 `LC_MESSAGES`, `LANG`), else English. Message ids are the English text; a placeholder is a named
 `str.format` field (`_("{count} emails sent").format(count=n)`), never positional.
 """
@@ -17,6 +18,7 @@ import gettext as _gettext
 import io
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,15 +33,13 @@ _LOCALE_VARIABLES = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
 
 
 def language() -> str:
-    """The language to speak now: `RESUMABLE_LANG`, else the locale's, else English."""
+    """The language to speak now: `RESUMABLE_LANG`, else the notebook's edition, else the locale's, else English."""
     chosen = os.environ.get(SETTING, "").strip()
     if chosen:
         return _known(chosen)
-    # Jupyter tells a kernel its notebook's path: a notebook in a `ko/` folder is the Korean edition's.
-    folders = Path(os.environ.get("JPY_SESSION_NAME", "")).parent.parts
-    for code in TRANSLATIONS:
-        if code in folders:
-            return code
+    edition = _edition()
+    if edition:
+        return edition
     for variable in _LOCALE_VARIABLES:
         value = os.environ.get(variable, "")
         # LANGUAGE may list several ("ko:en"); a locale is "ko_KR.UTF-8"; "C" means none.
@@ -50,6 +50,21 @@ def language() -> str:
         if value:
             break
     return DEFAULT
+
+
+def _edition() -> str | None:
+    """The translation whose notebook this kernel runs, if any: a notebook in a `ko/` folder is the Korean edition's."""
+    # Jupyter's server tells a kernel its notebook's path; Voila and nbconvert do not, but start the
+    # kernel in the notebook's folder, so an IPython kernel looks at its working folder too.
+    session = os.environ.get("JPY_SESSION_NAME", "")
+    if session:
+        folders = Path(session).parent.parts
+        return next((code for code in TRANSLATIONS if code in folders), None)
+    ipython = sys.modules.get("IPython")
+    if ipython is not None and ipython.get_ipython() is not None:
+        folder = Path.cwd().name
+        return folder if folder in TRANSLATIONS else None
+    return None
 
 
 def _known(chosen: str) -> str:
