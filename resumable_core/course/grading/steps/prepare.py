@@ -22,6 +22,7 @@ from typing import Any
 import nbformat
 
 from resumable_core.lab import i18n
+from resumable_core.lab.editions import same_code
 
 from ... import notebooks
 from ...assignments import ASSIGNMENTS
@@ -184,18 +185,20 @@ def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNod
     """The ids of the instructor's locked cells (tests, setup) whose source the learner changed.
 
     A notebook of another edition (a Korean one, graded against the English release) is compared
-    by its locked code cells only: its text is its language's, and the same for every learner of it.
+    by its locked code cells only, and their code without comments: its text is its language's.
 
     nbgrader's ``OverwriteCells`` puts each back as the gradebook holds it before the cells run, so
     the submission is graded with the release's tests; this only says so.
     """
     released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
-    if notebooks.language(nb) != notebooks.language(release):  # another edition's text: only its code must match
+    other_edition = notebooks.language(nb) != notebooks.language(release)
+    if other_edition:  # another edition's text: only its code must match
         released = {gid: s for gid, s in released.items() if _cell_type(release, gid) == "code"}
     return [
         gid
         for c in nb.cells
-        if (gid := notebooks.grade_id(c)) in released and c.source.strip() != released[gid].strip()
+        if (gid := notebooks.grade_id(c)) in released
+        and not (same_code(released[gid], c.source) if other_edition else c.source.strip() == released[gid].strip())
     ]
 
 
