@@ -4,7 +4,8 @@ Two students hand in the released ``reconcile`` notebook with the same answers (
 ``grading_samples``' ``rerun_everything``, which pass some checks and fail others): one in the
 English release, one in the Korean release (``exercises/reconcile/ko/``). nbgrader restores every
 locked cell from the gradebook, which holds the English source: the Korean notebook's code cells
-are the English ones, so nothing is reported as edited, and only the Korean markdown is put back.
+are the English ones but for their Korean comments, so nothing is reported as edited, and only the
+Korean markdown is put back.
 
 nbgrader's exchange hands out both notebooks (``reconcile.ipynb`` and ``ko/reconcile.ipynb``) and a
 submission holds both: the one the learner edited is graded, and a submission with both edited is
@@ -30,6 +31,7 @@ from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.steps import prepare as prep
 from resumable_core.course.grading.steps.collect import collect
 from resumable_core.course.grading.steps.execute import SandboxedExecute
+from resumable_core.lab.editions import same_code
 
 ENGLISH = course.notebook_path("reconcile", course.COURSE_ROOT, course.RELEASE_DIR)
 KOREAN = course.translated_path("reconcile", "ko", course.COURSE_ROOT, course.RELEASE_DIR)
@@ -97,11 +99,14 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, di
 
 @needs_korean
 def test_the_korean_submission_is_the_english_one_but_for_markdown() -> None:
-    """The two submissions differ in markdown cells and the notebook's language only."""
+    """The two submissions differ in markdown cells, code comments and the notebook's language only."""
     english, korean = course.fill_in(ENGLISH, ANSWERS), course.fill_in(KOREAN, ANSWERS)
     assert korean["metadata"]["resumable"] == {"lang": "ko"}
-    differ = [e["id"] for e, k in zip(english["cells"], korean["cells"], strict=True) if e != k]
-    assert differ and all(e["cell_type"] == "markdown" for e in english["cells"] if e["id"] in differ)
+    pairs = list(zip(english["cells"], korean["cells"], strict=True))
+    assert any(e != k for e, k in pairs)
+    for e, k in pairs:
+        if e["cell_type"] == "code":
+            assert same_code(notebooks.source(e), notebooks.source(k)) and {**e, "source": ""} == {**k, "source": ""}
 
 
 @pytest.mark.slow

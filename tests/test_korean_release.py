@@ -14,6 +14,7 @@ from traitlets.config import Config
 
 from resumable_core.course import notebooks
 from resumable_core.course import release as course
+from resumable_core.lab.editions import same_code
 
 ROOT = course.COURSE_ROOT
 KOREAN_RELEASES = sorted((ROOT / course.RELEASE_DIR).glob("*/ko/*.ipynb"))
@@ -68,6 +69,17 @@ def test_translate_takes_markdown_from_the_translation_and_everything_else_from_
     assert release["cells"][0]["source"] == "# Exercise"  # the English release is not changed
 
 
+def test_translate_takes_a_code_cells_comments_from_the_translation_but_no_hidden_test():
+    """A test cell reads in Korean: the release's code with the translation's comments; its hidden block stays cut."""
+    release = _notebook(_cell("code", "test_a", "# Checks a.\ncheck(a)\nprint('a')", grade=True, locked=True))
+    hidden = "### BEGIN HIDDEN TESTS\n# hidden: b too\ncheck(b)\n### END HIDDEN TESTS\n"
+    source = _notebook(
+        _cell("code", "test_a", f"# a를 확인한다.\ncheck(a)\n{hidden}print('a')", grade=True, locked=True)
+    )
+    out = course.translate_release(release, source, "ko")
+    assert [c["source"] for c in out["cells"]] == ["# a를 확인한다.\ncheck(a)\nprint('a')"]
+
+
 def test_translate_refuses_a_translation_that_lacks_a_markdown_cell():
     """A markdown cell of the release with no Korean cell of its id is an error that names the id."""
     release = _notebook(_cell("markdown", "intro", "# Exercise"), _cell("markdown", "new_cell", "Added in English"))
@@ -106,13 +118,16 @@ def test_no_korean_release_holds_a_solution_or_a_hidden_test(released):
 
 @pytest.mark.parametrize("released", KOREAN_RELEASES, ids=lambda p: p.parent.parent.name)
 def test_the_korean_release_is_the_english_one_but_for_markdown(released):
-    """Same cells, ids, order, code and metadata as the English release; the metadata says lang ko."""
+    """Same cells, ids, order, code (comments aside) and metadata as the English release; the metadata says lang ko."""
     assignment = released.parent.parent.name
     english, korean = _nb(course.notebook_path(assignment, ROOT, course.RELEASE_DIR)), _nb(released)
     assert [c["id"] for c in korean["cells"]] == [c["id"] for c in english["cells"]]
     for e, k in zip(english["cells"], korean["cells"], strict=True):
-        if e["cell_type"] == "code" or e["metadata"].get("nbgrader", {}).get("solution"):
+        if e["metadata"].get("nbgrader", {}).get("solution") and e["cell_type"] == "markdown":
             assert k == e, e["id"]
+        elif e["cell_type"] == "code":
+            assert same_code(notebooks.source(e), notebooks.source(k)), e["id"]
+            assert {**k, "source": None} == {**e, "source": None}, e["id"]
         else:
             assert {**k, "source": None} == {**e, "source": None}, e["id"]
     assert korean["metadata"] == {**english["metadata"], "resumable": {"lang": "ko"}}

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from english_prose import english_runs
 
 # One notebook runner for the repository and the student kit (which ships it as its own tests).
 from resumable_core.course.kit.tests import run_notebook
@@ -336,3 +337,17 @@ def test_every_readme_lesson_link_and_check_pointer_follows_the_registrys_lesson
         for module in (course / "checks" / f"{name}.py", course / "hidden" / f"{name}.py"):
             later = [int(k) for k in re.findall(r"\blesson (\d)", module.read_text(encoding="utf-8")) if int(k) > n]
             assert later == [], f"{module.relative_to(ROOT)} points to lesson {later}, after which {name} comes"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["ko/01_skeleton_resume.ipynb", "ko/02_dangling_calls.ipynb"])
+def test_a_korean_lessons_outputs_hold_no_english_prose(executed: Executed, name: str) -> None:
+    """What Korean lessons 1 and 2 print and show (text outputs) holds no run of English prose."""
+    nb, _ = executed(name)
+    shown = [
+        "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    ]
+    assert [run for text in shown for run in english_runs(text)] == []

@@ -17,9 +17,9 @@ CLI (``make release`` calls the first)::
 
 A translation is not an nbgrader assignment of its own: ``nbgrader_config.py`` ignores the ``ko``
 folders (nbgrader would copy them, solutions and all, into the release), and :func:`translate_release`
-makes the Korean release from the English release, taking only the markdown from the Korean
-source. Its code cells, nbgrader metadata and blanked answers are the English release's, so one
-gradebook and one ``grade`` serve both languages and no answer can leak through a translation.
+makes the Korean release from the English release, taking the markdown and the code cells' comments
+from the Korean source. Its code, nbgrader metadata and blanked answers are the English release's,
+so one gradebook and one ``grade`` serve both languages and no answer can leak through a translation.
 
 The notebooks' test cells call :mod:`resumable_core.course.checks` (visible) and
 :mod:`resumable_core.course.hidden` (hidden); the assignments are :mod:`resumable_core.course.assignments`.
@@ -128,16 +128,22 @@ def translate_release(english_release: dict[str, Any], translated_source: dict[s
 
     Cells are paired by id. A written answer's cell (nbgrader ``solution``) keeps the release's
     blanked text (``YOUR ANSWER HERE``: the translated source holds the instructor's answer, and
-    grading and ``check`` know a blank answer by that text); every code cell and all metadata are the
-    English release's, so the two cannot differ. The notebook's metadata says ``resumable.lang``.
+    grading and ``check`` know a blank answer by that text). A code cell is the English release's
+    code with the translation's comments where they sit on the same code (:func:`.editions.carry_comments`:
+    a comment on code the release cut, a hidden test's, is dropped), so the two cannot differ but in
+    comments; all metadata is the English release's. The notebook's metadata says ``resumable.lang``.
     """
-    translated = {cell.get("id"): cell for cell in translated_source["cells"] if cell.get("cell_type") == "markdown"}
+    from ..lab.editions import carry_comments
+
+    translated = {cell.get("id"): cell for cell in translated_source["cells"]}
     nb = copy.deepcopy(english_release)
     missing = []
     for cell in nb["cells"]:
+        other = translated.get(cell.get("id"))
+        if cell.get("cell_type") == "code" and other is not None:
+            cell["source"] = carry_comments(notebooks.source(cell), notebooks.source(other))
         if cell.get("cell_type") != "markdown" or notebooks.is_solution(nbformat.from_dict(cell)):
             continue
-        other = translated.get(cell.get("id"))
         if other is None:
             missing.append(str(cell.get("id")))
             continue

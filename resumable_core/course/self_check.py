@@ -37,6 +37,7 @@ from resumable_core.course.errors import CourseError
 from resumable_core.course.i18n import _
 from resumable_core.lab.columns import pad
 from resumable_core.lab.commandline import Formatter
+from resumable_core.lab.editions import carry_comments
 from resumable_core.lab.i18n import N_, SETTING
 
 # nbformat and nbclient are imported where they are used: importing nbformat takes seconds (its
@@ -60,6 +61,7 @@ OUTPUT_MARGIN = 1 << 20
 EXAMPLE = "exercises/reconcile/reconcile.ipynb"
 """An exercise notebook's path, for the messages that ask for one."""
 
+HIDDEN_MARKERS = ("### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS")
 CODE_STUB, TEXT_STUB = "# YOUR CODE HERE\nraise NotImplementedError()", "YOUR ANSWER HERE"
 """What nbgrader's release (``ClearSolutions``) puts in place of a code and a written solution."""
 ANSWER_STUBS = (CODE_STUB.splitlines()[-1], TEXT_STUB)
@@ -160,7 +162,9 @@ def execute(
     shutil.copy(notebook, copy)
     nb = nbformat.read(copy, as_version=4)
     for cell in graded_cells(nb):
-        cell.source = (tests or {}).get(_nbgrader(cell).get("grade_id", ""), cell.source)
+        whole = (tests or {}).get(_nbgrader(cell).get("grade_id", ""))
+        if whole is not None:  # the released cell's comments kept: they are in the notebook's language
+            cell.source = carry_comments(whole, cell.source)
     client = NotebookClient(
         nb,
         kernel_name="python3",
@@ -563,8 +567,16 @@ COMMAND_VARIABLE = "RESUMABLE_CHECK_COMMAND"
 
 
 def source_notebook(path: Path) -> Path:
-    """The exercise's nbgrader source, for ``--all``; a :class:`SelfCheckError` when this library has none."""
+    """The exercise's nbgrader source, for ``--all``; a :class:`SelfCheckError` when this library has none.
+
+    A translated exercise's own source (``solutions/<a>/<lang>/``) where there is one: its comments are the learner's language.
+    """
+    import json
+
     source = SOURCE_NOTEBOOKS / path.stem / path.name
+    lang = json.loads(path.read_text(encoding="utf-8")).get("metadata", {}).get("resumable", {}).get("lang")
+    if isinstance(lang, str) and lang.isalpha() and (source.parent / lang / path.name).exists():
+        return source.parent / lang / path.name
     if not source.exists():
         raise SelfCheckError(
             path,
@@ -581,7 +593,12 @@ def every_test(path: Path) -> dict[str, str]:
     import nbformat
 
     source = nbformat.read(source_notebook(path), as_version=4)
-    return {_nbgrader(cell)["grade_id"]: cell.source for cell in graded_cells(source)}
+    return {_nbgrader(cell)["grade_id"]: _without_markers(cell.source) for cell in graded_cells(source)}
+
+
+def _without_markers(source: str) -> str:
+    """A test cell's source without nbgrader's hidden-test marker lines, which are nbgrader's, not the learner's."""
+    return "".join(line for line in source.splitlines(keepends=True) if line.strip() not in HIDDEN_MARKERS)
 
 
 def check_command(path: Path, *, every: bool = False) -> str:

@@ -54,7 +54,7 @@ def check_action_chosen(answers: Any, checkpoint: str) -> None:
 
 
 def check_checkpoint_a(fn: Reconcile) -> None:
-    """Checkpoint A, as the action you chose for it would leave it."""
+    """Checkpoint A: what the learner's reconcile leaves of it (Level 1's answer is not read)."""
     from ...lab.exercise_checkpoints import load_exercise_checkpoint
 
     box = fresh_toolbox()
@@ -68,7 +68,7 @@ def check_checkpoint_a(fn: Reconcile) -> None:
 
 
 def check_checkpoint_b(fn: Reconcile) -> None:
-    """Checkpoint B, as the action you chose for it would leave it: its pending call answered in one message."""
+    """Checkpoint B: what the learner's reconcile leaves of it (Level 1's answer is not read)."""
     from ...lab.exercise_checkpoints import load_exercise_checkpoint
 
     cp = load_exercise_checkpoint("B")
@@ -88,7 +88,7 @@ def check_checkpoint_b(fn: Reconcile) -> None:
 
 
 def check_checkpoint_c(fn: Reconcile) -> None:
-    """Checkpoint C, recreated by a real crash, as the action you chose for it would leave it."""
+    """Checkpoint C, recreated by a real crash: what the learner's reconcile leaves of it (Level 1's answer is not read)."""
     from ...lab.exercise_checkpoints import exercise_run_folder
 
     cp, real_box = exercise_run_folder("C", scratch("cp-c"))

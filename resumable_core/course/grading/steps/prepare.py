@@ -22,6 +22,7 @@ from typing import Any
 import nbformat
 
 from resumable_core.lab import i18n
+from resumable_core.lab.editions import same_code, without_comments
 
 from ... import notebooks
 from ...assignments import ASSIGNMENTS
@@ -184,18 +185,20 @@ def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNod
     """The ids of the instructor's locked cells (tests, setup) whose source the learner changed.
 
     A notebook of another edition (a Korean one, graded against the English release) is compared
-    by its locked code cells only: its text is its language's, and the same for every learner of it.
+    by its locked code cells only, and their code without comments: its text is its language's.
 
     nbgrader's ``OverwriteCells`` puts each back as the gradebook holds it before the cells run, so
     the submission is graded with the release's tests; this only says so.
     """
     released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
-    if notebooks.language(nb) != notebooks.language(release):  # another edition's text: only its code must match
+    other_edition = notebooks.language(nb) != notebooks.language(release)
+    if other_edition:  # another edition's text: only its code must match
         released = {gid: s for gid, s in released.items() if _cell_type(release, gid) == "code"}
     return [
         gid
         for c in nb.cells
-        if (gid := notebooks.grade_id(c)) in released and c.source.strip() != released[gid].strip()
+        if (gid := notebooks.grade_id(c)) in released
+        and not (same_code(released[gid], c.source) if other_edition else c.source.strip() == released[gid].strip())
     ]
 
 
@@ -267,7 +270,8 @@ def suspicious(nb: nbformat.NotebookNode) -> list[str]:
 
 def learner_part(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[tuple[str, str]]:
     """What a learner's editing changes in a notebook of any language: each cell's type and source, but the
-    text of the release's markdown (its edition's language) left out; outputs, counts and metadata are Jupyter's.
+    text of the release's markdown and the comments of its locked code (its edition's language) left out;
+    outputs, counts and metadata are Jupyter's.
 
     The release's text is known by its cell id or by nbgrader's ``grade_id`` (every release cell has one): a
     notebook saved as nbformat 4.4, which has no cell ids, is no edit by itself.
@@ -275,10 +279,16 @@ def learner_part(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> l
     text = {
         key for c in release.cells if c.cell_type == "markdown" and not notebooks.is_solution(c) for key in _keys(c)
     }
-    return [
-        (c.cell_type, "" if c.cell_type == "markdown" and not text.isdisjoint(_keys(c)) else notebooks.source(c))
-        for c in nb.cells
-    ]
+    locked = {key for c in release.cells if c.cell_type == "code" and notebooks.is_locked(c) for key in _keys(c)}
+
+    def part(c: nbformat.NotebookNode) -> str:
+        if c.cell_type == "markdown" and not text.isdisjoint(_keys(c)):
+            return ""
+        if c.cell_type == "code" and not locked.isdisjoint(_keys(c)):
+            return without_comments(notebooks.source(c)) or notebooks.source(c)
+        return notebooks.source(c)
+
+    return [(c.cell_type, part(c)) for c in nb.cells]
 
 
 def _keys(cell: Any) -> set[str]:

@@ -1,0 +1,36 @@
+"""Runs of English prose in a text a Korean learner reads: what a missed translation leaves.
+
+A run is three or more English words in a row, outside quotes and backticks, where a word is
+plain letters: code-like tokens (identifiers with ``_``, ``.`` or digits, paths, flags, CamelCase,
+acronyms such as ``SIGKILL``) and numbers are not prose, so the Korean text that names
+``send_email`` or ``reconcile`` beside its Korean words counts none.
+"""
+
+from __future__ import annotations
+
+import re
+
+QUOTED = re.compile(r"`[^`\n]*`|\"[^\"\n]*\"|“[^”\n]*”|'[^'\n]*'(?![A-Za-z])|‘[^’\n]*’")
+"""Quoted text (a model's words, a name, a shown message) is the text's subject, not its prose."""
+TOKEN = re.compile(r"\S+")
+WORD = re.compile(r"[(\[]*([A-Za-z][a-z]*(?:'[a-z]+)?)[)\],.;:!?]*")
+"""A plain English word, maybe capitalised, with its punctuation; ``send_email``, ``--all``, ``API`` are not."""
+RUN = 3
+
+
+def english_runs(text: str) -> list[str]:
+    """Each run of :data:`RUN` or more English words in ``text`` (quoted text left out), in order."""
+    runs: list[str] = []
+    for line in text.splitlines():
+        words: list[str] = []
+        for token in TOKEN.findall(QUOTED.sub(" ¶ ", line)):
+            match = WORD.fullmatch(token)
+            if match and (len(match.group(1)) > 1 or match.group(1) in ("a", "I")):
+                words.append(match.group(1))
+                continue
+            if len(words) >= RUN:
+                runs.append(" ".join(words))
+            words = []
+        if len(words) >= RUN:
+            runs.append(" ".join(words))
+    return runs

@@ -1,0 +1,82 @@
+"""What a Korean learner reads holds no English prose: `check`, `check --all`, the commands' help, `simulate`.
+
+Each text is counted by :func:`english_prose.english_runs`; the Korean lessons' outputs are counted
+where tests/test_lessons.py executes them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import nbformat
+import pytest
+from english_prose import english_runs
+
+from resumable_core.__main__ import main as cli
+from resumable_core.course.i18n import COURSE
+
+ROOT = Path(__file__).resolve().parents[1]
+LEARNER_COMMANDS: tuple[list[str], ...] = ([], ["check"], ["simulate"], ["matrix"], ["fixtures"])
+
+
+@pytest.fixture
+def korean(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RESUMABLE_LANG", "ko")
+
+
+def _said(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with contextlib.suppress(SystemExit):  # --help exits
+        cli(argv)
+    out = capsys.readouterr()
+    return out.out + out.err
+
+
+def test_korean_with_names_and_quotes_is_not_prose() -> None:
+    """Identifiers, paths, flags, acronyms, numbers and quoted English beside Korean words count nothing."""
+    text = (
+        "체크포인트 A: send_email을 SIGKILL 뒤 다시 실행 (lab.formative_check, --all, exercises/a/ko/a.ipynb, 3점)\n"
+        '모델은 "I will send the email now"라고 답합니다. `python -m resumable_core check`를 실행하세요. Messages API'
+    )
+    assert english_runs(text) == []
+
+
+def test_an_english_sentence_is_counted() -> None:
+    """A sentence left in English, even inside a Korean line, is one run."""
+    assert english_runs("실패  test_a (1점): graded against the action you chose. 다음") == [
+        "graded against the action you chose"
+    ]
+
+
+def test_a_planted_english_translation_is_counted(korean: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A catalog entry whose Korean is English prose shows up in `check`'s words and is counted."""
+    from resumable_core.course.self_check import next_steps
+
+    english = "Next: every visible test passes; submit {path} as your instructor asks."
+    assert english_runs(COURSE.gettext(english, "ko").format(path="x.ipynb")) == []
+    monkeypatch.setitem(COURSE.translations("ko")._catalog, english, english)  # type: ignore[attr-defined] # gettext's own table
+    said = "\n".join(next_steps(Path("x.ipynb"), nbformat.v4.new_notebook(), [], "check x.ipynb"))
+    assert english_runs(said) == ["Next every visible test passes submit", "as your instructor asks"]
+
+
+@pytest.mark.parametrize("command", LEARNER_COMMANDS, ids=lambda c: " ".join(c) or "resumable_core")
+def test_a_learner_commands_help_is_korean(command: list[str], korean: None, capsys) -> None:
+    """`python -m resumable_core [command] --help` in Korean: no English prose."""
+    assert english_runs(_said([*command, "--help"], capsys)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("argv", [["reconcile"], ["resume"], ["--all", "postmortem"]], ids=" ".join)
+def test_check_on_a_blank_korean_release_is_korean(argv: list[str], korean: None, capsys) -> None:
+    """`check` (and `check --all`) on a blank Korean release: its report and the tests' descriptions are Korean."""
+    *flags, assignment = argv
+    said = _said(["check", *flags, str(ROOT / "exercises" / assignment / "ko" / f"{assignment}.ipynb")], capsys)
+    assert "BEGIN HIDDEN TESTS" not in said
+    assert english_runs(said) == []
+
+
+@pytest.mark.slow
+def test_simulate_tells_its_story_in_korean(korean: None, capsys) -> None:
+    """`simulate`'s text output, one real crash and resume, is Korean."""
+    said = _said(["simulate", "--crash-at", "after_tool", "--tool", "send_email", "--strategy", "rerun"], capsys)
+    assert english_runs(said) == []
