@@ -12,6 +12,7 @@ from ..errors import CourseConfigError
 from ..nbgrader_cli import NbgraderError
 from . import reasons
 from .errors import GradingError
+from .i18n import GRADING
 from .steps.budget import DEFAULT_TIMEOUT
 from .steps.collect import check_class
 from .steps.lms import PARSERS, Names
@@ -140,11 +141,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _(message: str) -> str:
+    """The two lines `python -m resumable_core --help` shows a learner too, in now's language."""
+    return GRADING.gettext(message)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``grade`` and ``grades`` to ``python -m resumable_core``'s subcommands (``subparsers`` from ``add_subparsers``)."""
     p = subparsers.add_parser(
         "grade",
-        help="autograde a class's submissions with nbgrader, into the course's gradebook",
+        help=_("autograde a class's submissions with nbgrader, into the course's gradebook"),
         description=(
             "Autograde a class's submissions of one assignment with real nbgrader, each in a sandbox,\n"
             "re-check every test that scored in a fresh process, then put the grades and autograded\n"
@@ -165,7 +171,7 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The ``grades`` subcommand: grades.csv rewritten from the course gradebook (after manual grading)."""
     p = subparsers.add_parser(
         "grades",
-        help="write grades.csv and feedback pages from the course's gradebook, manual grades included",
+        help=_("write grades.csv and feedback pages from the course's gradebook, manual grades included"),
         description=(
             "Write one assignment's grades.csv (grade's columns) and each student's feedback page\n"
             "(no test code) from the course's gradebook, which it only reads: run it after manual\n"

@@ -8,6 +8,8 @@ from resumable_core.lab.i18n import Catalog, register
 
 GRADING = register(
     Catalog(
-        "grading", Path(__file__).parent / "locale", ("course/grading/reasons.py", "course/grading/steps/feedback.py")
+        "grading",
+        Path(__file__).parent / "locale",
+        ("course/grading/reasons.py", "course/grading/steps/feedback.py", "course/grading/cli.py"),
     )
 )
