@@ -48,7 +48,7 @@ from .steps.cluster import check_scheduler, run_on_cluster
 from .steps.collect import check_class, check_id, collect, unpacked
 from .steps.course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .steps.lms import Names
-from .steps.merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
+from .steps.merge import finished, merge_student, prepared_students, set_scores, trusted_reports
 from .steps.prepare import prepare
 from .steps.publish import Course, check_released, find_course, publish
 from .steps.report import explain, plot_scores, write_csv
@@ -129,11 +129,10 @@ def _write_run(
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
         if student in by_id:  # reports are read by the ids given out; anything else is never graded
-            explain(by_id[student], report, work, assignment, timeout)
+            explain(by_id[student], report, work, assignment, timeout, len(releases) > 1)
     set_scores(subs, work, assignment)
     if graded:
         export_csv(gradebook_url(work), work / "nbgrader-export.csv")
-    copy_feedback_html(work, subs, assignment, len(releases))
     write_csv(work / "grades.csv", subs)
     plot_scores(work / "scores.png", subs, assignment)
     files = write_class_files(find_course(work), assignment, work, subs, similar, provisional) if dry else None

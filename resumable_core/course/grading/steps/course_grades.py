@@ -35,7 +35,7 @@ from ..gradebook import GradeValues, StudentGrades, assignment_grades
 from ..model import Status, StudentReport, Submission
 from . import analysis, lms, similarity
 from .collect import check_id
-from .feedback import failure_message, write_feedback
+from .feedback import FEEDBACK, failure_message, page_path, write_feedback
 from .publish import Course, reached
 from .report import recheck_messages, write_csv
 
@@ -134,7 +134,7 @@ def _student(
                 phrases.append(phrase)
         if cells:
             try:
-                page = feedback / f"{check_id(sub.student)}{f'-{nb.name}' if several else ''}.html"
+                page = page_path(feedback, sub.student, nb.name, several)
                 title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
                 write_feedback(
                     autograded,
@@ -260,7 +260,7 @@ def write_course_grades(
 
     The rows, every student of the gradebook's, and what was written beside them.
     """
-    feedback = folder / "feedback-html"
+    feedback = folder / FEEDBACK
     feedback.mkdir(parents=True, exist_ok=True)
     subs = course_submissions(course, assignment, feedback)
     write_csv(folder / "grades.csv", subs)

@@ -12,7 +12,7 @@ from .. import csvfile, reasons
 from ..gradebook import gradebook_url, notebook_grades
 from ..model import StudentReport, Submission
 from ..progress import cut
-from .feedback import feedback_path, write_feedback
+from .feedback import FEEDBACK, page_path, write_feedback
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
 
@@ -52,14 +52,16 @@ def cell_reasons(
     return out
 
 
-def write_student_feedback(sub: Submission, out: Path, assignment: str, name: str, messages: dict[str, str]) -> None:
-    """Render ``sub``'s feedback page for notebook ``name`` (:mod:`.feedback`); a note says why if it cannot be.
+def write_student_feedback(
+    sub: Submission, out: Path, assignment: str, name: str, messages: dict[str, str], several: bool = False
+) -> None:
+    """Render ``sub``'s feedback page for notebook ``name`` into ``out/feedback-html/``; a note says why if it cannot be.
 
     ``messages``: {grade_id: why} for the cells the re-check zeroed or left for review.
     """
     autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
     try:
-        target = feedback_path(out / "feedback", sub.student, name, assignment)
+        target = page_path(out / FEEDBACK, sub.student, name, several)
         grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)
         write_feedback(
             autograded,
@@ -82,8 +84,13 @@ def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> d
     return out
 
 
-def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int) -> None:
-    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback."""
+def explain(
+    sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int, several: bool = False
+) -> None:
+    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback.
+
+    ``several``: the assignment has several notebooks, so each page's name says which.
+    """
     if not report.success:
         sub.status = "failed"
         sub.problems.append(reasons.classify_failure(report.log + "\n" + report.error, timeout))
@@ -97,7 +104,7 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
         kept = report.isolated_kept.get(name)
         if kept:
             sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
-        write_student_feedback(sub, out, assignment, name, recheck_messages(isolated, kept))
+        write_student_feedback(sub, out, assignment, name, recheck_messages(isolated, kept), several)
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
