@@ -166,9 +166,8 @@ def test_feedback_goes_to_the_trusted_id_only(tmp_path):
         page_path(folder, "mallory", "reconcile", several=False)
 
 
-def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path, monkeypatch):
+def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path):
     """A notebook whose metadata and outputs claim to be bob's is eve's page, written straight to feedback-html/."""
-    monkeypatch.setattr(report, "notebook_grades", lambda *_: {})  # no gradebook: the path is what is tested
     out = tmp_path / "out"
     nb = _hostile_notebook()
     nb.metadata["nbgrader"] = {"student": "bob", "feedback_path": "../bob.html"}
@@ -179,7 +178,7 @@ def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path, monkeypatch):
     bob.parent.mkdir(parents=True)
     bob.write_text("bob's page")
     sub = Submission("eve", files={"reconcile": autograded})
-    report.write_student_feedback(sub, out, "reconcile", "reconcile", {})
+    report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
     assert bob.read_text() == "bob's page"
     pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
     assert pages == ["feedback-html/bob.html", "feedback-html/eve.html"]
