@@ -6,6 +6,8 @@ import pytest
 import wcwidth
 
 from resumable_core.course import self_check
+from resumable_core.course.grading.model import Submission
+from resumable_core.course.grading.steps import report
 from resumable_core.lab import columns
 from resumable_core.lab.crash_test import CrashTestRow, CrashTestTable, JournalStep, JournalTable
 from resumable_core.lab.matrix import MatrixRow, format_table
@@ -71,6 +73,17 @@ def test_the_matrix_table_lines_up() -> None:
     assert starts(lines[0], ["crash_point", "tool", "strategy", "effects"]) == starts(
         lines[2], ["after_tool", "send_email", "내_전략", "2"]
     )
+
+
+def test_grades_summary_table_lines_up() -> None:
+    """`grade`'s summary table: a refused file's Hangul label does not push the score column off."""
+    subs = [
+        Submission("김민준 (1).ipynb", status="invalid", problems=["없음"]),
+        Submission("eve", score=3, max_score=3),
+    ]
+    lines = report.format_table(subs).splitlines()
+    assert starts(lines[0], ["student", "score"]) == starts(lines[2], ["김민준 (1).ipynb", "0"])
+    assert starts(lines[0], ["student", "score"]) == starts(lines[3], ["eve", "3"])
 
 
 def test_checks_korean_report_lines_up(korean: None) -> None:

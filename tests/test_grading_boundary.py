@@ -29,7 +29,7 @@ from resumable_core.course.grading.model import CellGrade, StudentReport, Submis
 from resumable_core.course.grading.steps import prepare as prep
 from resumable_core.course.grading.steps import report, workers
 from resumable_core.course.grading.steps.collect import collect, student_id
-from resumable_core.course.grading.steps.feedback import CSP, feedback_path, render_feedback, write_feedback
+from resumable_core.course.grading.steps.feedback import CSP, page_path, render_feedback, write_feedback
 from resumable_core.course.grading.steps.merge import trusted_reports
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,36 +151,37 @@ def test_feedback_never_shows_test_code_or_the_answer_key():
 
 
 def test_feedback_goes_to_the_trusted_id_only(tmp_path):
-    """The page is written under the id collect gave; ids that could leave the folder are refused."""
-    folder = tmp_path / "feedback"
-    assert feedback_path(folder, "eve", "reconcile", "reconcile") == folder / "eve" / "reconcile" / "reconcile.html"
+    """The page is named by the id collect gave; ids that could leave the folder, or a linked page, are refused."""
+    folder = tmp_path / "feedback-html"
+    assert page_path(folder, "eve", "reconcile", several=False) == folder / "eve.html"
+    assert page_path(folder, "eve", "journal", several=True) == folder / "eve-journal.html"
     for bad in ("../bob", "a/b", "..", "", "bob/../../x"):
         with pytest.raises(StudentIdError):
-            feedback_path(folder, bad, "reconcile", "reconcile")
-    (tmp_path / "elsewhere").mkdir()
+            page_path(folder, bad, "reconcile", several=False)
+    with pytest.raises(StudentIdError):
+        page_path(folder, "eve", "../x", several=True)
     folder.mkdir()
-    (folder / "mallory").symlink_to(tmp_path / "elsewhere")
+    (folder / "mallory.html").symlink_to(tmp_path / "elsewhere.html")
     with pytest.raises(StudentIdError, match="leaves"):
-        feedback_path(folder, "mallory", "reconcile", "reconcile")
+        page_path(folder, "mallory", "reconcile", several=False)
 
 
-def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path, monkeypatch):
-    """A notebook whose metadata and outputs claim to be bob's is eve's page, and bob's page is untouched."""
-    monkeypatch.setattr(report, "notebook_grades", lambda *_: {})  # no gradebook: the path is what is tested
+def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path):
+    """A notebook whose metadata and outputs claim to be bob's is eve's page, written straight to feedback-html/."""
     out = tmp_path / "out"
     nb = _hostile_notebook()
-    nb.metadata["nbgrader"] = {"student": "bob", "feedback_path": "../bob/reconcile/reconcile.html"}
+    nb.metadata["nbgrader"] = {"student": "bob", "feedback_path": "../bob.html"}
     autograded = out / "autograded" / "eve" / "reconcile" / "reconcile.ipynb"
     autograded.parent.mkdir(parents=True)
     nbformat.write(nb, str(autograded))
-    bob = out / "feedback" / "bob" / "reconcile" / "reconcile.html"
+    bob = out / "feedback-html" / "bob.html"
     bob.parent.mkdir(parents=True)
     bob.write_text("bob's page")
     sub = Submission("eve", files={"reconcile": autograded})
-    report.write_student_feedback(sub, out, "reconcile", "reconcile", {})
+    report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
     assert bob.read_text() == "bob's page"
-    pages = sorted(p.relative_to(out).as_posix() for p in (out / "feedback").rglob("*.html"))
-    assert pages == ["feedback/bob/reconcile/reconcile.html", "feedback/eve/reconcile/reconcile.html"]
+    pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
+    assert pages == ["feedback-html/bob.html", "feedback-html/eve.html"]
     assert not sub.notes
 
 

@@ -156,15 +156,19 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
 
     shown = {*CRASH_POINT_HELP.values(), *(s.help for s in SCENARIOS.values()), *(s.task for s in SCENARIOS.values())}
     shown |= {STRATEGIES[name].help for name in ("none", "delete", "rerun")} | {s.help for s in answers.ANSWERS}
-    body = ast.parse(textwrap.dedent(inspect.getsource(rc.Checkpoint))).body[0].body
+    checkpoint = ast.parse(textwrap.dedent(inspect.getsource(rc.Checkpoint))).body[0]
+    assert isinstance(checkpoint, ast.ClassDef)
     shown |= {
         " ".join(doc.value.value.split())
-        for field, doc in itertools.pairwise(body)
-        if isinstance(field, ast.AnnAssign) and isinstance(doc, ast.Expr)
+        for field, doc in itertools.pairwise(checkpoint.body)
+        if isinstance(field, ast.AnnAssign)
+        and isinstance(doc, ast.Expr)
+        and isinstance(doc.value, ast.Constant)
+        and isinstance(doc.value.value, str)
     }
     shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
     shown |= {"killed", "exited"}  # run_in_child's answers
-    assert '``"killed"`` or ``"exited"``' in inspect.getdoc(run_in_child)
+    assert '``"killed"`` or ``"exited"``' in (inspect.getdoc(run_in_child) or "")
     refusals = {
         "no 'version' field: not a checkpoint written by this kit",
         "checkpoint version {found}, this code reads version {expected}",

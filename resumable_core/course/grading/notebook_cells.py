@@ -15,9 +15,6 @@ NOT_RUN = "GradingStopped"
 KEY = "resumable_sandbox"
 """The executed notebook's metadata key of its progress record, ``{"done": n, "stopped": why | None}``."""
 
-HARMLESS_MAGICS = {"matplotlib", "config", "load_ext", "reload_ext", "autoreload", "precision", "pprint"}
-"""Line magics that only configure the kernel's display or reloading: skipped without a word."""
-
 
 def info(cell: dict) -> dict:
     """The cell's nbgrader metadata ({} if none)."""
@@ -97,22 +94,6 @@ def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
         kernel = f"{errors[0].get('ename', 'Error')}: {errors[0].get('evalue', '')}" if errors else None
         out.append((label, source_of(c), kernel))
     return out
-
-
-def python_source(source: str) -> tuple[str, str | None]:
-    """The cell as plain Python (IPython magics and shell escapes blanked) and the first one that
-    does more than configure the kernel (None if none), which a plain process cannot run."""
-    lines, unrunnable = [], None
-    for ln in source.splitlines():
-        s = ln.lstrip()
-        if s.startswith(("%", "!")):
-            name = s.lstrip("%!").split(maxsplit=1)[0] if s.lstrip("%!") else ""
-            if not (s.startswith("%") and not s.startswith("%%") and name in HARMLESS_MAGICS):
-                unrunnable = unrunnable or s.split(maxsplit=1)[0]
-            lines.append("")
-        else:
-            lines.append(ln)
-    return "\n".join(lines), unrunnable
 
 
 def graded_sources(nb: dict) -> dict[str, str]:

@@ -1,32 +1,10 @@
 """Grade a whole class with real nbgrader: ``python -m resumable_core grade PATH --assignment A``.
 
-:func:`grade` runs the steps, each a module of this package, in a fresh working course folder
-(``./grading-<assignment>/`` or ``--out``), then publish into the course:
-
-1. :mod:`.workspace`: make the working course, release the assignment there (which fills its
-   gradebook with the test cells, hidden tests included; copied from the release cache when the
-   source is unchanged, and kept by ``--resume``); :mod:`.isolation`: check that bubblewrap
-   runs (``grade`` refuses to go on without it unless ``--no-sandbox``) and make the pristine copy
-   of the library every sandbox sees, before the first student;
-2. :mod:`.collect`: find the submissions (a folder or a zip; nbgrader's ``submitted/`` layout or
-   flat ``<student>.ipynb`` files);
-3. :mod:`.prepare`: refuse what is not a notebook, put back deleted cells, flag monkeypatching;
-4. :mod:`.workers`: autograde in ``--jobs`` worker copies of the course (every notebook in the
-   sandbox, :mod:`.execute`), re-check in the sandbox every test cell that scored, make the feedback;
-   or, with ``--scheduler``, the same for each student as a task on a Dask cluster (:mod:`.cluster`);
-5. :mod:`.merge`: merge each student's grades into the working gradebook as their report arrives,
-   copy their outputs back, mark them done (``--resume`` skips the students marked done);
-6. :mod:`.report`: say why each student lost points, write ``grades.csv`` and ``scores.png``
-   (and nbgrader's own export and ``feedback-html/<student>.html``); a dry run (``--out``) also
-   writes the item analysis, the similarity report and the LMS's import files there;
-7. :mod:`.publish`: unless ``--out`` was given (a dry run: the course is left alone), write the
-   students, their grades and ``autograded/`` into the course's own gradebook (the one its
-   ``nbgrader_config.py`` names), for formgrader, ``generate_feedback`` and ``export``. Whether the
-   assignment is released there is checked before the first student runs. Then the class files
-   (``grades-<assignment>/``: ``grades.csv``, ``scores.png``, feedback pages, the item analysis,
-   ``similarity.html`` and the LMS's import files) are rebuilt from the course gradebook for every
-   student it holds (:mod:`.course_grades`), so re-grading a few students never shrinks them to
-   those few.
+:func:`grade` runs the steps of ``steps/`` in order in a working course (``./grading-<assignment>/``
+or ``--out``): workspace, collect, prepare, workers (or cluster), merge, report; then, unless
+``--out`` (a dry run), publish into the course and rebuild the whole class's files from its
+gradebook (course_grades), so re-grading a few students never shrinks them to those few.
+docs/architecture.md ("Where grades go") says what each writes and why.
 """
 
 from __future__ import annotations
@@ -48,7 +26,7 @@ from .steps.cluster import check_scheduler, run_on_cluster
 from .steps.collect import check_class, collect, unpacked
 from .steps.course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .steps.lms import Names
-from .steps.merge import copy_feedback_html, finished, merge_student, prepared_students, set_scores, trusted_reports
+from .steps.merge import finished, merge_student, prepared_students, set_scores, trusted_reports
 from .steps.prepare import prepare
 from .steps.publish import check_released, publish
 from .steps.report import explain, plot_scores, write_csv
@@ -129,11 +107,10 @@ def _write_run(
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
         if student in by_id:  # reports are read by the ids given out; anything else is never graded
-            explain(by_id[student], report, work, assignment, timeout)
+            explain(by_id[student], report, work, assignment, timeout, len(releases) > 1)
     set_scores(subs, work, assignment)
     if graded:
         export_csv(gradebook_url(work), work / "nbgrader-export.csv")
-    copy_feedback_html(work, subs, assignment, len(releases))
     write_csv(work / "grades.csv", subs)
     plot_scores(work / "scores.png", subs, assignment)
     files = write_class_files(find_course(work), assignment, work, subs, similar, provisional) if dry else None

@@ -1,21 +1,10 @@
 """What crosses between the re-check's checker and the learner's process: the one table of it.
 
-The checker holds every check and every piece of evidence (worlds, outboxes, ledgers, model-call
-logs); the learner's process holds the notebook's names. Between them only data crosses
-(:mod:`.rpc`): JSON values, the models and enums of :data:`MODELS` and :data:`ENUMS` rebuilt by
-validation, exceptions rebuilt by the classes of :data:`EXCEPTIONS`, and *handles*.
-
-A handle is the checker's number for one of its own objects that a check hands the learner's
-function (a toolbox, a client, the check's reconcile). The learner's side gets a stand-in
-(:class:`ToolboxHandle`, :class:`ClientHandle`, :class:`FunctionHandle`) whose methods are the
-named operations of :data:`CHECKER_OPS`, and nothing else: no attribute, no reference, no object
-of the checker's is reachable from it. A handle the learner's side sends back resolves, in the
-checker, to the object the checker issued under that number in that connection, never to
-anything the learner made.
-
-A path a check hands the learner's function (:class:`..checks.support.HandedPath`) crosses as a
-plain string naming a copy in the shared folder: copied in before the call, read back after it
-(or at the instant the check kills the call), so the checker's own files are the evidence.
+Only data crosses (:mod:`.rpc`): JSON values, the models and enums of :data:`MODELS` and
+:data:`ENUMS` rebuilt by validation, exceptions rebuilt by the classes of :data:`EXCEPTIONS`,
+handles (the checker's numbers for its own objects, whose stand-ins' only methods are
+:data:`CHECKER_OPS`) and copies of handed paths. docs/architecture.md ("What crosses the
+boundary") says why each may.
 """
 
 from __future__ import annotations

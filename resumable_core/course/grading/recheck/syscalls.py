@@ -102,15 +102,11 @@ FULL = 64 << 10
 def tracer_argv(output: Path) -> list[str]:
     """The strace prefix to put before a command: it writes its trace to ``output``, its own messages beside it.
 
-    Follows forks (``-f``); decodes fds to the kernel's paths (``-y``); prints strings in hex
-    (``-xx``) and no written data (``-s 0``); stamps each call with the host's clock (``-ttt``: the
-    checker bounds a call by when it got the reply); stops the tracee only at :data:`TRACED` calls
-    (``--seccomp-bpf``); no signal, attach or exit lines. strace's own messages go to ``output``
-    and :data:`LOG`, never to the command's stderr: that is the job's output, which a sandbox caps,
-    and once the trace's folder is full strace reports every line it cannot write (a flood that
-    killed the learner's process and made the whole re-check inconclusive). Two shells put them
-    apart: the first keeps the command's stderr on fd 3 and starts strace with its stderr on the
-    log; the second, which strace traces, gives fd 3 back to the command as its stderr.
+    Follows forks (``-f``); decodes fds to the kernel's paths (``-y``); strings in hex (``-xx``), no
+    written data (``-s 0``); the host's clock (``-ttt``: the checker bounds a call by its reply);
+    stops only at :data:`TRACED` calls. strace's own messages go to :data:`LOG`, never to the job's
+    capped stderr (docs/architecture.md: a full trace folder's flood once killed the learner's
+    process): the first shell keeps the command's stderr on fd 3, the second gives it back.
     """
     # strace reads "-o |cmd" as a pipe to a command: an absolute path never starts with "|" or "!"
     out = os.path.abspath(output)

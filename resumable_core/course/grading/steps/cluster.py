@@ -1,21 +1,10 @@
 """Step 4 across machines: grading one student is a Dask task, and only bytes cross to it and back.
 
-``grade --scheduler tcp://HOST:8786`` hands each student to a Dask ``distributed`` cluster instead
-of the local ``--jobs`` pool (:mod:`.workers`). A task takes the run's release (the working
-course's ``source/``, ``release/`` and its gradebook as released), that student's submitted files
-and the settings, as bytes; on whatever machine runs it, it grades the student in a throwaway
-course of its own with the same worker process a local run starts, and returns that student's
-result records as bytes: the report, the worker's gradebook and the autograded notebooks. No
-shared filesystem is assumed. Merging and publishing stay on the instructor's machine
-(:mod:`.merge`, :mod:`.publish`), which reads each returned report as it reads a local worker's.
-
-A worker lost mid-task: the scheduler runs the task again on another worker, and the task's grading
-process and sandboxes die with the lost worker (the next task on that machine removes its temp
-folders). The instructor's side takes one result per student, its future's, so no student's rows
-are merged twice. Interrupted (Ctrl-C), ``grade`` sets the run's stop event: each running task kills
-its grading process, and the tasks not started are dropped. A worker must
-run the same library as the instructor: each task carries :func:`library_digest` and a worker with
-another refuses it, with that student's failure saying so.
+``grade --scheduler tcp://HOST:8786``: a task takes the run's release, that student's files and the
+settings, grades them in a throwaway course with the same worker process a local run starts, and
+returns the report, the worker's gradebook and the autograded notebooks. A lost worker's task runs
+again elsewhere; the instructor's side takes one result per student (its future's), so no rows
+merge twice. docs/architecture.md ("Grading on other machines", Ctrl-C) says the rest.
 """
 
 from __future__ import annotations

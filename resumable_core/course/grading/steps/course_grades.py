@@ -1,19 +1,10 @@
-"""``python -m resumable_core grades``: ``grades.csv`` and the feedback pages, rewritten from the course's gradebook.
+"""``python -m resumable_core grades``: ``grades.csv``, the feedback pages and the class files, from the course's gradebook.
 
-After manual grading in formgrader the course gradebook holds the final scores; this writes them in
-``grades.csv``'s columns, so it agrees with ``nbgrader export`` student for student, and renders
-each student's feedback page again (:mod:`.feedback`: no test code, the manual score and comment
-in). Every student of the course gradebook gets a row (no submission: ``missing``, 0). The reason
-names each cell that lost points or still needs a human, from the gradebook and the course's
-``autograded/`` notebooks. The gradebook is only read. Beside ``grades.csv`` the class's other
-files are rebuilt from the same course (:func:`write_class_files`): the item analysis, the
-similarity report and the LMS's import files, of the whole class.
-
-``grade`` writes here too, after every run that publishes: first each of its students' result
-(``results/<student>.json``: score, status, the run's whole reason, the re-check's messages per
-cell, the LMS's id; :func:`record_results`), then the whole class from the gradebook. A student's recorded
-result gives their row's reason and page messages as long as the gradebook still holds the score
-it recorded; once a human changed it, the reason is the gradebook's (the run's notes kept).
+After manual grading the course gradebook holds the final scores, so this agrees with ``nbgrader
+export`` student for student (no submission: ``missing``, 0); the gradebook is only read. A
+student's recorded result (``results/<student>.json``, :func:`record_results`, written by ``grade``)
+gives their reason and page messages while the gradebook still holds the score it recorded; once a
+human changed it, the reason is the gradebook's. docs/architecture.md ("Where grades go").
 """
 
 from __future__ import annotations
@@ -35,7 +26,7 @@ from ..errors import GradingError, check_id
 from ..gradebook import GradeValues, StudentGrades, assignment_grades
 from ..model import Status, StudentReport, Submission
 from . import analysis, lms, similarity
-from .feedback import failure_message, write_feedback
+from .feedback import FEEDBACK, failure_message, page_path, write_feedback
 from .publish import reached
 from .report import recheck_messages, write_csv
 
@@ -134,7 +125,7 @@ def _student(
                 phrases.append(phrase)
         if cells:
             try:
-                page = feedback / f"{check_id(sub.student)}{f'-{nb.name}' if several else ''}.html"
+                page = page_path(feedback, sub.student, nb.name, several)
                 title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
                 write_feedback(
                     autograded,
@@ -260,7 +251,7 @@ def write_course_grades(
 
     The rows, every student of the gradebook's, and what was written beside them.
     """
-    feedback = folder / "feedback-html"
+    feedback = folder / FEEDBACK
     feedback.mkdir(parents=True, exist_ok=True)
     subs = course_submissions(course, assignment, feedback)
     write_csv(folder / "grades.csv", subs)

@@ -30,6 +30,8 @@ from ..errors import StudentIdError, check_id
 from ..i18n import GRADING
 from ..model import CellGrade
 
+FEEDBACK = "feedback-html"
+"""The folder of the pages, in a working folder and a class folder alike."""
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 """No script, frame, font, fetch or form; images only inline (the validated PNGs); the page's own style."""
 MAX_OUTPUT_CHARS = 4000
@@ -65,16 +67,14 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5rem;
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:left}"""
 
 
-def feedback_path(folder: Path, student: str, notebook: str, assignment: str) -> Path:
-    """``folder/<student>/<assignment>/<notebook>.html`` (nbgrader's feedback layout), from trusted names only.
+def page_path(folder: Path, student: str, notebook: str, several: bool) -> Path:
+    """``folder/<student>.html`` (``<student>-<notebook>.html`` for several notebooks), from trusted names only.
 
-    Raises :class:`StudentIdError` for an id or name that could leave its own folder.
+    Raises :class:`StudentIdError` for an id or name that could leave ``folder``.
     """
-    for name in (student, notebook, assignment):
-        check_id(name)
-    path = folder / student / assignment / f"{notebook}.html"
-    if folder.resolve() not in path.resolve().parents:  # a symlinked student folder, say
-        raise StudentIdError(student, f"its feedback path {path} leaves {folder}")
+    path = folder / f"{check_id(student)}{f'-{check_id(notebook)}' if several else ''}.html"
+    if path.resolve().parent != folder.resolve():  # a symlinked page, say
+        raise StudentIdError(student, f"its feedback page {path} leaves {folder}")
     return path
 
 

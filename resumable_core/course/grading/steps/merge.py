@@ -18,7 +18,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .. import reasons
-from ..errors import check_id
 from ..gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
 from ..model import StudentReport, Submission
 
@@ -118,20 +117,3 @@ def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:
     for sub in subs:
         sub.max_score = max_score
         sub.score = scores.get(sub.student, 0.0)
-
-
-def copy_feedback_html(out: Path, subs: list[Submission], assignment: str, n_notebooks: int) -> Path:
-    """``feedback-html/<student>.html`` (``<student>-<notebook>.html`` for several notebooks); the folder.
-
-    The pages are :mod:`.feedback`'s (written by :func:`.report.explain`); names come from the
-    trusted student ids and the assignment's notebook names only.
-    """
-    folder = out / "feedback-html"
-    folder.mkdir(exist_ok=True)
-    for sub in subs:
-        for name in sub.files:
-            html = out / "feedback" / sub.student / assignment / f"{name}.html"
-            if html.is_file():
-                suffix = "" if n_notebooks == 1 else f"-{name}"
-                shutil.copy2(html, folder / f"{check_id(sub.student)}{suffix}.html")
-    return folder

@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import nbformat
 from nbformat.reader import NotJSONError
 
+from resumable_core.lab.columns import table
+
 from ... import notebooks
 from .. import csvfile, reasons
 from ..gradebook import gradebook_url, notebook_grades
-from ..model import StudentReport, Submission
+from ..model import CellGrade, StudentReport, Submission
 from ..progress import cut
-from .feedback import feedback_path, write_feedback
+from .feedback import FEEDBACK, page_path, write_feedback
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
 
 
 def cell_reasons(
-    autograded_nb: Path,
-    db_url: str,
-    assignment: str,
-    student: str,
-    nb_name: str,
-    timeout: int,
-    isolated: dict[str, str] | None = None,
+    autograded_nb: Path, grades: Mapping[str, CellGrade], timeout: int, isolated: dict[str, str] | None = None
 ) -> list[str]:
     """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``.
 
@@ -34,7 +31,6 @@ def cell_reasons(
         nb = nbformat.read(str(autograded_nb), as_version=4)
     except (OSError, NotJSONError):  # nbgrader wrote no readable notebook: the failure is reported elsewhere
         return []
-    grades = notebook_grades(db_url, assignment, student, nb_name)
     out = []
     for cell in nb.cells:
         gid = notebooks.grade_id(cell)
@@ -52,15 +48,22 @@ def cell_reasons(
     return out
 
 
-def write_student_feedback(sub: Submission, out: Path, assignment: str, name: str, messages: dict[str, str]) -> None:
-    """Render ``sub``'s feedback page for notebook ``name`` (:mod:`.feedback`); a note says why if it cannot be.
+def write_student_feedback(
+    sub: Submission,
+    out: Path,
+    assignment: str,
+    name: str,
+    grades: Mapping[str, CellGrade],
+    messages: dict[str, str],
+    several: bool = False,
+) -> None:
+    """Render ``sub``'s feedback page for notebook ``name`` into ``out/feedback-html/``; a note says why if it cannot be.
 
     ``messages``: {grade_id: why} for the cells the re-check zeroed or left for review.
     """
     autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
     try:
-        target = feedback_path(out / "feedback", sub.student, name, assignment)
-        grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)
+        target = page_path(out / FEEDBACK, sub.student, name, several)
         write_feedback(
             autograded,
             grades,
@@ -82,8 +85,13 @@ def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> d
     return out
 
 
-def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int) -> None:
-    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback."""
+def explain(
+    sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int, several: bool = False
+) -> None:
+    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback.
+
+    ``several``: the assignment has several notebooks, so each page's name says which.
+    """
     if not report.success:
         sub.status = "failed"
         sub.problems.append(reasons.classify_failure(report.log + "\n" + report.error, timeout))
@@ -91,13 +99,13 @@ def explain(sub: Submission, report: StudentReport, out: Path, assignment: str, 
     for name in sub.files:
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
         isolated = report.isolated.get(name) or {}
-        sub.problems += cell_reasons(autograded, gradebook_url(out), assignment, sub.student, name, timeout, isolated)
-        grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)
+        grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)  # read once per notebook
+        sub.problems += cell_reasons(autograded, grades, timeout, isolated)
         sub.provisional |= any(g.score is None for g in grades.values())  # a cell waits for a human
         kept = report.isolated_kept.get(name)
         if kept:
             sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
-        write_student_feedback(sub, out, assignment, name, recheck_messages(isolated, kept))
+        write_student_feedback(sub, out, assignment, name, grades, recheck_messages(isolated, kept), several)
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
@@ -108,15 +116,8 @@ def write_csv(path: Path, subs: list[Submission]) -> None:
 
 def format_table(subs: list[Submission]) -> str:
     """The summary table printed at the end, each reason cut to :data:`.progress.REASON_WIDTH` (grades.csv has it whole)."""
-    rows = [("student", "score", "max", "status", "reason")]
-    rows += [(s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, cut(s.reason)) for s in subs]
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = []
-    for j, r in enumerate(rows):
-        lines.append("  ".join(r[i].ljust(widths[i]) for i in range(4)) + "  " + r[4])
-        if j == 0:
-            lines.append("  ".join("-" * w for w in widths) + "  " + "-" * 6)
-    return "\n".join(lines)
+    rows = [(s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, cut(s.reason)) for s in subs]
+    return "\n".join(table(("student", "score", "max", "status", "reason"), rows))
 
 
 def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:

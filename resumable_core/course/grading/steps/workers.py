@@ -1,18 +1,10 @@
 """Step 4 of grading: autograde the students in ``--jobs`` worker processes, each in a copy of the course.
 
-Each worker is ``python -m resumable_core.course.grading.steps.workers ROOT ASSIGNMENT STUDENT...`` in its
-own copy of the working course (the gradebook included). For one student at a time it runs
-nbgrader's autograde (each notebook in the sandbox: :mod:`.execute`), re-checks outside the
-learner's kernel, in the sandbox too, every test cell that scored (:mod:`.recheck`: a learner cell
-can monkeypatch the checks its kernel runs), zeroes the cells that fail there (an inconclusive
-re-run zeroes them too, "needs review": a learner can make it inconclusive at will), and writes
-``reports/<student>.json`` (the feedback pages are drawn later, by :mod:`.report`, from the merged
-gradebook: nbgrader's own would show the hidden tests). Only those files cross back: the grading process
-reads the ones of the students it gave that worker and validates them; the worker's stdout and
-stderr go to ``worker.log``.
-
-The grades do not depend on ``--jobs``: every student is graded by the same nbgrader code against a
-copy of the same gradebook, alone in its own kernel.
+A worker (``python -m resumable_core.course.grading.steps.workers ROOT ASSIGNMENT STUDENT...``)
+runs, for one student at a time, nbgrader's autograde (:mod:`.execute`), the isolated re-check of
+every test cell that scored (:mod:`.recheck`; a cell that fails there, or an inconclusive re-run,
+is zeroed) and writes ``reports/<student>.json``: only those cross back, validated. The grades do
+not depend on ``--jobs``: each student is graded alone, against a copy of the same gradebook.
 """
 
 from __future__ import annotations
