@@ -444,3 +444,42 @@ def test_the_wall_clock_kills_the_whole_sandbox(run, tmp_path):
     """A command that never ends is killed at the wall clock, and the result names it."""
     result = run(tmp_path, "import time; time.sleep(600)", Limits(wall=1))
     assert result.limit == "wall clock (1 s)"
+
+
+def _sizes(folder: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in folder.glob("tick-*")}
+
+
+@guarantee(Guarantee.FREEZE)
+def test_a_frozen_job_makes_no_progress_in_any_of_its_processes(make, tmp_path):
+    """While frozen, neither the job nor a child it started in a session of its own writes a byte; thawed, both go on."""
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir(), out.mkdir()
+    backend = make()
+    shared = backend.inside(Mount(out, "/out", writable=True))
+    ticking = f"""
+import os, sys, time
+with open(f"{shared}/tick-{{sys.argv[1]}}", "ab", buffering=0) as f:
+    while not os.path.exists("{shared}/stop"):
+        f.write(b"."), time.sleep(0.005)
+"""
+    code = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {ticking!r}, 'child'], start_new_session=True)\n"
+    job = Job(
+        (sys.executable, "-c", code + f"sys.argv[1:] = ['parent']\nexec({ticking!r})"),
+        scratch,
+        (Mount(out, "/out", writable=True),),
+    )
+    ended = threading.Thread(target=backend.run, args=(job,))
+    ended.start()
+    try:
+        while ended.is_alive() and (len(before := _sizes(out)) < 2 or min(before.values()) == 0):
+            threading.Event().wait(0.05)
+        with job.freezer.frozen():
+            frozen = _sizes(out)
+            threading.Event().wait(0.5)
+            assert _sizes(out) == frozen
+        threading.Event().wait(0.3)
+        assert all(n > frozen[name] for name, n in _sizes(out).items()), (frozen, _sizes(out))
+    finally:
+        (out / "stop").touch()
+        ended.join(30)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import grading_samples as samples
 import nbformat
@@ -933,33 +932,40 @@ else:
 """A salt sent by a thread of the loaded process opening shared files, read back by the fresh one with inotify."""
 
 
-def _covert(salt: str, why: str) -> Any:
-    """A refund whose per-process salt reaches the fresh process by ``salt``'s channel: a known hole (``why``)."""
-    refund = SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", salt)
-    return pytest.param(
-        refund, marks=pytest.mark.xfail(strict=True, reason=f"a covert channel between sandboxes: {why}")
-    )
+LIBRARY_FILES = 'glob.glob("/grading/lib/resumable_core/**/*.py", recursive=True)'
+STDLIB_FILES = 'glob.glob(os.path.dirname(os.__file__) + "/*.py")'
+
+
+def _covert(salt: str) -> str:
+    """A refund whose per-process salt would reach the fresh process by ``salt``'s channel."""
+    return SALTED_REFUND.replace("import uuid\n\n_RUN = uuid.uuid4().hex", salt)
 
 
 COVERT_CHANNELS = {
-    "flock()s held on shared files": _covert(
-        SALT_OVER_A_LOCK + "_RUN = _salt()",
-        "the loaded process holds flock()s on library files every sandbox sees read-only and the fresh one reads "
-        "its salt from them; closing it needs the loaded process gone or a seccomp filter, not a check",
+    # the loaded process holds flock()s on its library files; the fresh one sees its own copy, other inodes
+    "flock()s held on shared files": _covert(SALT_OVER_A_LOCK + "_RUN = _salt()"),
+    # a thread of the loaded process opens files, watched with inotify: it is frozen while the fresh one runs
+    "opens of shared files, watched with inotify (found by a red team)": _covert(SALT_OVER_OPENS),
+    # the same on the standard library, which every sandbox shares: the loaded process is frozen meanwhile
+    "opens of the standard library's files, watched with inotify": _covert(
+        SALT_OVER_OPENS.replace(LIBRARY_FILES, STDLIB_FILES)
     ),
-    "opens of shared files, watched with inotify (found by a red team)": _covert(
-        SALT_OVER_OPENS,
-        "a thread of the loaded process opens library files every sandbox sees read-only and the fresh one watches "
-        "them with inotify while it runs; closing it needs the loaded sandbox frozen meanwhile, not a check",
+    "flock()s held on the standard library's files": pytest.param(
+        _covert(SALT_OVER_A_LOCK.replace(LIBRARY_FILES, STDLIB_FILES) + "_RUN = _salt()"),
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="a frozen process still holds its flock()s, and the system's and the venv's files are the same "
+            "inodes in every sandbox: closing it needs private copies of them (an overlay) or the loaded process gone",
+        ),
     ),
 }
-"""Ways a salt still crosses from the loaded process to the fresh one: both run as sandboxes of one host at once."""
+"""Ways a salt would cross from the loaded process to the fresh one were both to run at once on the same inodes."""
 
 
 @pytest.mark.parametrize("refund", list(COVERT_CHANNELS.values()), ids=list(COVERT_CHANNELS))
 def test_postmortem_a_covert_channel_hands_no_salt_to_the_fresh_process(box, tmp_path, refund):
-    """The loaded process leaves its per-process salt on files the fresh process's sandbox sees too (the same
-    inodes), as locks held or as opens made; the fresh process reads it back: one refund, not two."""
+    """The loaded process leaves its per-process salt on files, as locks held or as opens made, for the fresh
+    process to read back: it sees its own copy of the library, and the loaded process is frozen while it runs."""
     report = _refund_recheck(box, tmp_path, refund, ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ._names import owned
 from ._process import die_with_parent
-from .backend import Backend, Guarantee, IsolationUnavailable, Job, Mount, Outcome
+from .backend import Backend, Freezer, Guarantee, IsolationUnavailable, Job, Mount, Outcome
 from .bwrap import BwrapBackend
 from .disk import capped_folder
 from .limits import Limit, Limits
@@ -25,6 +25,7 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "BwrapBackend",
+    "Freezer",
     "Guarantee",
     "IsolationUnavailable",
     "Job",

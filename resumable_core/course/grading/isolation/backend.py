@@ -8,9 +8,11 @@ the same behaviour tests on every backend and checks each guarantee it claims, a
 
 from __future__ import annotations
 
+import contextlib
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -46,6 +48,43 @@ class Guarantee(enum.Enum):
     CPU = "all its processes together get no more than the CPU cap"
     OUTPUT = "its output stops at the output cap"
     WALL = "it is killed at the wall clock"
+    FREEZE = "it can be frozen: none of its processes runs until it is thawed"
+
+
+class Freezer:
+    """A running job's freeze switch: within :meth:`frozen` none of its processes runs.
+
+    The backend attaches the switch while the job runs, where it holds :attr:`Guarantee.FREEZE`;
+    elsewhere :meth:`frozen` changes nothing. Nested or concurrent freezes thaw with the last one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._switch: Callable[[bool], None] | None = None
+
+    def attach(self, switch: Callable[[bool], None] | None) -> None:
+        """The backend's switch (``switch(True)`` freezes, returning once frozen), or None once the job is over."""
+        with self._lock:
+            if self._switch is not None and self._depth:
+                self._switch(False)  # what ends the job must reach processes that can run
+            self._switch = switch
+            if switch is not None and self._depth:
+                switch(True)
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        try:  # one that cannot freeze raises (the caller fails closed), and still thaws what it froze
+            with self._lock:
+                self._depth += 1
+                if self._depth == 1 and self._switch is not None:
+                    self._switch(True)
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._switch is not None:
+                    self._switch(False)
 
 
 @dataclass(frozen=True)
@@ -74,6 +113,8 @@ class Job:
     """A command put in front of the job, outside whatever isolates it (the re-check's strace, :mod:`..syscalls`)."""
     keep_scratch: bool = True
     """Whether ``scratch`` holds what the job left there afterwards; False: nothing of it comes back to the host."""
+    freezer: Freezer = field(default_factory=Freezer, compare=False)
+    """Freezes the job while it runs, where the backend holds :attr:`Guarantee.FREEZE` (the re-check's loaded process)."""
 
 
 @dataclass

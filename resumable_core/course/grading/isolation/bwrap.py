@@ -150,6 +150,8 @@ class BwrapBackend:
             more.add(Guarantee.WHOLE_MEMORY)
         if "cpu" in controllers:
             more.add(Guarantee.CPU)
+        if "freezer" in controllers:
+            more.add(Guarantee.FREEZE)
         if "pids" in controllers or os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC
             more.add(Guarantee.PROCESSES)
         if os.geteuid() == 0:  # the scratch tmpfs is mounted by the grader, which needs root
@@ -214,7 +216,12 @@ class BwrapBackend:
                 setup = functools.partial(_child_setup, limits, nproc, cgroup, cap_file_size=not job.tracer)
                 # bwrap (the sandbox's pid 1, whose /proc/1/environ the job can read) and the tracer get
                 # only these variables: --clearenv cleans the job's, not bwrap's own.
-                returncode, stdout, stderr, limit = start_and_wait(cmd, limits, env=LAUNCH_ENV, preexec=setup)
+                if cgroup is not None and "freezer" in enforced:
+                    job.freezer.attach(cgroup.freeze)
+                try:
+                    returncode, stdout, stderr, limit = start_and_wait(cmd, limits, env=LAUNCH_ENV, preexec=setup)
+                finally:
+                    job.freezer.attach(None)
                 limit = limit or (cgroup.hit() if cgroup else None)
                 if cgroup is not None:  # before the copy back: no process of it is left to race it (without a
                     cgroup.kill_and_remove()  # cgroup its PID namespace is dying; the copy skips a swapped-in link)

@@ -20,8 +20,9 @@ from .limits import Limit, Limits
 
 CFS_PERIOD = 100_000
 """Microseconds of the CPU cap's period (the kernel's default): the job gets ``Limits.cpus`` times it per period."""
-CGROUP_CONTROLLERS = frozenset({"pids", "memory", "cpu"})
-"""The cgroup controllers a sandbox's cgroup uses: ``pids``, ``memory`` and ``cpu`` cap its processes, memory and CPU."""
+CGROUP_CONTROLLERS = frozenset({"pids", "memory", "cpu", "freezer"})
+"""The cgroup controllers a sandbox's cgroup uses: ``pids``, ``memory`` and ``cpu`` cap its processes, memory and CPU;
+``freezer`` (cgroup v1; v2's ``cgroup.freeze`` is in every cgroup) freezes them all."""
 
 
 def _cgroup_mounts() -> tuple[dict[str, Path], Path | None]:
@@ -73,7 +74,7 @@ def cgroup_parents() -> dict[Path, frozenset[str]]:
             for name in set(names.split(",")) & CGROUP_CONTROLLERS & set(v1):
                 parents.setdefault(v1[name] / path.lstrip("/"), set()).add(name)
         elif v2 is not None and (enabled := _enable_v2(v2 / path.lstrip("/"))):
-            parents.setdefault(v2 / path.lstrip("/"), set()).update(enabled)
+            parents.setdefault(v2 / path.lstrip("/"), set()).update(enabled | {"freezer"})
     return {
         folder: frozenset(names)
         for folder, names in parents.items()
@@ -122,7 +123,13 @@ def _set_pids(folder: Path, limits: Limits) -> None:
     (folder / "pids.max").write_text(str(limits.processes))
 
 
-_SETTERS = {"pids": _set_pids, "memory": _set_memory, "cpu": _set_cpu}
+def _has_freezer(folder: Path, limits: Limits) -> None:
+    """Nothing to set: raises where the cgroup cannot be frozen."""
+    if not (folder / "freezer.state").exists() and not (folder / "cgroup.freeze").exists():
+        raise OSError(f"no freezer in {folder}")
+
+
+_SETTERS = {"pids": _set_pids, "memory": _set_memory, "cpu": _set_cpu, "freezer": _has_freezer}
 
 
 def _set_limits(folder: Path, controllers: frozenset[str], limits: Limits) -> frozenset[str]:
@@ -179,9 +186,38 @@ class Cgroup:
                 return Limit.PROCESSES
         return None
 
+    def freeze(self, frozen: bool) -> None:
+        """Freeze (or thaw) every process in it, returning once none runs (or all may)."""
+        for folder, controllers in self.folders.items():
+            if "freezer" in controllers:
+                _freeze(folder, frozen)
+
     def kill_and_remove(self) -> None:
+        self.freeze(False)  # a frozen process dies of SIGKILL only once thawed
         kill_and_remove(self.folders)
         self.folders = {}
+
+
+FREEZE_WAIT = 5.0
+"""Seconds a freeze may take (a task in an uninterruptible sleep delays it) before it counts as failed."""
+
+
+def _freeze(folder: Path, frozen: bool) -> None:
+    """Write the freezer's state and wait until the kernel reached it (v1 passes through ``FREEZING``)."""
+    v2 = (folder / "cgroup.freeze").exists()
+    state = ("1" if frozen else "0") if v2 else ("FROZEN" if frozen else "THAWED")
+    until = time.monotonic() + FREEZE_WAIT
+    while True:  # v1 may stay FREEZING while a task forks: ask again
+        (folder / ("cgroup.freeze" if v2 else "freezer.state")).write_text(state)
+        if v2:
+            reached = _counter(folder / "cgroup.events", "frozen") == frozen
+        else:
+            reached = (folder / "freezer.state").read_text().strip() == state
+        if reached:
+            return
+        if time.monotonic() > until:
+            raise OSError(f"{folder} is not {'frozen' if frozen else 'thawed'} after {FREEZE_WAIT} s")
+        time.sleep(0.001)
 
 
 def kill_and_remove(folders: Iterable[Path]) -> None:

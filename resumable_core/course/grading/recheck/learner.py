@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
+from ..isolation import Backend, Freezer, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
 from . import syscalls
 from .learner_view import learner_library
 from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
@@ -219,6 +219,8 @@ class LearnerProcess:
         argv = _argv_of_learner(layout, timeout, wall, Guarantee.NOTHING_OUTLIVES in backend.guarantees(), output_cap)
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
+        # the loaded process's own copy: no inode it can lock or open is one a fresh process sees
+        loaded = shutil.copytree(library, own / "library", symlinks=True) if library else None
         notebook = Mount(layout.inputs["learner"]["notebook.ipynb"], f"{IN}/notebook.ipynb")
 
         def fresh_job(fresh_scratch: Path, hand: Mount) -> Job:
@@ -235,16 +237,18 @@ class LearnerProcess:
                 keep_scratch=False,
             )
 
-        restarter = Restarter(layout.host("restart"), backend.run, fresh_job)
+        freezer = Freezer()
+        restarter = Restarter(layout.host("restart"), backend.run, fresh_job, freezer)
         stack.callback(restarter.close, 0.0)  # stop() closed it already; this is for the folders' sake
         job = Job(
             tuple(argv),
             scratch,
             layout.mounts("learner"),
             wall=wall,
-            library=library,
+            library=loaded,
             tracer=tuple(tracer),
             keep_scratch=False,  # nothing reads it after: what the learner leaves there never reaches the host's disk
+            freezer=freezer,
         )
         wait = start(layout, "learner", job, layout.host("control") / ENDED)
         return cls(layout, assignment, wall, wait, stack, restarter, time.monotonic() + wall + MARGIN)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..isolation import Job, Mount, Outcome
+from ..isolation import Freezer, Job, Mount, Outcome
 
 RESTART = "/grading/restart"
 """Where the checker finds the host's restart socket (a folder of the host's, read-only)."""
@@ -63,13 +63,15 @@ class Restarter:
     """The host's end of restarted calls: a socket the checker dials, a freshly started learner's job per connection.
 
     ``folder``: a folder of the host's (the checker sees it read-only at :data:`RESTART`); ``run``
-    runs a job on the backend; ``job_of`` builds each one; ``wall``: seconds each may live.
+    runs a job on the backend; ``job_of`` builds each one; ``loaded``: the loaded process's freezer,
+    frozen while any fresh job runs (where the backend holds ``Guarantee.FREEZE``).
     """
 
-    def __init__(self, folder: Path, run: Callable[[Job], Outcome], job_of: JobOf) -> None:
+    def __init__(self, folder: Path, run: Callable[[Job], Outcome], job_of: JobOf, loaded: Freezer) -> None:
         self.folder = folder
         self._run = run
         self._job_of = job_of
+        self._loaded = loaded
         self._numbers = itertools.count(1)
         self._turns = threading.Semaphore(AT_ONCE)
         self._closed = threading.Event()
@@ -100,9 +102,11 @@ class Restarter:
         """Start a fresh learner's job, hand it ``conn`` once it asks, and let go of both when it ends.
 
         If the job never asks (it died, stopped or hung in its cells), ``conn`` is closed when it
-        ends: the checker's call then fails as one whose process ended, never passes.
+        ends: the checker's call then fails as one whose process ended, never passes. The loaded
+        process is frozen from before the job starts until it ended: nothing it does meanwhile (an
+        open, a write) can reach the job; a freeze that fails closes ``conn`` unserved.
         """
-        with self._turns, conn:
+        with self._turns, conn, self._loaded.frozen():
             own = self.folder.parent / f"fresh-{next(self._numbers)}"
             hand = own / "hand"
             hand.mkdir(parents=True)
