@@ -327,6 +327,7 @@ def test_the_trusted_side_starts_the_inside_by_module_name_never_by_import():
 
 
 @pytest.mark.slow
+@pytest.mark.extras
 @pytest.mark.parametrize("path", [p for p in INSIDE if p.stem != "__init__"], ids=lambda p: p.name)
 def test_importing_the_inside_loads_nothing_of_the_gradebook_side(path):
     """What a sandbox's process loads, measured: a package's ``__init__`` or a registry's dynamic import counts too.
@@ -354,6 +355,7 @@ def _rootless_errors(modules: Iterable[object], root: type[BaseException]) -> li
     )
 
 
+@pytest.mark.extras
 @pytest.mark.slow
 def test_every_course_error_subclasses_course_error():
     """Every exception the course wing defines is a ``CourseError`` (a timeout signal that must pass a learner's
