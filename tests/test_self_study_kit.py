@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -21,9 +20,17 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from test_student_kit import SOLUTION_MARKERS, SOLUTIONS, blocks, kit_make, kit_make_test, meaningful_lines
+from test_student_kit import (
+    SOLUTION_MARKERS,
+    SOLUTIONS,
+    answered_in_place,
+    blocks,
+    kit_make,
+    kit_make_test,
+    meaningful_lines,
+)
 
-from resumable_core.course import notebooks, release, self_check, student_kit
+from resumable_core.course import self_check, student_kit
 
 ROOT = Path(__file__).resolve().parents[1]
 KIT = student_kit.SELF_STUDY.name
@@ -230,16 +237,8 @@ def test_the_kits_blank_exercise_test_passes_with_answers_written_in_place(
     built: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """The reader writes the answers in exercises/ itself, as the README says: the kit's every-check blank test still passes."""
-    kit = tmp_path / "kit"
-    shutil.copytree(built[1], kit)
+    kit = answered_in_place(built[1], tmp_path / "kit")
     exercise = kit / "exercises" / "reconcile" / "reconcile.ipynb"
-    source = release.notebook_path("reconcile")
-    answers = {
-        cell.metadata["nbgrader"]["grade_id"]: notebooks.source(cell)
-        for cell in notebooks.read(source).cells
-        if cell.metadata["nbgrader"]["solution"]
-    }
-    exercise.write_text(json.dumps(release.fill_in(exercise, answers), indent=1, ensure_ascii=False) + "\n")
     assert "NotImplementedError" not in exercise.read_text(encoding="utf-8")
     blank = "tests/test_kit_every_check.py::test_a_blank_exercise_fails_every_test_hidden_ones_too[reconcile]"
     tested = kit_make(kit, "test", f"PYTEST_ARGS={blank}")

@@ -337,19 +337,23 @@ def kit_make_test(kit: Path, edition: str) -> None:
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout
 
 
-@pytest.mark.slow
-def test_a_learner_fills_an_exercise_in_place_and_the_kit_passes(built: tuple[Path, Path], tmp_path: Path) -> None:
-    """Answers written in exercises/ itself, as the kit's README says: `make check` passes it, `make test` still passes."""
-    kit = tmp_path / "kit"
-    shutil.copytree(built[1], kit)
+def answered_in_place(built: Path, kit: Path) -> Path:
+    """A copy of the built kit at ``kit`` whose reconcile exercise holds the solution's answers, written in place."""
+    shutil.copytree(built, kit)
     exercise = kit / "exercises" / "reconcile" / "reconcile.ipynb"
-    source = release.notebook_path("reconcile")
     answers = {
         cell.metadata["nbgrader"]["grade_id"]: notebooks.source(cell)
-        for cell in notebooks.read(source).cells
+        for cell in notebooks.read(release.notebook_path("reconcile")).cells
         if cell.metadata["nbgrader"]["solution"]
     }
     exercise.write_text(json.dumps(release.fill_in(exercise, answers), indent=1, ensure_ascii=False) + "\n")
+    return kit
+
+
+@pytest.mark.slow
+def test_a_learner_fills_an_exercise_in_place_and_the_kit_passes(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """Answers written in exercises/ itself, as the kit's README says: `make check` passes it, `make test` still passes."""
+    kit = answered_in_place(built[1], tmp_path / "kit")
     checked = kit_make(kit, "check", "NB=exercises/reconcile/reconcile.ipynb")
     assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-4000:]
     assert re.search(r"\b(\d+) of \1 visible tests pass", checked.stdout) and "FAILED" not in checked.stdout
