@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections import defaultdict
 
 import pytest
@@ -111,3 +112,13 @@ def scripted():
 def client(scripted):
     """A real anthropic client with the scripted Claude behind its transport."""
     return rc.make_client(scripted=scripted)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C reaches what the tests start, as a terminal's would, however the suite itself was started.
+
+    A shell without job control (``cmd &`` in a script, ``nohup``) starts the suite with SIGINT ignored, and an
+    ignored signal stays ignored across exec: `grade` would then never see the tests' Ctrl-C.
+    """
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
