@@ -28,6 +28,7 @@ from .errors import (
     CheckpointUnreadableError,
     CheckpointVersionError,
     CheckpointWriteError,
+    Problem,
     SecretInCheckpointError,
 )
 from .protocol import block_problem, messages_problem
@@ -164,16 +165,16 @@ def consistency_problem(cp: Checkpoint) -> str | None:
     call pending (a turn whose every call is answered belongs in a user message)."""
     msgs = cp.messages
     if not msgs:
-        return "messages is empty; a checkpoint holds at least the task's first user message"
+        return Problem("messages is empty; a checkpoint holds at least the task's first user message")
     # the API's own rules, as for any request, except that the final message may be open
     problem = messages_problem(msgs, open_end=True)
     if problem:
-        return f"the Messages API would refuse these messages: {problem}"
+        return Problem("the Messages API would refuse these messages: {problem}", problem=problem)
     i, last, pending, results = len(msgs) - 1, msgs[-1], cp.pending_tool_uses, cp.recorded_results
     uses = tool_uses(last) if last["role"] == "assistant" else []
     if not uses:
         if pending or results:
-            return (
+            return Problem(
                 "pending_tool_uses or recorded_results is set but the last message is not the assistant's tool_use turn"
             )
         return None
@@ -184,21 +185,28 @@ def consistency_problem(cp: Checkpoint) -> str | None:
     recorded_ids = [b["tool_use_id"] for b in results]
     pending_ids = [p.id for p in pending]
     if not pending and not results:
-        return f"messages.{i}: last message asks for tool_use {', '.join(ids)} but pending_tool_uses is empty"
+        return Problem(
+            "messages.{i}: last message asks for tool_use {ids} but pending_tool_uses is empty", i=i, ids=", ".join(ids)
+        )
     if not pending and recorded_ids == ids:
-        return (
-            f"messages.{i}: every tool_use has a recorded result but none is pending: "
-            "the results belong in one user message after the turn"
+        return Problem(
+            "messages.{i}: every tool_use has a recorded result but none is pending: "
+            "the results belong in one user message after the turn",
+            i=i,
         )
     if recorded_ids + pending_ids != ids:
-        return (
-            f"messages.{i}: recorded results {recorded_ids} then pending calls {pending_ids} are not "
-            f"the last message's tool_use ids {ids}, in block order"
+        return Problem(
+            "messages.{i}: recorded results {recorded} then pending calls {pending} are not "
+            "the last message's tool_use ids {ids}, in block order",
+            i=i,
+            recorded=recorded_ids,
+            pending=pending_ids,
+            ids=ids,
         )
     by_id = {u["id"]: u for u in uses}
     for p in pending:
         if by_id[p.id]["name"] != p.name or by_id[p.id]["input"] != p.input:
-            return f"messages.{i}: pending_tool_uses differs from the tool_use block {p.id}"
+            return Problem("messages.{i}: pending_tool_uses differs from the tool_use block {id}", i=i, id=p.id)
     return None
 
 

@@ -10,6 +10,21 @@ class ResumableError(Exception):
     """Base class of every error raised by resumable_core."""
 
 
+class Problem(str):
+    """A one-line problem: its English text, filled from ``template`` and ``data``, which it keeps.
+
+    The core imports no catalog: the lab says a problem in the learner's language from the two.
+    """
+
+    template: str
+    data: dict[str, object]
+
+    def __new__(cls, template: str, **data: object) -> Problem:
+        self = super().__new__(cls, template.format(**data))
+        self.template, self.data = template, data
+        return self
+
+
 class CheckpointError(ResumableError):
     """A checkpoint file was refused. Carries the ``path`` and a one-line ``reason``.
 

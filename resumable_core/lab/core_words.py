@@ -8,7 +8,7 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, Problem
 from .i18n import LESSONS, N_, _
 
 __all__ = ["CORE_WORDS", "core", "reason", "say"]
@@ -72,13 +72,28 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_("at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file"),
         N_("not valid JSON ({detail})"),
         N_("not strict JSON: {detail}"),
+        # checkpoint.consistency_problem's problems: a core Problem keeps its template and data
+        N_("messages is empty; a checkpoint holds at least the task's first user message"),
+        N_("the Messages API would refuse these messages: {problem}"),
+        N_("pending_tool_uses or recorded_results is set but the last message is not the assistant's tool_use turn"),
+        N_("messages.{i}: last message asks for tool_use {ids} but pending_tool_uses is empty"),
+        N_(
+            "messages.{i}: every tool_use has a recorded result but none is pending: the results belong in one user message after the turn"
+        ),
+        N_(
+            "messages.{i}: recorded results {recorded} then pending calls {pending} are not the last message's tool_use ids {ids}, in block order"
+        ),
+        N_("messages.{i}: pending_tool_uses differs from the tool_use block {id}"),
     }
 )
 """Every core text the lab shows, as written in the core."""
 
 
 def core(text: str) -> str:
-    """One of the core's texts (:data:`CORE_WORDS`) in now's language; any other text as it is."""
+    """One of the core's texts (:data:`CORE_WORDS`, or a :class:`~resumable_core.errors.Problem` of one) in now's
+    language; any other text as it is."""
+    if isinstance(text, Problem) and text.template in CORE_WORDS:
+        return _(text.template).format(**text.data)
     return _(text) if text in CORE_WORDS else text
 
 
