@@ -1,6 +1,7 @@
 """Runs of English prose in a text a Korean learner reads: what a missed translation leaves.
 
-A run is three or more English words in a row, outside quotes and backticks, where a word is
+A run is three or more English words in a row, outside quotes, backticks and fenced blocks
+(between two lines that start with three backticks: code or data shown as it is), where a word is
 plain letters: code-like tokens (identifiers with ``_``, ``.`` or digits, paths, flags, CamelCase,
 acronyms such as ``SIGKILL``) and numbers are not prose, so the Korean text that names
 ``send_email`` or ``reconcile`` beside its Korean words counts none.
@@ -16,12 +17,19 @@ TOKEN = re.compile(r"\S+")
 WORD = re.compile(r"[(\[]*([A-Za-z][a-z]*(?:'[a-z]+)?)[)\],.;:!?]*")
 """A plain English word, maybe capitalised, with its punctuation; ``send_email``, ``--all``, ``API`` are not."""
 RUN = 3
+FENCE = "```"
 
 
 def english_runs(text: str) -> list[str]:
     """Each run of :data:`RUN` or more English words in ``text`` (quoted text left out), in order."""
     runs: list[str] = []
+    fenced = False
     for line in text.splitlines():
+        if line.lstrip().startswith(FENCE):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
         words: list[str] = []
         for token in TOKEN.findall(QUOTED.sub(" ¶ ", line)):
             match = WORD.fullmatch(token)

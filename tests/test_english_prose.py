@@ -7,6 +7,7 @@ where tests/test_lessons.py executes them.
 from __future__ import annotations
 
 import contextlib
+import io
 from pathlib import Path
 
 import nbformat
@@ -46,6 +47,15 @@ def test_an_english_sentence_is_counted() -> None:
     assert english_runs("실패  test_a (1점): graded against the action you chose. 다음") == [
         "graded against the action you chose"
     ]
+
+
+def test_a_fenced_block_is_code_and_the_prose_after_it_counts() -> None:
+    """Lines between two fence lines (what ``lab.verbatim`` prints: source, a model's reply) are not prose."""
+    from resumable_core import lab
+
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        lab.verbatim("# the results go back in this order\nDone: I emailed the conclusion to the team.")
+    assert english_runs(out.getvalue() + "the fence is closed here\n") == ["the fence is closed here"]
 
 
 def test_a_planted_english_translation_is_counted(korean: None, monkeypatch: pytest.MonkeyPatch) -> None:

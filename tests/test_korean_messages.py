@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,7 +180,14 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     }
     source = inspect.getsource(checkpoint_module) + inspect.getsource(errors)
     assert [r for r in refusals if f'"{r}"' not in source] == []
-    assert shown | refusals == set(CORE_WORDS)
+    problems = {  # each Problem the checkpoint's consistency check returns: its template
+        call.args[0].value
+        for call in ast.walk(ast.parse(inspect.getsource(checkpoint_module)))
+        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Problem"
+        if isinstance(call.args[0], ast.Constant)
+    }
+    assert len(problems) == 7
+    assert shown | refusals | problems == set(CORE_WORDS)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
@@ -217,6 +225,40 @@ def test_the_crash_tests_tables_speak_korean(korean: None) -> None:
     text = str(CrashTestTable("send_email", (row,)))
     assert "크래시 지점" in text and "보낸 메일" in text and "받아들임" in text
     assert "단계" in JournalTable((JournalStep("x", "y", 3),))._repr_html_()
+
+
+def test_a_checkpoints_consistency_problem_and_the_matrix_table_are_korean(korean: None) -> None:
+    """The core's Problem (what lesson 1 and 2 show of a refused checkpoint) and the matrix's header read Korean."""
+    import resumable_core as rc
+    from resumable_core import lab
+    from resumable_core.lab.matrix import MatrixRow, format_table
+
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "t"},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_01Read", "name": "read_file", "input": {}}],
+        },
+    ]
+    problem = rc.consistency_problem(rc.Checkpoint(task="t", messages=messages))
+    assert problem == "messages.1: last message asks for tool_use toolu_01Read but pending_tool_uses is empty"
+    assert (
+        lab.core(problem)
+        == "messages.1: 마지막 메시지가 tool_use(toolu_01Read)를 요청하지만 pending_tool_uses가 비어 있음"
+    )
+    row = MatrixRow("after_tool", "send_email", "rerun", 2, False, True, 4, 900)
+    assert format_table([row]).splitlines()[0].split() == [
+        "크래시",
+        "지점",
+        "도구",
+        "전략",
+        "효과",
+        "API",
+        "오류",
+        "완료",
+        "턴",
+        "토큰",
+    ]
 
 
 @pytest.mark.slow

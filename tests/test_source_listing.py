@@ -20,10 +20,10 @@ def test_run_agent_is_listed_whole_without_its_docstring():
 
 
 def test_a_function_without_a_docstring_keeps_every_line(capsys):
-    """Nothing is cut from a function that has no docstring; show_source prints it."""
+    """Nothing is cut from a function that has no docstring; show_source prints it as a fenced block of code."""
 
     def plain(x):
         return x + 1
 
     lab.show_source(plain)
-    assert capsys.readouterr().out.splitlines() == ["1  def plain(x):", "2      return x + 1"]
+    assert capsys.readouterr().out.splitlines() == ["```", "1  def plain(x):", "2      return x + 1", "```"]

@@ -5,8 +5,8 @@ Installed with the ``[lab]`` extra. It builds on the core and never the other wa
 :mod:`~resumable_core.lab.figures` holds the lessons' pictures (``turn_diagram`` and friends);
 :mod:`~resumable_core.lab.predict` (``reveal``) and :mod:`~resumable_core.lab.formative`
 (``formative_check``) give a learner feedback in a lesson, :mod:`~resumable_core.lab.source`
-prints a function's real source (``show_source``), :mod:`~resumable_core.lab.columns` pads a
-table's column by display width (``pad``: Hangul takes two columns);
+prints a function's real source (``show_source``) and any text as it is (``verbatim``),
+:mod:`~resumable_core.lab.columns` pads a table's column by display width (``pad``: Hangul takes two columns);
 :mod:`~resumable_core.lab.widgets`, the only module that imports ipywidgets, is imported
 explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``fixtures``.
 """
@@ -23,7 +23,7 @@ from .matrix import Cell, MatrixRow, recorded_matrix, run_cell, run_matrix
 from .predict import reveal
 from .resumers import crash_loop, race_resumers
 from .run_client import client_for_run
-from .source import show_source, source_listing
+from .source import show_source, source_listing, verbatim
 
 __all__ = [
     "ACTIONS",
@@ -51,4 +51,5 @@ __all__ = [
     "show_source",
     "source_listing",
     "turn_diagram",
+    "verbatim",
 ]

@@ -286,8 +286,9 @@ def run_matrix(
 
 
 def format_table(rows: list[MatrixRow]) -> str:
-    """The matrix as an aligned text table."""
-    header = ["crash_point", "tool", "strategy", "effects", "api_error", "completed", "turns", "tokens"]
+    """The matrix as an aligned text table, its header in now's language (the English is the rows' field names)."""
+    header = [_("crash_point"), _("tool"), _("strategy"), _("effects"), _("api_error"), _("completed")]
+    header += [_("turns"), _("tokens")]
     return "\n".join(table(header, [[str(v) for v in asdict(r).values()] for r in rows]))
 
 

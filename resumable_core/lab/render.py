@@ -119,7 +119,7 @@ def describe_checkpoint(cp: Checkpoint) -> str:
         )
     names = {b["id"]: b["name"] for b in content if b.get("type") == "tool_use"} if isinstance(content, list) else {}
     lines = [
-        f"task: {cp.task}",
+        f"task: {cp.task!r}",  # the user's words to the model: data, quoted
         f"turns: {cp.turns}, tokens_used: {cp.tokens_used}, messages: {len(cp.messages)}",
         f"last message: role={last['role']}, blocks: {kinds}",
     ]

@@ -1,4 +1,8 @@
-"""A function's real source as a lesson prints it: whole, numbered, its docstring left out."""
+"""A function's real source as a lesson prints it: whole, numbered, its docstring left out, as code.
+
+Whatever a lesson shows as it is (source, a model's reply, the API's words) is printed as a fenced
+block (:func:`verbatim`): code and quoted data, not prose for a translator.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,14 @@ def source_listing(fn: Callable[..., Any]) -> str:
     return "\n".join(f"{i:>{width}}  {line}" for i, line in enumerate(lines, start=1))
 
 
+FENCE = "```"
+
+
+def verbatim(text: str) -> None:
+    """Print ``text`` as it is, between two fence lines (stdout only)."""
+    print(f"{FENCE}\n{text.rstrip()}\n{FENCE}")
+
+
 def show_source(fn: Callable[..., Any]) -> None:
-    """Print :func:`source_listing` of ``fn`` (stdout only)."""
-    print(source_listing(fn))
+    """Print :func:`source_listing` of ``fn`` as a :func:`verbatim` block."""
+    verbatim(source_listing(fn))
