@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
 import re
@@ -14,6 +15,8 @@ from traitlets.config import Config
 
 from resumable_core.course import notebooks
 from resumable_core.course import release as course
+from resumable_core.course.assignments import REGISTRY
+from resumable_core.course.i18n import COURSE, say
 from resumable_core.lab.editions import same_code
 
 ROOT = course.COURSE_ROOT
@@ -170,3 +173,34 @@ def test_nbgrader_copies_nothing_from_a_translated_source(tmp_path):
         p.relative_to(tmp_path).as_posix() for p in (tmp_path / course.RELEASE_DIR).rglob("*") if p.is_file()
     )
     assert shipped == ["exercises/reconcile/ko/reconcile.ipynb", "exercises/reconcile/reconcile.ipynb"]
+
+
+@pytest.mark.parametrize("assignment", sorted(REGISTRY), ids=str)
+def test_what_a_test_cell_prints_comes_from_the_catalog(assignment: str) -> None:
+    """A test cell prints no literal (its code is the same in every edition): only `checks.say("...")`, whose
+    message the course catalog has in Korean."""
+    source = _nb(ROOT / course.SOURCE_DIR / assignment / f"{assignment}.ipynb")
+    said = []
+    for cell in source["cells"]:
+        grading = cell["metadata"].get("nbgrader", {})
+        if cell["cell_type"] != "code" or not grading.get("grade") or grading.get("solution"):
+            continue
+        text = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for call in ast.walk(ast.parse(text)):
+            if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "print":
+                assert [ast.unparse(a) for a in call.args if not _said(a)] == [], grading["grade_id"]
+                said += [ast.literal_eval(a.args[0]) for a in call.args if isinstance(a, ast.Call)]
+    assert said, "each exercise's test cells say when they pass"
+    assert REGISTRY[assignment].checks().say is say
+    assert [m for m in said if COURSE.gettext(m, "ko") == m] == []
+
+
+def _said(node: ast.expr) -> bool:
+    """``checks.say("a literal")``: a sentence the course catalog extracts and translates."""
+    return (
+        isinstance(node, ast.Call)
+        and ast.unparse(node.func) == "checks.say"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and isinstance(node.args[0].value, str)
+    )

@@ -27,6 +27,7 @@ from ...strategies import Reconcile
 from ...tools import Tool, Toolbox
 from ...world import NOTES, World
 from ..i18n import _
+from ..i18n import say as say  # test cells print checks.say("...")
 from .support import (
     CheckFailed,
     FailedAfterRestart,

@@ -14,6 +14,7 @@ from ...scenarios import RETRO_NOTE
 from ...strategies import Reconcile
 from ...world import NOTES
 from ..i18n import _
+from ..i18n import say as say  # test cells print checks.say("...")
 from .support import (
     PARALLEL_LESSON,
     UNKNOWN_TOOLS_LESSON,

@@ -43,6 +43,7 @@ from ...scenarios import EMAIL_TASK, NOTES_TASK
 from ...strategies import STATUS_UNKNOWN, Reconcile, answer_pending
 from ...tools import DEFAULT_TOOLS, Toolbox
 from ..i18n import _
+from ..i18n import say as say  # test cells print checks.say("...")
 from .support import (
     CARRY_OVER_LESSON,
     CheckFailed,

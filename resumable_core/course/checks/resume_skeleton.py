@@ -25,6 +25,7 @@ from ...lab.crash_test import (
 from ...lab.i18n import N_
 from ...scenarios import NOTES_TASK
 from ..i18n import _
+from ..i18n import say as say  # test cells print checks.say("...")
 from .support import CheckFailed, call_learner, error_text, handed, is_remote, require, same_data, scratch
 
 Save = Callable[[dict[str, Any], str], None]
