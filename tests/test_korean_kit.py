@@ -164,7 +164,8 @@ def test_the_glossary_ships_in_every_kit_once_written(course: Path, tmp_path: Pa
 
 @pytest.mark.slow
 def test_the_korean_self_study_kit_folds_the_korean_worked_solutions(course: Path, tmp_path: Path) -> None:
-    """Each answer cell is followed by the Korean source's solution, under a Korean summary; every check ships."""
+    """Each answer cell is followed by the Korean source's solution, under a Korean summary; every check ships, and
+    the Korean sources ship at the English sources' paths, where `check --all` reads them."""
     kit = _build(course, tmp_path, "self-study-kit")
     assert kit.name == "self-study-kit-ko"
     for assignment in release.ASSIGNMENTS:
@@ -180,7 +181,9 @@ def test_the_korean_self_study_kit_folds_the_korean_worked_solutions(course: Pat
             answer = answers[cell["id"].removesuffix(student_kit.WORKED_SUFFIX)]
             assert student_kit.without_markers("".join(answer["source"])) in cell["source"]
     names = _files(kit)
-    assert {f"solutions/{a}/{a}.ipynb" for a in release.ASSIGNMENTS} <= names
+    for assignment in release.ASSIGNMENTS:  # check --all reads the Korean source's whole test cells
+        shipped = kit / "solutions" / assignment / f"{assignment}.ipynb"
+        assert shipped.read_bytes() == release.translated_path(assignment, "ko", course).read_bytes()
     assert not [n for n in names if n.startswith("solutions/") and "/ko/" in n]
     assert (kit / "README.md").read_bytes() == (student_kit.SELF_STUDY_TEMPLATES / "README.ko.md").read_bytes()
 

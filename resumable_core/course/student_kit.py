@@ -15,7 +15,8 @@ own files are those of ``kit/self-study/``, laid over the student kit's.
 The Korean kits (``--lang ko``, ``make student-kit LANG=ko``; :func:`localize`) are the same
 editions in Korean: their ``lessons/`` and ``simulator/`` are the repository's ``lessons/ko/`` and
 ``simulator/ko/``, each ``exercises/<a>/<a>.ipynb`` is the Korean release
-(``exercises/<a>/ko/<a>.ipynb``, :func:`.release.translate_release`), and a kit template named
+(``exercises/<a>/ko/<a>.ipynb``, :func:`.release.translate_release`), the Korean self-study kit's
+``solutions/<a>/<a>.ipynb`` the Korean source (its worked solutions and whole test cells), and a kit template named
 ``<name>.ko.<ext>`` replaces ``<name>.<ext>`` (``README.ko.md``, ``kit.ko.mk``, which makes the
 kit's ``make lab`` speak Korean). An English kit ships no ``ko/`` folder but the ko↔en glossary,
 ``lessons/ko/GLOSSARY.md``. ``tests/test_korean_kit.py`` checks them.
@@ -226,14 +227,16 @@ def translation_of(name: str) -> tuple[str, str] | None:
 
     ``lessons/ko/X`` and ``simulator/ko/X`` make the Korean kit's ``lessons/X`` and ``simulator/X``;
     ``exercises/<a>/ko/<a>.ipynb`` its ``exercises/<a>/<a>.ipynb``; a translated nbgrader source,
-    ``solutions/<a>/ko/...``, makes nothing (kit path ``""``): its answers are folded from it, not shipped.
+    ``solutions/<a>/ko/<a>.ipynb``, the Korean self-study kit's ``solutions/<a>/<a>.ipynb`` (where
+    ``check --all`` reads the whole test cells, so their comments are Korean too; the student kit ships
+    no ``solutions/``).
     """
     parts = Path(name).parts
     for lang in LANGUAGES[1:]:
         if len(parts) > 2 and parts[0] in TRANSLATED_FOLDERS and parts[1] == lang:
             return lang, Path(parts[0], *parts[2:]).as_posix()
         if len(parts) > 3 and parts[0] in ("exercises", "solutions") and parts[2] == lang:
-            return lang, (Path(parts[0], parts[1], *parts[3:]).as_posix() if parts[0] == "exercises" else "")
+            return lang, Path(parts[0], parts[1], *parts[3:]).as_posix()
     return None
 
 
@@ -258,7 +261,7 @@ def localize(files: dict[str, Path], lang: str) -> dict[str, Path]:
         of = translation_of(name)
         if of is None or (lang == "en" and name == GLOSSARY):
             english[name] = source
-        elif of[0] == lang and of[1]:
+        elif of[0] == lang:
             translated[of[1]] = source
     if lang == "en":
         return english
