@@ -416,7 +416,9 @@ def _refuse_secrets(data: bytes, path: Path) -> None:
     for var in SECRET_ENV_VARS:
         secret = os.environ.get(var, "")
         if len(secret) >= 8 and secret.encode() in data:
-            raise SecretInCheckpointError(path, f"the state contains the value of ${var}; secrets are never written")
+            raise SecretInCheckpointError(
+                path, "the state contains the value of ${var}; secrets are never written", var=var
+            )
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -84,7 +84,11 @@ class Fence:
         (newest,) = db.execute("SELECT token FROM fences WHERE scope = ?", (self.scope,)).fetchone()
         if newest != self.token:
             raise LeaseLostError(
-                store, f"fencing token {self.token} of run {self.scope} is stale (token {newest} wrote here since)"
+                store,
+                "fencing token {token} of run {scope} is stale (token {newest} wrote here since)",
+                token=self.token,
+                scope=self.scope,
+                newest=newest,
             )
 
 
@@ -176,7 +180,12 @@ class Lease:
         with closing(self._connect()) as db, write_transaction(db):
             owner, token = db.execute("SELECT owner, token FROM lease WHERE id = 1").fetchone()
             if (owner, token) != (self.owner, self.token):
-                raise LeaseLostError(self.path, f"lease token {self.token} was taken over (now token {token}); stop")
+                raise LeaseLostError(
+                    self.path,
+                    "lease token {token} was taken over (now token {newest}); stop",
+                    token=self.token,
+                    newest=token,
+                )
             db.execute("UPDATE lease SET expires_at = ? WHERE id = 1", (time.time() + self.ttl,))
             yield
 

@@ -147,7 +147,7 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     import resumable_core as rc
     import resumable_core.course.hidden.strategies as answers
     from resumable_core import checkpoint as checkpoint_module
-    from resumable_core import errors
+    from resumable_core import errors, lease
     from resumable_core.crash import CRASH_POINT_HELP, run_in_child
     from resumable_core.lab.core_words import CORE_WORDS
     from resumable_core.loop import RunResult
@@ -177,8 +177,11 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
         "at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file",
         "not valid JSON ({detail})",
         "not strict JSON: {detail}",
+        "the state contains the value of ${var}; secrets are never written",
+        "fencing token {token} of run {scope} is stale (token {newest} wrote here since)",
+        "lease token {token} was taken over (now token {newest}); stop",
     }
-    source = inspect.getsource(checkpoint_module) + inspect.getsource(errors)
+    source = inspect.getsource(checkpoint_module) + inspect.getsource(errors) + inspect.getsource(lease)
     assert [r for r in refusals if f'"{r}"' not in source] == []
     problems = {  # each Problem the checkpoint's consistency check returns: its template
         call.args[0].value

@@ -72,6 +72,9 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_("at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file"),
         N_("not valid JSON ({detail})"),
         N_("not strict JSON: {detail}"),
+        N_("the state contains the value of ${var}; secrets are never written"),
+        N_("fencing token {token} of run {scope} is stale (token {newest} wrote here since)"),
+        N_("lease token {token} was taken over (now token {newest}); stop"),
         # checkpoint.consistency_problem's problems: a core Problem keeps its template and data
         N_("messages is empty; a checkpoint holds at least the task's first user message"),
         N_("the Messages API would refuse these messages: {problem}"),
