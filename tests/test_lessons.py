@@ -340,11 +340,9 @@ def test_every_readme_lesson_link_and_check_pointer_follows_the_registrys_lesson
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name", ["ko/01_skeleton_resume.ipynb", "ko/02_dangling_calls.ipynb", "ko/04_production_resume.ipynb"]
-)
+@pytest.mark.parametrize("name", [p.relative_to(LESSONS).as_posix() for p in KOREAN])
 def test_a_korean_lessons_outputs_hold_no_english_prose(executed: Executed, name: str) -> None:
-    """What Korean lessons 1, 2 and 4 print and show (text outputs) holds no run of English prose: source, the model's
+    """What a Korean lesson prints and show (text outputs) holds no run of English prose: source, the model's
     and the API's words are shown as code or quoted data (``lab.verbatim``, ``repr``)."""
     nb, _ = executed(name)
     shown = [
