@@ -278,7 +278,7 @@ def test_only_the_widgets_import_ipywidgets():
 def test_describe_checkpoint_names_the_last_blocks_and_the_pending_call():
     """describe_checkpoint summarises counters, the last message's blocks and the pending call in four lines."""
     lines = describe_checkpoint(lab.load_exercise_checkpoint("B")).splitlines()
-    assert len(lines) == 4 and lines[0].startswith("task: Summarize")
+    assert len(lines) == 4 and lines[0].startswith('task: "Summarize')
     assert "tool_use read_file" in lines[2]
     assert lines[3].startswith('pending_tool_use: read_file({"path": "meeting-08-25.md"}) id=toolu_')
     assert describe_checkpoint(lab.load_exercise_checkpoint("A")).endswith("pending_tool_use: None")
