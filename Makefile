@@ -20,6 +20,9 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[lab,course,class,dev]'
+	@# jsonschema imports rfc3987-syntax (jupyter-events' extra) when present, which builds ~35 Earley parsers:
+	@# 1-5 s in every process that reads a notebook. No schema we or Jupyter validate has an iri format.
+	$(BIN)/python -m pip uninstall -q -y rfc3987-syntax
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -249,7 +249,7 @@ _VALID = json.dumps(lab.load_exercise_checkpoint("B").model_dump(mode="json"), i
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     cut=st.integers(min_value=0, max_value=len(_VALID)),
     flips=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 255)), max_size=4),
@@ -305,7 +305,7 @@ _RAW_JSON = st.recursive(
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_RAW_JSON)
 def test_arbitrary_json_is_loaded_or_refused_with_checkpoint_error(tmp_path, raw):
     """Any JSON-like text at all (deep, huge numbers, NaN, duplicates) loads or is refused with a CheckpointError."""
@@ -329,7 +329,7 @@ def _checkpoint_text_with(raw: str, where: str = "input") -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(raw=_RAW_JSON, where=st.sampled_from(["input", "text"]))
 def test_a_checkpoint_that_loads_can_be_saved_and_loads_back_equal(tmp_path, raw, where):
     """Whatever a real checkpoint holds, if it loads then save_checkpoint writes it and it loads back the same."""
@@ -508,7 +508,7 @@ _PY_VALUES = st.recursive(
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_PY_VALUES)
 def test_what_save_writes_loads_back_equal(tmp_path, value):
     """Any value in a tool input is either refused by save_checkpoint or written so that it loads back equal."""

@@ -371,7 +371,7 @@ def checkpoints(draw) -> Checkpoint:
     return Checkpoint(task="t", messages=msgs, pending_tool_uses=_pending_of(msgs))
 
 
-PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPERTY = settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.mark.slow
@@ -437,7 +437,7 @@ _MESSAGE_LIKE = st.fixed_dictionaries(
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(messages=_JSON | st.lists(_MESSAGE_LIKE, min_size=1, max_size=4))
 def test_any_json_gets_a_200_or_a_400_never_an_exception(messages):
     """The scripted API answers any body with a response: a 400 invalid_request_error or a reply."""

@@ -155,10 +155,37 @@ def test_the_kits_make_check_takes_all(built: tuple[Path, Path]) -> None:
     assert "--all" not in plain.stdout
 
 
+LESSON_RUNS = "tests/test_kit_lessons.py::test_lesson_runs_clean"
+"""The kit test that runs each lesson on a kernel: the student kit's `make test` runs it on the same files."""
+
+
+def shared_with_the_student_kit(student: Path, self_study: Path) -> list[str]:
+    """The student kit's files that differ in the self-study kit, but for its README and exercises (worked solutions)."""
+    return [
+        path.relative_to(student).as_posix()
+        for path in sorted(student.rglob("*"))
+        if path.is_file()
+        and path.relative_to(student).parts[0] not in ("README.md", "exercises")
+        and (self_study / path.relative_to(student)).read_bytes() != path.read_bytes()
+    ]
+
+
+def test_the_lessons_run_on_the_student_kits_files(built: tuple[Path, Path], tmp_path: Path) -> None:
+    """Every file of the student kit but its README and exercises is the self-study kit's, byte for byte: its lessons,
+    library and kit tests; a lesson that differed would be found."""
+    student, _ = student_kit.build(tmp_path / "dist")
+    assert (student / LESSON_RUNS.split("::")[0]).is_file() and list((student / "lessons").glob("0*.ipynb"))
+    assert shared_with_the_student_kit(student, built[1]) == []
+    lesson = student / "lessons" / "01_skeleton_resume.ipynb"
+    lesson.write_bytes(lesson.read_bytes() + b"\n")
+    assert shared_with_the_student_kit(student, built[1]) == ["lessons/01_skeleton_resume.ipynb"]
+
+
 @pytest.mark.slow
 def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
-    """The unpacked self-study kit's own `make test` passes (lessons, visible checks, every check, worked solutions)."""
-    kit_make_test(built[1], "self-study kit")
+    """The unpacked self-study kit's own `make test` passes (visible checks, every check, worked solutions); its lessons
+    run in the student kit's `make test` (``test_the_lessons_run_on_the_student_kits_files``: the same files)."""
+    kit_make_test(built[1], "self-study kit", f"PYTEST_ARGS=--deselect {LESSON_RUNS}")
 
 
 CHROMIUM = Path(os.environ.get("RESUMABLE_TEST_CHROMIUM", "/usr/bin/chromium"))

@@ -328,10 +328,11 @@ def kit_make(kit: Path, *args: str, silent: bool = True) -> subprocess.Completed
     )
 
 
-def kit_make_test(kit: Path, edition: str) -> None:
-    """Run the unpacked kit's own `make test`, say how long it took, and require that its tests passed."""
+def kit_make_test(kit: Path, edition: str, *args: str) -> None:
+    """Run the unpacked kit's own `make test` (with make's ``args``), say how long it took, and require that its tests
+    passed."""
     started = time.perf_counter()
-    done = kit_make(kit, "test", silent=False)
+    done = kit_make(kit, "test", *args, silent=False)
     print(f"{edition} make test: {time.perf_counter() - started:.1f} s")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert re.search(r"\d+ passed", done.stdout) and " failed" not in done.stdout

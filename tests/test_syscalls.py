@@ -360,7 +360,7 @@ LINES = st.lists(st.one_of(FRAGMENTS, st.text(max_size=12)), max_size=14).map(""
 
 
 @pytest.mark.slow
-@settings(max_examples=250, deadline=None)
+@settings(deadline=None)
 @given(st.lists(LINES, max_size=20))
 def test_read_events_never_raises(lines):
     """Any text at all reads as events without raising, and both verdicts judge them without raising."""
