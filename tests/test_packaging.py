@@ -68,3 +68,11 @@ def test_wheel_builds_without_a_setuptools_warning(tree, tmp_path: Path) -> None
         held = {n for n in z.namelist() if n.startswith("resumable_core/")}
     assert held == _source_files(source)
     assert any(n.startswith("resumable_core/lab/fixtures/") and n.endswith(".json") for n in held)
+
+
+def test_the_venv_has_no_iri_parser_that_every_notebook_reader_would_build():
+    """``make setup`` removes rfc3987-syntax (jupyter-events' jsonschema extra): jsonschema imports it when present,
+    and its ~35 parsers cost 1-5 s in every process that reads a notebook, for formats no schema here uses."""
+    import importlib.util
+
+    assert importlib.util.find_spec("rfc3987_syntax") is None, "run `make setup` again: it uninstalls rfc3987-syntax"
