@@ -114,6 +114,22 @@ def client(scripted):
     return rc.make_client(scripted=scripted)
 
 
+@pytest.fixture(scope="session")
+def folder_run(tmp_path_factory):
+    """Every sample of ``grading_samples`` as a ``submitted/`` folder, graded once per session (read-only)."""
+    import graded_classes
+
+    return graded_classes.folder_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def zip_run(tmp_path_factory):
+    """One sample of each way a notebook ends, as a zip, graded once per session (read-only)."""
+    import graded_classes
+
+    return graded_classes.zip_run(tmp_path_factory)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Ctrl-C reaches what the tests start, as a terminal's would, however the suite itself was started.
 
