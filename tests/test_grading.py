@@ -447,3 +447,18 @@ def test_a_run_writes_the_item_analysis_of_its_checks(zip_run):
     assert (out / "item-analysis.png").stat().st_size > 0 and "item analysis" in (
         out / "item-analysis.html"
     ).read_text()
+
+
+def test_the_dask_tests_go_to_a_worker_apart_from_the_graded_classes_readers():
+    """Under `make test`, this file's Dask half and its other half are two units: two workers share its cost."""
+    import conftest  # tests/ is on sys.path under pytest (rootdir-relative import)
+
+    def unit(test) -> str:
+        return conftest.xdist_scope(f"tests/test_grading.py::{test.__name__}")
+
+    dask_half = {
+        unit(test_ctrl_c_of_a_dask_run_ends_its_tasks_grading),
+        unit(test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1),
+    }
+    other_half = {unit(test_every_score_is_as_expected), unit(test_a_run_writes_the_item_analysis_of_its_checks)}
+    assert len(dask_half) == len(other_half) == 1 and dask_half != other_half
