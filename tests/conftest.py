@@ -17,6 +17,9 @@ SPLIT_ACROSS_WORKERS = (
     "tests/test_recheck_attacks.py",
 )
 """Long files whose module fixtures cost a second (a library copy): each test may go to any worker."""
+HALVED = {"tests/test_grading.py": "dask"}
+"""Files whose tests naming a word are a unit apart from the others: the halves cost alike, so two workers share them
+(the graded classes both read come from ``graded_classes``, once per session)."""
 LONGEST_FIRST = (
     "tests/test_grading.py",
     *SPLIT_ACROSS_WORKERS,
@@ -35,10 +38,13 @@ one at the end; the others follow in xdist's order (most tests first). A stale o
 
 
 def xdist_scope(nodeid: str) -> str:
-    """The unit `-n 2 --dist loadfile` hands a worker: a test's file (its module fixtures are paid once), or the
-    test itself in a file of ``SPLIT_ACROSS_WORKERS``."""
-    file = nodeid.split("::", 1)[0]
-    return nodeid if file in SPLIT_ACROSS_WORKERS else file
+    """The unit `-n 2 --dist loadfile` hands a worker: a test's file (its module fixtures are paid once), the test
+    itself in a file of ``SPLIT_ACROSS_WORKERS``, or a half of a file of ``HALVED``."""
+    file, _, test = nodeid.partition("::")
+    if file in SPLIT_ACROSS_WORKERS:
+        return nodeid
+    word = HALVED.get(file)
+    return f"{file}::{word}" if word and word in test else file
 
 
 def xdist_rank(scope: str) -> int:
@@ -112,6 +118,22 @@ def scripted():
 def client(scripted):
     """A real anthropic client with the scripted Claude behind its transport."""
     return rc.make_client(scripted=scripted)
+
+
+@pytest.fixture(scope="session")
+def folder_run(tmp_path_factory):
+    """Every sample of ``grading_samples`` as a ``submitted/`` folder, graded once per session (read-only)."""
+    import graded_classes
+
+    return graded_classes.folder_run(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def zip_run(tmp_path_factory):
+    """One sample of each way a notebook ends, as a zip, graded once per session (read-only)."""
+    import graded_classes
+
+    return graded_classes.zip_run(tmp_path_factory)
 
 
 def pytest_configure(config: pytest.Config) -> None:

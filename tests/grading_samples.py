@@ -146,13 +146,15 @@ REAL_IS_ERROR_ALL = """def reconcile(cp, tools):
 
 REAL_FORGOT_PENDING = REAL_CORRECT.replace("    cp.pending_tool_use = None\n", "")
 
-REAL_INFINITE_LOOP = "import time\n\n\n" + REAL_CORRECT.replace(
+REAL_INFINITE_LOOP = "import time\n\nSTUCK = []\n\n\n" + REAL_CORRECT.replace(
     "        content, err = tools.execute(p.name, p.input), False",
+    "        if STUCK:\n            raise RuntimeError('still stuck')\n        STUCK.append(p.id)\n"
     "        while True:\n            time.sleep(1)",
 )
-"""Never returns on a read-only call. It waits instead of spinning: the timeout cuts both alike
-(tests/test_self_check.py cuts a spinning cell), and a spin would take a core of the test machine for
-every cut, in the kernel and again in the isolated re-check."""
+"""Never returns from its first read-only call, and raises on every later one: the same cells fail as if each call
+looped, but the grading waits out one timeout (of Level 2's first test), not one per call (four, 30 s each).
+It waits instead of spinning: the timeout cuts both alike (tests/test_self_check.py cuts a spinning cell),
+and a spin would take a core of the test machine for every cut."""
 
 REAL_STDERR = REAL_CORRECT.replace(
     "        content, err = rc.STATUS_UNKNOWN, True",

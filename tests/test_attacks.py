@@ -25,6 +25,7 @@ import attack_samples as attacks  # tests/ is on sys.path under pytest (rootdir-
 import grading_samples as samples
 import nbformat
 import pytest
+from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
 
 from resumable_core.course.grading.isolation import BwrapBackend, Job, Limits
 
@@ -32,7 +33,6 @@ REPO = Path(__file__).resolve().parent.parent
 RELEASED = REPO / "exercises" / "reconcile" / "reconcile.ipynb"
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
 SITE = Path(sys.prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-TIMEOUT = 30  # per cell, as tests/test_grading.py grades the controls' answers
 MAX = 29
 
 pytestmark = [

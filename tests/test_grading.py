@@ -1,8 +1,8 @@
 """The grade command, end to end with real nbgrader, on a sample class of the real ``reconcile`` assignment.
 
-The class is graded twice (module fixtures): the whole class as a ``submitted/`` folder with
-``--jobs 2``, and one student of each way a submission can end (``ZIP_STUDENTS``) as a zip of flat
-``<student>.ipynb`` files with ``--jobs 1``; every score is asserted on both.
+The class is graded twice (``folder_run`` and ``zip_run``, once per session: ``tests/graded_classes.py``): the whole
+class as a ``submitted/`` folder with ``--jobs 2``, and one student of each way a submission can end
+(``ZIP_STUDENTS``) as a zip of flat ``<student>.ipynb`` files with ``--jobs 1``; every score is asserted on both.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import threading
 import zipfile
 from pathlib import Path
 
-import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
+import graded_classes  # tests/ is on sys.path under pytest (rootdir-relative import)
+import grading_samples as samples
 import nbformat
 import pytest
 from dask_cluster import naming, wait_for  # the suite's process helpers (tests/ is on sys.path)
@@ -30,55 +31,14 @@ from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.steps.collect import collect, unpacked
 from resumable_core.course.grading.steps.prepare import read_notebook, restore_cells, suspicious
 
-REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
-TIMEOUT = 30  # per cell (a fresh kernel imports anthropic in ~10 s on a loaded 2-core box); the loop waits this long
+REPO = graded_classes.REPO
+SOURCE = graded_classes.SOURCE
+TIMEOUT = graded_classes.TIMEOUT
 MAX = 29  # 26 autograded + 3 for the manually graded explanation
-ZIP_STUDENTS = ("correct", "rerun_everything", "monkeypatch", "os_exit")
-"""One of each way a graded notebook ends: full marks, failed checks, zeroed by the isolated re-check,
-a dead kernel (graded before the next student in the same worker); ``not_a_notebook`` and ``empty``
-come too. The other samples differ only in what their notebook holds, which no layout or --jobs changes."""
+ZIP_STUDENTS = graded_classes.ZIP_STUDENTS
+_rows = graded_classes.rows
 
 pytestmark = pytest.mark.skipif(not SOURCE.exists(), reason="the course's reconcile assignment is not there")
-
-
-def _rows(path: Path) -> dict[str, dict[str, str]]:
-    with open(path, newline="") as f:
-        return {r["student_id"]: r for r in csv.DictReader(f)}
-
-
-def _grade(tmp_path_factory, layout: str, jobs: int, students: tuple[str, ...] | None = None):
-    root = tmp_path_factory.mktemp(f"class-{layout}")
-    path = root / ("class.zip" if layout == "zip" else "class")
-    expected = samples.write_class(SOURCE, path, layout=layout, students=students)
-    out = root / "out"
-    code = cli_main(
-        [
-            "grade",
-            str(path),
-            "--assignment",
-            "reconcile",
-            "--jobs",
-            str(jobs),
-            "--out",
-            str(out),
-            "--timeout",
-            str(TIMEOUT),
-            *([] if BwrapBackend().available() is None else ["--no-sandbox"]),  # the scores hold either way
-        ]
-    )
-    assert code == 0
-    return expected, out, _rows(out / "grades.csv")
-
-
-@pytest.fixture(scope="module")
-def folder_run(tmp_path_factory):
-    return _grade(tmp_path_factory, "submitted", jobs=2)
-
-
-@pytest.fixture(scope="module")
-def zip_run(tmp_path_factory):
-    return _grade(tmp_path_factory, "zip", jobs=1, students=ZIP_STUDENTS)
 
 
 @pytest.mark.slow
@@ -239,6 +199,36 @@ def test_outputs_feedback_plot_and_export(folder_run):
     export = _rows(out / "nbgrader-export.csv")
     assert {s: float(export[s]["score"]) for s in graded} == {s: float(rows[s]["score"]) for s in graded}
     assert not (REPO / "submitted" / "correct").exists()
+
+
+def test_a_class_is_graded_once_for_all_the_sessions_workers(tmp_path, monkeypatch):
+    """Two xdist workers asking for the same class at once: one grades it, the other waits for that run and reads it."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    graded: list[Path] = []
+    inside, finish = threading.Event(), threading.Event()
+
+    def grade(folder: Path) -> None:
+        graded.append(folder)
+        inside.set()
+        finish.wait()
+        (folder / "grades.csv").write_text("the run")
+
+    got: dict[str, Path] = {}
+
+    def worker(name: str) -> None:
+        got[name] = graded_classes.once(tmp_path / name, "reconcile", grade)
+
+    first = threading.Thread(target=worker, args=("gw0",))
+    first.start()
+    inside.wait()
+    second = threading.Thread(target=worker, args=("gw1",))
+    second.start()
+    second.join(1)  # time to reach the lock, and, were there none, to grade again
+    finish.set()
+    first.join()
+    second.join()
+    assert len(graded) == 1 and got["gw0"] == got["gw1"] == graded[0]
+    assert (got["gw1"] / "grades.csv").read_text() == "the run"
 
 
 def test_read_notebook_tells_why_a_file_is_not_a_notebook(tmp_path):
@@ -457,3 +447,18 @@ def test_a_run_writes_the_item_analysis_of_its_checks(zip_run):
     assert (out / "item-analysis.png").stat().st_size > 0 and "item analysis" in (
         out / "item-analysis.html"
     ).read_text()
+
+
+def test_the_dask_tests_go_to_a_worker_apart_from_the_graded_classes_readers():
+    """Under `make test`, this file's Dask half and its other half are two units: two workers share its cost."""
+    import conftest  # tests/ is on sys.path under pytest (rootdir-relative import)
+
+    def unit(test) -> str:
+        return conftest.xdist_scope(f"tests/test_grading.py::{test.__name__}")
+
+    dask_half = {
+        unit(test_ctrl_c_of_a_dask_run_ends_its_tasks_grading),
+        unit(test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1),
+    }
+    other_half = {unit(test_every_score_is_as_expected), unit(test_a_run_writes_the_item_analysis_of_its_checks)}
+    assert len(dask_half) == len(other_half) == 1 and dask_half != other_half

@@ -13,13 +13,13 @@ from pathlib import Path
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course.grading.isolation import BwrapBackend
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
-TIMEOUT = 30
 FLOOD = "for _ in range(21 * 1024):\n    print('x' * 1023)  # a debugging print left in: 21 MiB"
 
 _BLANK = {**samples.answers(samples.REAL_CORRECT), "level1_why": "YOUR ANSWER HERE"}  # as released

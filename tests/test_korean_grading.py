@@ -23,6 +23,7 @@ from pathlib import Path
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import notebooks
@@ -35,7 +36,6 @@ from resumable_core.lab.editions import same_code
 
 ENGLISH = course.notebook_path("reconcile", course.COURSE_ROOT, course.RELEASE_DIR)
 KOREAN = course.translated_path("reconcile", "ko", course.COURSE_ROOT, course.RELEASE_DIR)
-TIMEOUT = 30  # per cell, as tests/test_grading.py
 ANSWERS = samples.answers(samples.REAL_RERUN)
 EXPECTED = samples.SAMPLES["rerun_everything"][2]
 SAY_LANGUAGE = 'import os\nprint("kernel speaks", os.environ.get("RESUMABLE_LANG"))'

@@ -28,6 +28,7 @@ import nbformat
 import postgres_cluster as cluster
 import pytest
 import sqlalchemy
+from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
 from sqlalchemy.engine import make_url
 
 from resumable_core.__main__ import main as cli_main
@@ -43,7 +44,6 @@ ASSIGNMENT = "reconcile"
 SOURCE = release.notebook_path(ASSIGNMENT)
 COURSE_ID = "pg-test"
 WORK_COURSE_ID = "resumable-agents"  # the working course's (grading/steps/workspace.py)
-TIMEOUT = "30"  # per cell; a loaded 2-core box imports anthropic in ~10 s
 CLASS = {
     "correct": samples.answers(samples.REAL_CORRECT),
     "wrong": samples.answers(samples.REAL_RERUN),  # runs the sent email again: loses Level 2's side-effect cells
@@ -147,7 +147,7 @@ def _grade(path: Path, course: Path) -> int:
     """``python -m resumable_core grade PATH --course COURSE`` (sandboxed where bubblewrap runs)."""
     no_sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
     args = ["grade", str(path), "--assignment", ASSIGNMENT, "--course", str(course), "--jobs", "1"]
-    return cli_main([*args, "--timeout", TIMEOUT, *no_sandbox])
+    return cli_main([*args, "--timeout", str(TIMEOUT), *no_sandbox])
 
 
 def _exported(course: Path) -> dict[str, float]:

@@ -7,7 +7,6 @@ class whose ``grade`` process is SIGKILLed after its first student, then resumed
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 import os
@@ -18,7 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
+import graded_classes  # tests/ is on sys.path under pytest (rootdir-relative import)
+import grading_samples as samples
 import nbformat
 import pytest
 from dask_cluster import naming, wait_for  # the suite's process helpers (tests/ is on sys.path)
@@ -35,7 +35,7 @@ from resumable_core.course.grading.steps.report import format_table, write_csv
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"
 SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-TIMEOUT = "30"  # per cell (a fresh kernel imports anthropic in ~10 s on a loaded 2-core box)
+TIMEOUT = str(graded_classes.TIMEOUT)
 NO_SANDBOX = [] if BwrapBackend().available() is None else ["--no-sandbox"]
 
 
@@ -44,9 +44,7 @@ def _class(folder: Path, students: tuple[str, ...]) -> dict[str, float]:
     return samples.write_class(SOURCE, folder, layout="submitted", students=students)
 
 
-def _rows(path: Path) -> dict[str, dict[str, str]]:
-    with open(path, newline="") as f:
-        return {r["student_id"]: r for r in csv.DictReader(f)}
+_rows = graded_classes.rows
 
 
 def _scores(path: Path) -> dict[str, float]:
@@ -116,12 +114,12 @@ def _start(args: list[str]) -> subprocess.Popen[bytes]:
 
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monkeypatch) -> None:
-    """SIGKILL of `grade` mid-student: no worker or sandbox lives on; `--resume` skips who finished, same grades."""
+def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monkeypatch, folder_run) -> None:
+    """SIGKILL of `grade` mid-student: no worker or sandbox lives on; `--resume` skips who finished, same grades.
+
+    The same grades: the whole class's rows of these students (tests/test_grading.py: rows hold across --jobs)."""
     klass = tmp_path / "class"
-    _class(klass, ("correct", "rerun_everything"))
-    whole = tmp_path / "whole"
-    assert cli_main(_grade(klass, "--out", str(whole))) == 0
+    whole = {s: folder_run[2][s] for s in _class(klass, ("correct", "rerun_everything"))}
     tmp = _temp_folder(tmp_path, monkeypatch)
     cut_short = tmp_path / "killed"
     proc = _start(_grade(klass, "--out", str(cut_short)))
@@ -137,7 +135,7 @@ def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monke
     finished_before = sorted(p.stem for p in (cut_short / merge.DONE).glob("*.json"))
     assert 1 <= len(finished_before) < 3  # of correct, empty and rerun_everything
     assert cli_main(_grade(klass, "--out", str(cut_short), "--resume")) == 0
-    assert _rows(cut_short / "grades.csv") == _rows(whole / "grades.csv")
+    assert _rows(cut_short / "grades.csv") == whole
     log = (cut_short / "done" / f"{finished_before[0]}.json").read_text()
     assert json.loads(log)["report"]["student"] == finished_before[0]
     assert list(tmp.iterdir()) == []  # the killed run's temp folders went with the next run

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
 from nbgrader.api import Gradebook
 
 from resumable_core.__main__ import main as cli_main
@@ -38,7 +39,6 @@ REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "postmortem"
 WHY = "refund_root_cause"  # the manually graded explanation of Part 2, 3 points
 TESTS_MAX = 19  # the autograded tests' points; 24 with WHY and root_cause
-TIMEOUT = "30"  # per cell; a loaded 2-core box imports anthropic in ~10 s
 EXCHANGE_CONFIG = """
 c.CourseDirectory.course_id = "term-test"
 c.Exchange.root = {exchange!r}
@@ -83,7 +83,7 @@ def _grade(path: Path, course: Path, *extra: str) -> int:
     """``python -m resumable_core grade PATH`` into ``course`` (sandboxed where bubblewrap runs)."""
     no_sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
     args = ["grade", str(path), "--assignment", ASSIGNMENT, "--course", str(course), "--jobs", "1"]
-    return cli_main([*args, "--timeout", TIMEOUT, *no_sandbox, *extra])
+    return cli_main([*args, "--timeout", str(TIMEOUT), *no_sandbox, *extra])
 
 
 def _exchange(tmp: Path) -> list[str]:
