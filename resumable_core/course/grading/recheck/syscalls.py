@@ -2,12 +2,13 @@
 
 The grader starts the learner's process under :func:`tracer_argv` (strace on the host, in front of
 ``bwrap``), with each checked call told to write in a fresh folder of its own. :func:`read_events`
-reads the trace back as the :class:`Event` s that touch that folder; :func:`atomic_problem` and
-:func:`durable_problem` judge them. Nothing measured inside the learner's process is believed: the
-tracer and its output are out of the sandbox's reach, every string is printed in hex (``-xx``) so
-no file name can forge a line, and fd paths are the kernel's own (``-y``). What cannot be read or
-resolved counts as touching the folder (fail closed). The folder's old content must be put there
-before the traced process starts (from the host), or the setup's own writes are judged too.
+reads the trace back as the :class:`Event` s that touch that folder (the checker reads it as it
+grows, each line once: :class:`Trace`); :func:`atomic_problem` and :func:`durable_problem` judge
+them. Nothing measured inside the learner's process is believed: the tracer and its output are out
+of the sandbox's reach, every string is printed in hex (``-xx``) so no file name can forge a line,
+and fd paths are the kernel's own (``-y``). What cannot be read or resolved counts as touching the
+folder (fail closed). The folder's old content must be put there before the traced process starts
+(from the host), or the setup's own writes are judged too.
 Stdlib only: this module is also imported inside the sandbox.
 """
 
