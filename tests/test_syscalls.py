@@ -634,3 +634,29 @@ def test_a_mark_is_hex_only():
         with pytest.raises(ValueError, match="hex"):
             syscalls.mark_returned(bad)
     syscalls.mark_returned("ab" * 8)
+
+
+def test_a_growing_trace_is_read_as_the_whole_file_parsing_each_line_once(tmp_path, monkeypatch):
+    """syscalls.Trace answers as read_events and returned_mark on the whole file at every moment it grows (a cut
+    line, a call resumed later, a working folder changed earlier), and parses each complete line once."""
+    mark = "ab" * 8
+    unfinished = f'7  write(3<{J}>, ""..., 9 <unfinished ...>\n{_marked(mark)}7  <... write resumed>) = 9\n'
+    text = f'9  chdir("/f") = 0\n{APPEND}{unfinished}9  openat(AT_FDCWD, "journal.jsonl", O_WRONLY) = 4\n'
+    data, path = text.encode(), tmp_path / "trace"
+    path.write_bytes(b"")
+    trace = syscalls.Trace(path, F)
+    ends = [i + 1 for i, b in enumerate(data) if b == ord("\n")]
+    for cut in sorted({*range(0, len(data), 11), *ends, *(e - 1 for e in ends)}):
+        path.write_bytes(data[:cut])
+        assert trace.events(F) == read_events(path, F), cut
+        assert trace.returned_mark(mark) == syscalls.returned_mark(path, mark), cut
+    assert {e.syscall for e in trace.events(F)} >= {"chdir", "write", "fsync", "openat"}
+    parsed: list[int] = []
+    line = syscalls._Reader._line
+    monkeypatch.setattr(syscalls._Reader, "_line", lambda self, t, n: parsed.append(n) or line(self, t, n))
+    trace, lines = syscalls.Trace(path, F), text.splitlines(keepends=True)
+    for n in range(len(lines) + 1):  # grown a whole line at a time
+        path.write_text("".join(lines[:n]))
+        trace.events(F)
+        trace.returned_mark(mark)
+    assert parsed == list(range(1, len(lines) + 1))

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     only = [g for g in args.only.split(",") if g] if args.only is not None else None
     learner = Learner(args.learner, Path(args.shared), restart=args.restart)
     if args.trace:
-        observe_with(Path(args.trace))
+        observe_with(Path(args.trace), Path(args.shared))
     ended = args.ended or Path(f"{args.learner}.ended")
     why = connect(learner, ended, time.monotonic() + args.load_timeout)
     if why:

@@ -581,13 +581,15 @@ class Learner:
         self._session = None
 
 
-_TRACE: list[Path] = []
+_TRACE: list[Any] = []
 """The learner's process's system calls, as a tracer outside both sandboxes writes them (set by the checker)."""
 
 
-def observe_with(trace: Path) -> None:
-    """Judge observed calls (:meth:`RemoteFunction.observe`) by the trace in ``trace``."""
-    _TRACE[:] = [trace]
+def observe_with(trace: Path, shared: Path) -> None:
+    """Judge observed calls (:meth:`RemoteFunction.observe`) by the trace in ``trace``, whose handed paths are under ``shared``."""
+    from . import syscalls
+
+    _TRACE[:] = [syscalls.Trace(trace, str(shared))]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -664,9 +666,10 @@ class RemoteFunction:
         if len(given) != 1:  # a bug of the check: one handed path is observed at a time
             raise ValueError(f"observe() needs exactly one handed path, got {len(given)}")
         target = given[0]
-        events = syscalls.read_events(_TRACE[0], str(Path(target).parent))
-        during, late = syscalls.until_returned(events, syscalls.returned_mark(_TRACE[0], mark), target, replied_at)
-        return Observation(tuple(during), target, syscalls.cut_off(_TRACE[0]) or late)
+        trace = _TRACE[0]
+        events = trace.events(str(Path(target).parent))
+        during, late = syscalls.until_returned(events, trace.returned_mark(mark), target, replied_at)
+        return Observation(tuple(during), target, syscalls.cut_off(trace.path) or late)
 
     def __repr__(self) -> str:
         where = "a freshly started learner's process" if self.fresh else "the learner's process"

@@ -2,18 +2,20 @@
 
 The grader starts the learner's process under :func:`tracer_argv` (strace on the host, in front of
 ``bwrap``), with each checked call told to write in a fresh folder of its own. :func:`read_events`
-reads the trace back as the :class:`Event` s that touch that folder; :func:`atomic_problem` and
-:func:`durable_problem` judge them. Nothing measured inside the learner's process is believed: the
-tracer and its output are out of the sandbox's reach, every string is printed in hex (``-xx``) so
-no file name can forge a line, and fd paths are the kernel's own (``-y``). What cannot be read or
-resolved counts as touching the folder (fail closed). The folder's old content must be put there
-before the traced process starts (from the host), or the setup's own writes are judged too.
+reads the trace back as the :class:`Event` s that touch that folder (the checker reads it as it
+grows, each line once: :class:`Trace`); :func:`atomic_problem` and :func:`durable_problem` judge
+them. Nothing measured inside the learner's process is believed: the tracer and its output are out
+of the sandbox's reach, every string is printed in hex (``-xx``) so no file name can forge a line,
+and fd paths are the kernel's own (``-y``). What cannot be read or resolved counts as touching the
+folder (fail closed). The folder's old content must be put there before the traced process starts
+(from the host), or the setup's own writes are judged too.
 Stdlib only: this module is also imported inside the sandbox.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import os
@@ -366,11 +368,19 @@ class _Reader:
         return None if _MAGIC.match(resolved) and not magic else resolved
 
     def lines(self, lines: Iterable[str]) -> Iterator[Event]:
-        for number, line in enumerate(lines, 1):
+        yield from self.feed(lines)
+        yield from self.flush()
+
+    def feed(self, lines: Iterable[str], first: int = 1) -> Iterator[Event]:
+        """The events of ``lines`` (numbered from ``first``); a call still unfinished stays pending."""
+        for number, line in enumerate(lines, first):
             try:
                 yield from self._line(line.rstrip("\r\n"), number)
             except Exception:  # noqa: BLE001 - no trace, however odd, may stop the grading
                 yield Event(number, None, "", unparsed=True, raw=line)
+
+    def flush(self) -> Iterator[Event]:
+        """The calls still pending, as calls that never returned."""
         for call in self.pending.values():  # killed in the call: it may have taken effect
             try:
                 yield self._event(call, None)
@@ -561,6 +571,51 @@ def read_events(trace: Path | str, folder: str) -> list[Event]:
     folder = _norm(folder)
     events = _Reader(folder).lines(_text_lines(trace))
     return sorted((e for e in events if _touches(e, folder)), key=lambda e: e.line)
+
+
+class Trace:
+    """A trace that grows while the checker reads it: each line parsed once (strace only appends).
+
+    It keeps the events that may touch a folder under ``root`` (every handed path's) and the calls'
+    marks; :meth:`events` and :meth:`returned_mark` answer as :func:`read_events` and
+    :func:`returned_mark` would on the whole file, without reading its start again at every call.
+    """
+
+    def __init__(self, path: Path, root: str) -> None:
+        self.path, self.root = path, _norm(root)
+        self._reader = _Reader(self.root)
+        self._offset = self._lines = 0
+        self._kept: list[Event] = []
+
+    def _keeps(self, ev: Event) -> bool:
+        # a folder under root is touched only by what touches root or above it (or an unreadable line)
+        opened = ev.paths[0] if ev.syscall in _OPENS and ev.paths else None
+        return ev.unparsed or _touches(ev, self.root) or (opened or "").startswith(RETURNED)
+
+    def _read(self) -> list[Event]:
+        """The kept events so far, in the order the reader gives them, the cut last line and the pending calls too."""
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        whole, cut = data[: data.rfind(b"\n") + 1], data[data.rfind(b"\n") + 1 :]
+        lines = [raw.decode("utf-8", "replace") for raw in whole.split(b"\n")[:-1]]
+        self._kept += filter(self._keeps, self._reader.feed(lines, self._lines + 1))
+        self._offset, self._lines = self._offset + len(whole), self._lines + len(lines)
+        rest = copy.deepcopy(self._reader)  # what the file's end gives now may change once strace goes on
+        last = [cut.decode("utf-8", "replace")] if cut else []
+        return [*self._kept, *filter(self._keeps, [*rest.feed(last, self._lines + 1), *rest.flush()])]
+
+    def events(self, folder: str) -> list[Event]:
+        """:func:`read_events` of the whole trace."""
+        folder = _norm(folder)
+        if folder != self.root and not folder.startswith(self.root + "/"):
+            return read_events(self.path, folder)
+        return sorted((e for e in self._read() if _touches(e, folder)), key=lambda e: e.line)
+
+    def returned_mark(self, mark: str) -> Event | None:
+        """:func:`returned_mark` of the whole trace."""
+        path = RETURNED + mark
+        return next((e for e in self._read() if e.syscall in _OPENS and e.paths[:1] == (path,)), None)
 
 
 # -- verdicts ---------------------------------------------------------------------------------
