@@ -26,7 +26,7 @@ from ..errors import GradingError, check_id
 from ..gradebook import GradeValues, StudentGrades, assignment_grades
 from ..model import Status, StudentReport, Submission
 from . import analysis, lms, similarity
-from .feedback import FEEDBACK, failure_message, page_path, write_feedback
+from .feedback import FEEDBACK, failure_message, write_page
 from .publish import reached
 from .report import recheck_messages, write_csv
 
@@ -123,20 +123,12 @@ def _student(
             phrase = _phrase(grade, cells.get(grade.name))
             if phrase:
                 phrases.append(phrase)
-        if cells:
-            try:
-                page = page_path(feedback, sub.student, nb.name, several)
-                title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
-                write_feedback(
-                    autograded,
-                    nb.cells,
-                    page,
-                    title=title,
-                    messages=(messages or {}).get(nb.name),
-                    source=course.source(assignment) / f"{nb.name}.ipynb",
-                )
-            except (OSError, ValueError) as e:  # ValueError: an id that is no safe file name, or a broken notebook
-                phrases.append(reasons.feedback_not_written(e))
+        source = course.source(assignment) / f"{nb.name}.ipynb"
+        why = cells and write_page(
+            feedback, autograded, source, sub.student, assignment, several, nb.cells, (messages or {}).get(nb.name)
+        )
+        if why:
+            phrases.append(why)
     return phrases
 
 

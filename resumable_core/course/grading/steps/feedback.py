@@ -283,3 +283,23 @@ def write_feedback(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_feedback(nb, grades, title, messages, lang=lang, texts=texts), encoding="utf-8")
     return out
+
+
+def write_page(
+    folder: Path,
+    autograded: Path,
+    source: Path,
+    student: str,
+    assignment: str,
+    several: bool,
+    grades: Mapping[str, CellGrade],
+    messages: Mapping[str, str] | None = None,
+) -> str | None:
+    """The one writer of a student's page for one notebook, in ``folder``: None, or the reason it could not be."""
+    try:
+        page = page_path(folder, student, autograded.stem, several)
+        title = f"{assignment}: {autograded.name}, {student}"
+        write_feedback(autograded, grades, page, title=title, messages=messages, source=source)
+    except (OSError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
+        return reasons.feedback_not_written(e)
+    return None

@@ -15,7 +15,7 @@ from .. import csvfile, reasons
 from ..gradebook import gradebook_url, notebook_grades
 from ..model import CellGrade, StudentReport, Submission
 from ..progress import cut
-from .feedback import FEEDBACK, page_path, write_feedback
+from .feedback import FEEDBACK, write_page
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
 
@@ -57,23 +57,12 @@ def write_student_feedback(
     messages: dict[str, str],
     several: bool = False,
 ) -> None:
-    """Render ``sub``'s feedback page for notebook ``name`` into ``out/feedback-html/``; a note says why if it cannot be.
-
-    ``messages``: {grade_id: why} for the cells the re-check zeroed or left for review.
-    """
+    """``sub``'s page for notebook ``name`` in ``out/feedback-html/``; a note says why if it cannot be written."""
     autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
-    try:
-        target = page_path(out / FEEDBACK, sub.student, name, several)
-        write_feedback(
-            autograded,
-            grades,
-            target,
-            title=f"{assignment}: {name}.ipynb, {sub.student}",
-            messages=messages,
-            source=out / "source" / assignment / f"{name}.ipynb",  # its ko/ edition gives a Korean page its text
-        )
-    except (OSError, NotJSONError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
-        sub.notes.append(reasons.feedback_not_written(e))
+    source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
+    why = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
+    if why:
+        sub.notes.append(why)
 
 
 def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
