@@ -1,11 +1,6 @@
-"""Grade a whole class with real nbgrader: ``python -m resumable_core grade PATH --assignment A``.
-
-:func:`grade` runs the steps of ``steps/`` in order in a working course (``./grading-<assignment>/``
-or ``--out``): workspace, collect, prepare, workers (or cluster), merge, report; then, unless
-``--out`` (a dry run), publish into the course and rebuild the whole class's files from its
-gradebook (course_grades), so re-grading a few students never shrinks them to those few.
-docs/architecture.md ("Where grades go") says what each writes and why.
-"""
+"""Grade a whole class with real nbgrader: :func:`grade` runs the steps of ``steps/`` in order in a working course,
+then, unless ``--out`` (a dry run), publishes into the course and rebuilds the whole class's files from its
+gradebook. docs/architecture.md ("Where grades go") says what each writes and why."""
 
 from __future__ import annotations
 

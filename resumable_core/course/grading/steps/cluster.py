@@ -1,11 +1,5 @@
-"""Step 4 across machines: grading one student is a Dask task, and only bytes cross to it and back.
-
-``grade --scheduler tcp://HOST:8786``: a task takes the run's release, that student's files and the
-settings, grades them in a throwaway course with the same worker process a local run starts, and
-returns the report, the worker's gradebook and the autograded notebooks. A lost worker's task runs
-again elsewhere; the instructor's side takes one result per student (its future's), so no rows
-merge twice. docs/architecture.md ("Grading on other machines", Ctrl-C) says the rest.
-"""
+"""Step 4 across machines (``grade --scheduler``): grading one student is a Dask task, and only bytes cross to it
+and back. One result is taken per student, so a task rerun elsewhere merges no rows twice."""
 
 from __future__ import annotations
 
@@ -96,12 +90,8 @@ def grade_student_task(
     digest: str,
     stop: Any,
 ) -> tuple[str, int, bytes]:
-    """On a worker: grade ``student`` in a throwaway course; (its folder's name there, the grading process's exit code,
-    the result records as bytes).
-
-    ``isolation``: the backend's name (``bwrap``, ``plain``), or None for nbgrader's own Execute. ``stop``:
-    the run's ``distributed.Event``, set when ``grade`` is interrupted: the grading process is killed then.
-    """
+    """On a worker: grade ``student`` in a throwaway course; (that folder, the grading process's exit code, the records
+    as bytes). ``stop``: the run's ``distributed.Event``, set when ``grade`` is interrupted, which kills the process."""
     if digest != library_digest():
         raise GradingError(
             f"this worker's resumable_core differs from the instructor's (digest {library_digest()[:12]} vs "

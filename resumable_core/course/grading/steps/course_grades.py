@@ -1,10 +1,7 @@
 """``python -m resumable_core grades``: ``grades.csv``, the feedback pages and the class files, from the course's gradebook.
 
-After manual grading the course gradebook holds the final scores, so this agrees with ``nbgrader
-export`` student for student (no submission: ``missing``, 0); the gradebook is only read. A
-student's recorded result (``results/<student>.json``, :func:`record_results`, written by ``grade``)
-gives their reason and page messages while the gradebook still holds the score it recorded; once a
-human changed it, the reason is the gradebook's. docs/architecture.md ("Where grades go").
+A student's recorded result (:func:`record_results`) gives their reason while the gradebook holds the score
+``grade`` recorded; once a human changed it, the reason is the gradebook's. docs/architecture.md ("Where grades go").
 """
 
 from __future__ import annotations
