@@ -100,14 +100,14 @@ def _cell_grades(nb: Any) -> dict[str, CellGrade]:
     }
 
 
-def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one student's notebook ({} if the gradebook has no such submission)."""
+def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> NotebookGrades:
+    """One student's notebook's grades (none if the gradebook has no such submission)."""
     with _open(db_url) as gb:
         try:
             nb = gb.find_submission_notebook(notebook, assignment, student)
         except MissingEntry:
-            return {}
-        return _cell_grades(nb)
+            return NotebookGrades(notebook, [], {})
+        return _notebook_grades(nb)
 
 
 def assignment_scores(db_url: str, assignment: str, students: list[str]) -> tuple[float, dict[str, float]]:

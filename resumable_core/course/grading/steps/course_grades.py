@@ -11,21 +11,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import nbformat
-from nbformat.reader import NotJSONError
 
 from ... import notebooks
 from ...release import Course
 from .. import reasons
 from ..errors import GradingError, check_id
-from ..gradebook import GradeValues, StudentGrades, assignment_grades
+from ..gradebook import StudentGrades, assignment_grades
 from ..model import Status, StudentReport, Submission
 from . import analysis, lms, similarity
 from .feedback import FEEDBACK, failure_message, write_page
 from .publish import reached
-from .report import recheck_messages, write_csv
+from .report import cell_reasons, graded_cells, recheck_messages, write_csv
 
 RESULTS = "results"
 """The class folder's per-student results, one ``<student>.json`` each (the latest ``grade`` of that student)."""
@@ -74,31 +70,6 @@ def recorded_result(folder: Path, student: str) -> StudentResult | None:
         return None
 
 
-def _graded_cells(path: Path) -> dict[str, Any]:
-    """The autograded notebook's graded cells by grade_id ({} when it is not there or unreadable)."""
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except (OSError, NotJSONError):
-        return {}
-    return {str(notebooks.grade_id(c)): c for c in nb.cells if notebooks.is_grade(c)}
-
-
-def _phrase(grade: GradeValues, cell: Any) -> str | None:
-    """Why one cell is short of full marks, as the run's ``grades.csv`` words it; None when it is not."""
-    if grade.needs_manual_grade:
-        return reasons.needs_manual_grading(grade.name, grade.max_score)
-    if grade.score >= grade.max_score:
-        return None
-    if grade.manual_score is None and cell is not None and notebooks.is_blank_answer(cell):
-        return reasons.written_answer_blank(grade.name, grade.max_score)
-    if grade.manual_score is not None and grade.auto_score is not None:
-        return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.manual_override(grade.auto_score))
-    if grade.manual_score is not None:
-        return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.GRADED_BY_HAND)
-    error = failure_message(cell) if cell is not None else None
-    return reasons.cell_lost(grade.name, grade.score, grade.max_score, error[:120] if error else None)
-
-
 def _student(
     course: Course,
     sub: StudentGrades,
@@ -114,12 +85,8 @@ def _student(
     phrases = []
     for nb in sub.notebooks:
         autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
-        cells = _graded_cells(autograded)
-        order = {gid: i for i, gid in enumerate(cells)}
-        for grade in sorted(nb.grades, key=lambda g: (order.get(g.name, len(order)), g.name)):
-            phrase = _phrase(grade, cells.get(grade.name))
-            if phrase:
-                phrases.append(phrase)
+        cells = graded_cells(autograded)
+        phrases += cell_reasons(cells, nb.grades)
         source = course.source(assignment) / f"{nb.name}.ipynb"
         why = cells and write_page(
             feedback, autograded, source, sub.student, assignment, several, nb.cells, (messages or {}).get(nb.name)
@@ -173,7 +140,7 @@ def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
     out: list[analysis.Outcome] = []
     for sub in found.students if found else []:
         for nb in sub.notebooks:
-            cells = _graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
+            cells = graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
             prefix = f"{nb.name}:" if found and found.notebooks > 1 else ""
             grades = {g.name: g for g in nb.grades}
             for gid, cell in cells.items():
