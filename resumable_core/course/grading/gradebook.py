@@ -87,26 +87,13 @@ def submission_score(db_url: str, assignment: str, student: str) -> tuple[float,
         return float(sub.score), float(sub.max_score)
 
 
-def _cell_grades(nb: Any) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one gradebook ``SubmittedNotebook``, as the feedback page shows them."""
-    comments = {c.name: c.manual_comment or "" for c in nb.comments}
-    return {
-        g.name: CellGrade(
-            None if g.needs_manual_grade or g.score is None else float(g.score),
-            float(g.max_score),
-            comments.get(g.name, ""),
-        )
-        for g in nb.grades
-    }
-
-
 def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> NotebookGrades:
     """One student's notebook's grades (none if the gradebook has no such submission)."""
     with _open(db_url) as gb:
         try:
             nb = gb.find_submission_notebook(notebook, assignment, student)
         except MissingEntry:
-            return NotebookGrades(notebook, [], {})
+            return NotebookGrades(notebook, [])
         return _notebook_grades(nb)
 
 
@@ -287,15 +274,26 @@ class GradeValues:
     auto_score: float | None
     manual_score: float | None
     needs_manual_grade: bool
+    comment: str = ""
+    """The instructor's manual comment, if any."""
 
 
 @dataclass(frozen=True)
 class NotebookGrades:
-    """One submitted notebook: its grade rows, and the same as the feedback page shows them."""
+    """One submitted notebook's grade rows."""
 
     name: str
     grades: list[GradeValues]
-    cells: dict[str, CellGrade]
+
+    @property
+    def cells(self) -> dict[str, CellGrade]:
+        """The rows as the feedback page shows them (a score waiting for a human is None)."""
+        return {
+            g.name: CellGrade(
+                None if g.needs_manual_grade or g.score is None else float(g.score), float(g.max_score), g.comment
+            )
+            for g in self.grades
+        }
 
 
 @dataclass(frozen=True)
@@ -317,11 +315,20 @@ class AssignmentGrades:
 
 
 def _notebook_grades(nb: Any) -> NotebookGrades:
-    grades = [
-        GradeValues(g.name, g.score, g.max_score, g.auto_score, g.manual_score, bool(g.needs_manual_grade))
+    comments = {c.name: c.manual_comment or "" for c in nb.comments}
+    rows = [
+        GradeValues(
+            g.name,
+            g.score,
+            g.max_score,
+            g.auto_score,
+            g.manual_score,
+            bool(g.needs_manual_grade),
+            comments.get(g.name, ""),
+        )
         for g in nb.grades
     ]
-    return NotebookGrades(nb.name, grades, _cell_grades(nb))
+    return NotebookGrades(nb.name, rows)
 
 
 def assignment_grades(db_url: str, course_id: str, assignment: str) -> AssignmentGrades | None:

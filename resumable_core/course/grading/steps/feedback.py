@@ -176,11 +176,16 @@ def _comment(grade: CellGrade | None) -> str:
     return f'<p class="note">{said}</p><pre>{html.escape(grade.comment)}</pre>'
 
 
+def _is_test(cell: Any) -> bool:
+    """A test cell, shown by its name, points and message only (never its source)."""
+    graded = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
+    return graded or HIDDEN_MARKER in notebooks.source(cell)
+
+
 def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
     gid = notebooks.grade_id(cell) or ""
     src = notebooks.source(cell)
-    is_test = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
-    if is_test or HIDDEN_MARKER in src:
+    if _is_test(cell):
         return _test_cell(gid or "a test", cell, grades.get(gid), messages.get(gid))
     grade = grades.get(gid)
     head = f"<p><b>{html.escape(gid)}</b> {_points(grade)}</p>" if grade is not None else ""
@@ -192,8 +197,7 @@ def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str
 
 def _row_message(gid: str, cell: Any, grade: CellGrade, messages: Mapping[str, str]) -> str:
     """What a row of the score table says beside its points: why a test cell lost them, cut to one line."""
-    is_test = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
-    if _state(grade) != "failed" or not (is_test or HIDDEN_MARKER in notebooks.source(cell)):
+    if _state(grade) != "failed" or not _is_test(cell):
         return ""
     why = messages.get(gid) or failure_message(cell) or reasons.NO_POINTS
     line = why.splitlines()[0] if why.strip() else why
