@@ -89,11 +89,8 @@ def _write_run(
     progress: RunProgress,
     opts: GradeOptions,
 ) -> GradeRun:
-    """Step 6 over this run's students: reasons, scores, export, feedback pages, grades.csv and the plot in ``work``.
-
-    A dry run (``--out``) also writes the class's other files there, for its students; a run that
-    publishes writes those beside the class's ``grades.csv`` instead (:func:`_publish`).
-    """
+    """Step 6 over this run's students: reasons, scores, export, pages, grades.csv and the plot in ``work``; a dry run
+    (``--out``) writes the class files there too, a publishing one beside the class's ``grades.csv``."""
     progress.step("writing grades")
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):

@@ -78,10 +78,7 @@ def _student(
     several: bool,
     messages: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[str]:
-    """One submission's reason phrases, cell by cell in notebook order; writes its feedback page(s).
-
-    ``messages``: {notebook: {grade_id: why}} of a recorded result, shown on the page.
-    """
+    """One submission's reason phrases, in notebook order; writes its page(s), with a recorded result's ``messages``."""
     phrases = []
     for nb in sub.notebooks:
         autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
@@ -97,10 +94,8 @@ def _student(
 
 
 def course_submissions(course: Course, assignment: str, feedback: Path) -> list[Submission]:
-    """Every student of the course gradebook with their score of ``assignment`` and why they lost points.
-
-    Each graded student's feedback page goes into ``feedback`` (``<student>.html``).
-    """
+    """Every student of the course gradebook with their score of ``assignment`` and why they lost points; each graded
+    student's page goes into ``feedback``."""
     if course.sqlite_file is not None and not course.sqlite_file.is_file():
         raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
     with reached(course):
@@ -180,10 +175,8 @@ def write_class_files(
     similar: float = similarity.THRESHOLD,
     provisional: bool = False,
 ) -> ClassFiles:
-    """Beside ``grades.csv`` in ``folder``, for ``subs``: the item analysis, the similarity report and the LMS's import files.
-
-    Each read from ``course``: its gradebook, its ``autograded/`` notebooks and its release.
-    """
+    """Beside ``grades.csv`` in ``folder``, for ``subs``, from ``course``: the item analysis, the similarity report
+    and the LMS's import files."""
     analysis.write(folder, course_outcomes(course, assignment), assignment)
     releases = {p.stem: notebooks.read(p) for p in sorted(course.release(assignment).glob("*.ipynb"))}
     first = f"{min(releases, default=assignment)}.ipynb"  # the course's assignments have one notebook each
@@ -203,10 +196,7 @@ def write_course_grades(
     similar: float = similarity.THRESHOLD,
     provisional: bool = False,
 ) -> tuple[list[Submission], ClassFiles]:
-    """``folder/grades.csv``, ``feedback-html/<student>.html`` and :func:`write_class_files`'s, from the course gradebook.
-
-    The rows, every student of the gradebook's, and what was written beside them.
-    """
+    """``folder/grades.csv``, the pages and :func:`write_class_files`'s, from the course gradebook; the rows and files."""
     feedback = folder / FEEDBACK
     feedback.mkdir(parents=True, exist_ok=True)
     subs = course_submissions(course, assignment, feedback)

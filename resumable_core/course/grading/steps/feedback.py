@@ -68,10 +68,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;t
 
 
 def page_path(folder: Path, student: str, notebook: str, several: bool) -> Path:
-    """``folder/<student>.html`` (``<student>-<notebook>.html`` for several notebooks), from trusted names only.
-
-    Raises :class:`StudentIdError` for an id or name that could leave ``folder``.
-    """
+    """``folder/<student>.html`` (``<student>-<notebook>.html`` for several notebooks), from trusted names only:
+    :class:`StudentIdError` for one that could leave ``folder``."""
     path = folder / f"{check_id(student)}{f'-{check_id(notebook)}' if several else ''}.html"
     if path.resolve().parent != folder.resolve():  # a symlinked page, say
         raise StudentIdError(student, f"its feedback page {path} leaves {folder}")
@@ -275,12 +273,8 @@ def write_feedback(
     messages: Mapping[str, str] | None = None,
     source: Path | None = None,
 ) -> Path:
-    """Render ``autograded`` (a notebook nbgrader graded) with ``grades`` into the HTML file ``out``.
-
-    In the notebook's language (its metadata's ``resumable.lang``); for a translated one, the text
-    of its locked markdown cells is read from the source's edition in that language (``source``'s
-    ``<lang>/`` folder, the instructor's trusted copy), when there is one.
-    """
+    """Render ``autograded`` with ``grades`` into ``out``, in the notebook's language; a translated one's locked
+    markdown comes from the trusted ``source``'s edition in that language, when there is one."""
     nb = nbformat.read(str(autograded), as_version=4)
     lang = notebooks.language(nb)
     texts = _edition_texts(source, lang) if source is not None and lang != "en" else None

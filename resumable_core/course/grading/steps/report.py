@@ -97,10 +97,8 @@ def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> d
 def explain(
     sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int, several: bool = False
 ) -> None:
-    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback.
-
-    ``several``: the assignment has several notebooks, so each page's name says which.
-    """
+    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its pages
+    (``several``: one per notebook, each named)."""
     if not report.success:
         sub.status = "failed"
         sub.problems.append(reasons.classify_failure(report.log + "\n" + report.error, timeout))
