@@ -4,7 +4,6 @@ and back. One result is taken per student, so a task rerun elsewhere merges no r
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import shutil
 import tarfile
@@ -20,7 +19,7 @@ from ..errors import GradingError
 from ..isolation import library_copy, make_backend, owned, sweep_left_behind
 from ..model import StudentReport
 from .workers import WORKER_EXITED, read_report, start_worker
-from .workspace import Execution, write_course
+from .workspace import Execution, tree_digest, write_course
 
 SCHEMES = ("tcp://", "tls://", "inproc://")
 CONNECT_TIMEOUT = "10s"
@@ -42,12 +41,7 @@ def scheduler_address(text: str) -> str:
 
 def library_digest() -> str:
     """A SHA-256 of the installed ``resumable_core``'s sources: a worker grading with another library is refused."""
-    package = Path(resumable_core.__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return tree_digest(Path(resumable_core.__file__).resolve().parent)
 
 
 # --- bytes in, bytes out -------------------------------------------------------------------------

@@ -3,7 +3,6 @@ then mark the student done (``done/<student>.json``, written last): what ``--res
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -14,6 +13,7 @@ from pathlib import Path
 from .. import reasons
 from ..gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
 from ..model import StudentReport, Submission
+from .workspace import tree_digest
 
 DONE = "done"
 """The working course's folder of finished students' records."""
@@ -42,11 +42,7 @@ def prepared_students(out: Path) -> set[str]:
 
 def submission_digest(out: Path, student: str) -> str:
     """The content hash of ``out/submitted/<student>/`` as prepared: the bytes a grade was made from."""
-    digest = hashlib.sha256()
-    folder = out / "submitted" / student
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"\0{path.relative_to(folder)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()
+    return tree_digest(out / "submitted" / student)
 
 
 def merge_student(out: Path, assignment: str, report: StudentReport, prepared: set[str]) -> bool:

@@ -110,16 +110,21 @@ def cache_root() -> Path:
     return base / "resumable-agents" / "releases"
 
 
+def tree_digest(folder: Path, seed: str = "") -> str:
+    """The SHA-256 of ``seed`` and every file under ``folder``, by name and bytes (caches and checkpoints aside): the
+    one hash of a release's source, a submission graded and the library a cluster's workers run."""
+    digest = hashlib.sha256(seed.encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".pyc"):
+        if not {"__pycache__", ".ipynb_checkpoints"} & set(path.relative_to(folder).parts):
+            digest.update(f"\0{path.relative_to(folder).as_posix()}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def release_key(source: Path, assignment: str) -> str:
     """The content hash of what ``generate_assignment`` reads: the source files, nbgrader's version, the config."""
     import nbgrader
 
-    digest = hashlib.sha256(f"{assignment}\0{nbgrader.__version__}\0{CONFIG}".encode())
-    for path in sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        if ".ipynb_checkpoints" in path.parts:
-            continue
-        digest.update(f"\0{path.relative_to(source)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()[:32]
+    return tree_digest(source, f"{assignment}\0{nbgrader.__version__}\0{CONFIG}")[:32]
 
 
 def release_assignment(
