@@ -109,3 +109,20 @@ def test_a_browsers_copy_suffix_is_read_as_a_resubmission_the_highest_the_latest
     )
     ((sub,),) = [collect(moodle, "x", ["x"], Names("moodle"))]
     assert sub.files["x"].name == "x (1).ipynb"
+
+
+def test_a_class_zip_cannot_write_outside_its_unpacked_folder(tmp_path):
+    """A zip entry named with '..' or an absolute path unpacks inside the class's folder, never beside it."""
+    from resumable_core.course.grading.steps.collect import unpacked
+
+    archive = tmp_path / "in" / "class.zip"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("../../escaped.ipynb", NB)
+        z.writestr("/abs-escaped.ipynb", NB)
+        z.writestr("ann.ipynb", NB)
+    with unpacked(archive) as root:
+        found = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.ipynb"))
+        beside = [root.parent / "escaped.ipynb", root.parent.parent / "escaped.ipynb", Path("/abs-escaped.ipynb")]
+        assert not any(p.exists() for p in beside)
+    assert found == ["abs-escaped.ipynb", "ann.ipynb", "escaped.ipynb"]

@@ -251,6 +251,20 @@ def test_out_folder_not_made_by_the_command_is_refused(tmp_path):
     assert cli_main(["grade", str(tmp_path), "--out", str(REPO)]) == 2
 
 
+def test_grade_options_are_one_frozen_config_refusing_unknown_ones(tmp_path):
+    """grade()'s keywords make one GradeOptions that no step can change; a misspelt one is refused before any work."""
+    import dataclasses
+
+    from resumable_core.course.grading.pipeline import GradeOptions, grade
+
+    opts = GradeOptions(jobs=2, out=tmp_path)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        opts.jobs = 1  # type: ignore[misc]
+    with pytest.raises(TypeError, match="job"):
+        grade(tmp_path / "none", job=2)
+    assert not (tmp_path / "none").exists()
+
+
 def _class_files(root: Path, files: dict[str, bytes]) -> Path:
     for name, data in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)

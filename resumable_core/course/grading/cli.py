@@ -29,7 +29,21 @@ if TYPE_CHECKING:  # course_grades loads nbgrader: only a run that writes the fi
 
 
 def _class_options(p: argparse.ArgumentParser) -> None:
-    """The options of ``grade`` and ``grades`` that say what goes beside ``grades.csv``."""
+    """The options ``grade`` and ``grades`` share: which assignment of which course, what goes beside ``grades.csv``."""
+    p.add_argument(
+        "--assignment",
+        default=ASSIGNMENTS[0],
+        metavar="NAME",
+        help=f"the assignment: this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})",
+    )
+    p.add_argument(
+        "--course",
+        default=None,
+        help=(
+            "the nbgrader course (the folder of its nbgrader_config.py) holding solutions/<assignment>, "
+            "whose gradebook holds the grades (default: this repository)"
+        ),
+    )
     p.add_argument(
         "--similar",
         type=_share,
@@ -63,12 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "path", help="a folder or a zip: submitted/<student>/<assignment>/*.ipynb, or flat <student>.ipynb files"
     )
-    p.add_argument(
-        "--assignment",
-        default=ASSIGNMENTS[0],
-        metavar="NAME",
-        help=f"the assignment graded: this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})",
-    )
+    _class_options(p)
     p.add_argument("--jobs", type=int, default=1, help="students graded in parallel (default: 1)")
     p.add_argument(
         "--scheduler",
@@ -96,14 +105,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="folder with the assignment's source notebooks (default: <course>/solutions/<assignment>)",
     )
     p.add_argument(
-        "--course",
-        default=None,
-        help=(
-            "the nbgrader course (the folder of its nbgrader_config.py) holding solutions/<assignment>, "
-            "whose gradebook receives the grades (default: this repository)"
-        ),
-    )
-    p.add_argument(
         "--lms",
         choices=sorted(PARSERS),
         default=None,
@@ -115,7 +116,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="CSV",
         help="map the LMS's ids to the course's: a CSV with lms_id and student_id columns (unmapped files are refused)",
     )
-    _class_options(p)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -180,17 +180,7 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--assignment",
-        default=ASSIGNMENTS[0],
-        metavar="NAME",
-        help=f"the assignment: this course has {', '.join(ASSIGNMENTS)} (default: {ASSIGNMENTS[0]})",
-    )
-    p.add_argument(
-        "--course",
-        default=None,
-        help="the nbgrader course (the folder of its nbgrader_config.py) (default: this repository)",
-    )
+    _class_options(p)
     p.add_argument(
         "--out",
         default=None,
@@ -199,7 +189,6 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
             "and the LMS import file (default: ./grades-<assignment>/)"
         ),
     )
-    _class_options(p)
     p.set_defaults(func=grades_main)
     return p
 

@@ -1,13 +1,6 @@
-"""Every CSV file the kit writes (``grades.csv``, an LMS's import file, the item analysis, the similarity list),
-written by one function, safe to open in a spreadsheet.
-
-A cell a spreadsheet would read as a formula (OWASP's "CSV injection": a text beginning with ``=``, ``+``,
-``-``, ``@``, a tab or a carriage return, spaces before it or not) gets a leading ``'``, which makes it text.
-Its words come from learners and LMSs (a refused file's name, a display name, a reason quoting an
-exception), so no cell is trusted. A number stays a number: an ``int``, a ``float`` or a text that reads
-as one (``-2``, ``1.5e-3``) is written as it is. Why not ``defusedcsv``: it leaves a leading tab or
-carriage return alone, and rewrites every ``|`` of a cell it quotes.
-"""
+"""Every CSV file the kit writes, by one function, safe to open in a spreadsheet: a text a spreadsheet would run
+as a formula (OWASP's "CSV injection") gets a leading ``'``; a number stays a number. Not ``defusedcsv``: it
+leaves a leading tab or carriage return alone, and rewrites every ``|`` of a cell it quotes."""
 
 from __future__ import annotations
 

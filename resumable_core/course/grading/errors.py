@@ -16,12 +16,7 @@ class GradingError(CourseError):
 
 
 class StudentIdError(GradingError, ValueError):
-    """A file or folder name that gives no usable student id; ``name`` is the name, ``reason`` why.
-
-    :mod:`.collect` refuses that submission with this message in its row (``not graded: ...``); one
-    that escapes stops the run like any :class:`GradingError`. Still a ``ValueError``, for the
-    callers that catch that.
-    """
+    """A file or folder name that gives no usable student id; ``name`` is the name, ``reason`` why."""
 
     def __init__(self, name: str, reason: str) -> None:
         super().__init__(f"no usable student id in {name!r}: {reason}; rename it with letters, digits and _ . @ - only")
@@ -29,10 +24,7 @@ class StudentIdError(GradingError, ValueError):
 
 
 class UnknownCheckError(GradingError, ValueError):
-    """A trusted test cell calls a ``check_*`` that :mod:`.recheck.plan` did not bind; ``.call`` names it.
-
-    ``.reason`` says why. Still a ``ValueError``, for the callers that catch that.
-    """
+    """A trusted test cell calls a ``check_*`` that :mod:`.recheck.plan` did not bind; ``.call`` names it, ``.reason`` why."""
 
     def __init__(self, call: str, reason: str) -> None:
         super().__init__(f"{call}: {reason}; add the check to its module or fix the test cell")

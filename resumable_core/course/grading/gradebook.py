@@ -1,12 +1,7 @@
 """Every read and write of an nbgrader gradebook that grading makes; nothing else in ``grading/`` opens one.
 
-Two kinds of gradebook: a *working* one (the throwaway course of one run and each worker's copy
-of it, at :func:`gradebook_url`; nbgrader's default course id) and the *course's own* (the one its
-``nbgrader_config.py`` names, opened with its URL and course id). Each function opens the gradebook
-it is given, does one thing and closes it; what it reads comes back as plain values
-(:class:`.model.CellGrade`, the records below), never as nbgrader's rows, which need an open
-session. A grade a human or the re-check sets is nbgrader's instructor override
-(``Grade.manual_score``); ``auto_score`` keeps what the kernel gave.
+Each function opens the gradebook it is given, does one thing and closes it; what it reads comes back as
+plain values, never as nbgrader's rows, which need an open session.
 """
 
 from __future__ import annotations
@@ -61,12 +56,8 @@ def zero_cells(db_url: str, cells: list[str], notebook: str, assignment: str, st
 
 
 def comment_answers(db_url: str, comments: dict[str, str], notebook: str, assignment: str, student: str) -> None:
-    """Write ``comments`` ({answer cell grade_id: text}) as nbgrader's ``auto_comment`` of those cells.
-
-    Formgrader shows a cell's comment (``manual_comment``, else ``auto_comment``) under each answer
-    and task cell, and has no comment for a test cell: so the re-check's reason for a test cell goes
-    on the answer cell it judges. A grader's own comment (``manual_comment``) is left alone and shown instead.
-    """
+    """Write ``comments`` ({answer cell grade_id: text}) as those cells' ``auto_comment``: formgrader has no comment
+    for a test cell, so its reason goes on the answer it judges; a grader's ``manual_comment`` is left alone."""
     with _open(db_url) as gb:
         for gid, text in comments.items():
             try:
@@ -77,10 +68,7 @@ def comment_answers(db_url: str, comments: dict[str, str], notebook: str, assign
 
 
 def score_blank_answers(db_url: str, cells: list[str], notebook: str, assignment: str, student: str) -> None:
-    """Score the written answers ``cells`` (left blank) 0 with no human, as nbgrader's autograde scores one left as released.
-
-    ``auto_score = 0`` and ``needs_manual_grade = False``; a grader may still override it in formgrader.
-    """
+    """Score the blank written answers ``cells`` 0 with no human waiting; a grader may still override it."""
     with _open(db_url) as gb:
         for gid in cells:
             grade = gb.find_grade(gid, notebook, assignment, student)
@@ -99,27 +87,14 @@ def submission_score(db_url: str, assignment: str, student: str) -> tuple[float,
         return float(sub.score), float(sub.max_score)
 
 
-def _cell_grades(nb: Any) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one gradebook ``SubmittedNotebook``, as the feedback page shows them."""
-    comments = {c.name: c.manual_comment or "" for c in nb.comments}
-    return {
-        g.name: CellGrade(
-            None if g.needs_manual_grade or g.score is None else float(g.score),
-            float(g.max_score),
-            comments.get(g.name, ""),
-        )
-        for g in nb.grades
-    }
-
-
-def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> dict[str, CellGrade]:
-    """{grade_id: CellGrade} of one student's notebook ({} if the gradebook has no such submission)."""
+def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -> NotebookGrades:
+    """One student's notebook's grades (none if the gradebook has no such submission)."""
     with _open(db_url) as gb:
         try:
             nb = gb.find_submission_notebook(notebook, assignment, student)
         except MissingEntry:
-            return {}
-        return _cell_grades(nb)
+            return NotebookGrades(notebook, [])
+        return _notebook_grades(nb)
 
 
 def assignment_scores(db_url: str, assignment: str, students: list[str]) -> tuple[float, dict[str, float]]:
@@ -191,11 +166,8 @@ def read_submissions(source_db: str, assignment: str, students: list[str]) -> li
 
 
 def write_submissions(dst: Gradebook, assignment: str, records: list[SubmissionRecord]) -> None:
-    """Write ``records`` into the open ``dst``: each submission's grades, comments and flags replace what it held.
-
-    A student missing from ``dst`` is added with the record's names; one already there keeps its own
-    (a course's roster). The caller commits: nbgrader's own calls here commit as they go.
-    """
+    """Write ``records`` into the open ``dst``, replacing each submission's grades, comments and flags; a student
+    already there keeps their names (a roster's). The caller commits."""
     with warnings.catch_warnings():
         # nbgrader's add_submission trips SQLAlchemy autoflush warnings; the rows are right
         warnings.simplefilter("ignore")
@@ -225,14 +197,10 @@ def merge_gradebook(target_db: str, source_db: str, assignment: str, students: l
 
 @contextmanager
 def one_transaction(gb: Gradebook) -> Iterator[None]:
-    """Everything done with ``gb`` inside commits once at the end, or not at all.
+    """Everything done with ``gb`` inside commits once at the end, or not at all: nbgrader's commits only flush.
 
-    nbgrader's Gradebook commits after each of its calls; inside, its commits only flush (the
-    rows go to the database inside one open transaction) and the one real commit comes last, or
-    a rollback on any error. Why one transaction rather than writing a copy of an SQLite file and
-    ``os.replace``-ing it: it works for every database nbgrader supports, and a running formgrader
-    keeps its connection to the file: after a replace it would go on reading, and saving the
-    instructor's manual grades into, the old unlinked file.
+    Not a copy of an SQLite file ``os.replace``-d: that fits one database only, and a running formgrader
+    would go on saving the instructor's grades into the old unlinked file.
     """
     session = gb.db()
     session.commit = session.flush  # nbgrader's commits become flushes, on this session only
@@ -261,12 +229,8 @@ def _forget_ungraded(gb: Gradebook, assignment: str, student: str, graded: set[s
 def publish_submissions(
     db_url: str, course_id: str, assignment: str, students: list[str], records: list[SubmissionRecord]
 ) -> None:
-    """Into the course's gradebook, in one transaction: every one of ``students`` on the roster, and ``records``.
-
-    Each record's submission replaces the course's; a student of ``students`` without a record (this
-    run could not grade them) loses the course's old submission. Raises one of :data:`WRITE_ERRORS`
-    (nothing written) if the database refuses.
-    """
+    """Into the course's gradebook, in one transaction: every one of ``students`` on the roster, and ``records``;
+    a student without a record loses the course's old submission. Raises one of :data:`WRITE_ERRORS`."""
     graded = {r.student for r in records}
     with _open(db_url, course_id) as gb, one_transaction(gb):
         for student in students:
@@ -310,15 +274,26 @@ class GradeValues:
     auto_score: float | None
     manual_score: float | None
     needs_manual_grade: bool
+    comment: str = ""
+    """The instructor's manual comment, if any."""
 
 
 @dataclass(frozen=True)
 class NotebookGrades:
-    """One submitted notebook: its grade rows, and the same as the feedback page shows them."""
+    """One submitted notebook's grade rows."""
 
     name: str
     grades: list[GradeValues]
-    cells: dict[str, CellGrade]
+
+    @property
+    def cells(self) -> dict[str, CellGrade]:
+        """The rows as the feedback page shows them (a score waiting for a human is None)."""
+        return {
+            g.name: CellGrade(
+                None if g.needs_manual_grade or g.score is None else float(g.score), float(g.max_score), g.comment
+            )
+            for g in self.grades
+        }
 
 
 @dataclass(frozen=True)
@@ -340,11 +315,20 @@ class AssignmentGrades:
 
 
 def _notebook_grades(nb: Any) -> NotebookGrades:
-    grades = [
-        GradeValues(g.name, g.score, g.max_score, g.auto_score, g.manual_score, bool(g.needs_manual_grade))
+    comments = {c.name: c.manual_comment or "" for c in nb.comments}
+    rows = [
+        GradeValues(
+            g.name,
+            g.score,
+            g.max_score,
+            g.auto_score,
+            g.manual_score,
+            bool(g.needs_manual_grade),
+            comments.get(g.name, ""),
+        )
         for g in nb.grades
     ]
-    return NotebookGrades(nb.name, grades, _cell_grades(nb))
+    return NotebookGrades(nb.name, rows)
 
 
 def assignment_grades(db_url: str, course_id: str, assignment: str) -> AssignmentGrades | None:

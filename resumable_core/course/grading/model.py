@@ -1,9 +1,4 @@
-"""The grading run's data model: what a submission is, what a worker reports, what a graded cell holds.
-
-Data only: dataclasses and aliases, no I/O, no nbgrader. The steps fill these in (:mod:`.collect`,
-:mod:`.prepare`, :mod:`.workers`, :mod:`.report`), :mod:`.gradebook` reads them out of a gradebook,
-and :mod:`.reasons` words what they hold.
-"""
+"""The grading run's data model: what a submission is, what a worker reports, what a graded cell holds (no I/O)."""
 
 from __future__ import annotations
 

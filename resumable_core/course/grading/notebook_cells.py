@@ -1,9 +1,5 @@
-"""The cells of a notebook, read as plain JSON: the instructor's setup, the learner's code, the tests.
-
-Used on both sides of the re-check's process boundary (:mod:`.recheck`, :mod:`.learner_server`).
-It reads plain JSON rather than going through ``course.notebooks`` (``nbgrader.utils``): it runs
-once per submission in fresh processes, and importing nbgrader costs seconds.
-"""
+"""The cells of a notebook, read as plain JSON on both sides of the re-check's boundary: importing nbgrader, as
+``course.notebooks`` does, costs seconds in each fresh process."""
 
 from __future__ import annotations
 
@@ -75,13 +71,8 @@ def setup_cells(nb: dict) -> list[tuple[str | None, str]]:
 
 
 def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
-    """(label, source, error the kernel showed or None) of every code cell the learner could write.
-
-    That is every code cell except nbgrader test cells and the instructor's locked cells: the
-    solution cells and cells without nbgrader metadata (added by the learner), in notebook order;
-    but not the cells the sandbox stopped (the one that killed the kernel and those after it): no
-    test cell that scored ran after them.
-    """
+    """(label, source, error the kernel showed or None) of every code cell the learner could write, but those the
+    sandbox stopped: no test cell that scored ran after them."""
     out = []
     for n, c in enumerate((c for c in nb.get("cells", []) if c.get("cell_type") == "code"), start=1):
         meta = info(c)

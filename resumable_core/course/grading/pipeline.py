@@ -1,11 +1,6 @@
-"""Grade a whole class with real nbgrader: ``python -m resumable_core grade PATH --assignment A``.
-
-:func:`grade` runs the steps of ``steps/`` in order in a working course (``./grading-<assignment>/``
-or ``--out``): workspace, collect, prepare, workers (or cluster), merge, report; then, unless
-``--out`` (a dry run), publish into the course and rebuild the whole class's files from its
-gradebook (course_grades), so re-grading a few students never shrinks them to those few.
-docs/architecture.md ("Where grades go") says what each writes and why.
-"""
+"""Grade a whole class with real nbgrader: :func:`grade` runs the steps of ``steps/`` in order in a working course,
+then, unless ``--out`` (a dry run), publishes into the course and rebuilds the whole class's files from its
+gradebook. docs/architecture.md ("Where grades go") says what each writes and why."""
 
 from __future__ import annotations
 
@@ -89,31 +84,26 @@ def _write_run(
     subs: list[Submission],
     reports: dict[str, StudentReport],
     assignment: str,
-    timeout: int,
     releases: dict[str, Any],
     graded: bool,
     progress: RunProgress,
-    dry: bool,
-    similar: float = SIMILAR,
-    provisional: bool = False,
+    opts: GradeOptions,
 ) -> GradeRun:
-    """Step 6 over this run's students: reasons, scores, export, feedback pages, grades.csv and the plot in ``work``.
-
-    A ``dry`` run (``--out``) also writes the class's other files there, for its students (the item
-    analysis, the similarity report, the LMS's import files); a run that publishes writes those
-    beside the class's ``grades.csv`` instead (:func:`_publish`).
-    """
+    """Step 6 over this run's students: reasons, scores, export, pages, grades.csv and the plot in ``work``; a dry run
+    (``--out``) writes the class files there too, a publishing one beside the class's ``grades.csv``."""
     progress.step("writing grades")
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
         if student in by_id:  # reports are read by the ids given out; anything else is never graded
-            explain(by_id[student], report, work, assignment, timeout, len(releases) > 1)
+            explain(by_id[student], report, work, assignment, opts.timeout, len(releases) > 1)
     set_scores(subs, work, assignment)
     if graded:
         export_csv(gradebook_url(work), work / "nbgrader-export.csv")
     write_csv(work / "grades.csv", subs)
     plot_scores(work / "scores.png", subs, assignment)
-    files = write_class_files(find_course(work), assignment, work, subs, similar, provisional) if dry else None
+    files = None
+    if opts.out:
+        files = write_class_files(find_course(work), assignment, work, subs, opts.similar, opts.provisional)
     shutil.rmtree(work / "workers", ignore_errors=True)
     shutil.rmtree(work / "sandbox-lib", ignore_errors=True)
     return GradeRun(work, subs, work / "grades.csv", work / "scores.png", 0.0, files=files)
@@ -124,19 +114,17 @@ def _publish(
     target: Course,
     assignment: str,
     reports: dict[str, StudentReport],
-    class_dir: Path | None,
     progress: RunProgress,
-    similar: float = SIMILAR,
-    provisional: bool = False,
+    opts: GradeOptions,
 ) -> None:
     """Step 7: into the course, then the whole class's files rebuilt from its gradebook (``run`` points at them)."""
     progress.step("publishing into the course")
     students = _student_ids(run.submissions)
     publish(target, run.out, assignment, students)
     progress.line(f"Published {len(students)} student(s) into the course gradebook {target.shown_url}")
-    folder = class_dir or Path.cwd() / f"grades-{assignment}"
+    folder = Path(opts.class_dir) if opts.class_dir else Path.cwd() / f"grades-{assignment}"
     record_results(folder, [s for s in run.submissions if s.student in students], reports)
-    run.class_submissions, run.files = write_course_grades(target, assignment, folder, similar, provisional)
+    run.class_submissions, run.files = write_course_grades(target, assignment, folder, opts.similar, opts.provisional)
     plot_scores(folder / "scores.png", run.class_submissions, assignment)
     run.published, run.csv_path, run.plot_path = target, folder / "grades.csv", folder / "scores.png"
 
@@ -160,82 +148,80 @@ class GradeRun:
     """What was written beside ``grades.csv``: the item analysis, the similarity report, the LMS's import files."""
 
 
-def grade(
-    path: str | Path,
-    assignment: str = "reconcile",
-    *,
-    jobs: int = 1,
-    out: str | Path | None = None,
-    source: str | Path | None = None,
-    course: str | Path | None = None,
-    timeout: int = DEFAULT_TIMEOUT,
-    sandbox: bool = True,
-    echo: Callable[..., None] = print,
-    resume: bool = False,
-    class_dir: str | Path | None = None,
-    progress: RunProgress | None = None,
-    scheduler: str | None = None,
-    names: Names | None = None,
-    similar: float = SIMILAR,
-    provisional: bool = False,
-) -> GradeRun:
-    """Grade every submission under ``path`` (folder or zip); see the module docstring for the steps.
+@dataclass(frozen=True)
+class GradeOptions:
+    """``grade``'s options, one per flag of the ``grade`` command, fixed for the whole run."""
 
-    ``scheduler``: a Dask scheduler's address; each student is then graded as a task on its cluster.
-    ``names``: the files are an LMS's download, its ids mapped by a roster (:mod:`.lms`); its grade
-    import file is written beside ``grades.csv``. ``similar``: the share of alike code from which a
-    pair of answers is listed in ``similarity.html``. ``provisional``: the import file gives the
-    scores still waiting for manual grading, marked provisional (else it leaves them blank).
+    jobs: int = 1
+    out: str | Path | None = None
+    """A dry run in this working folder: the course is left alone (default ``./grading-<assignment>/``, then publish)."""
+    source: str | Path | None = None
+    course: str | Path | None = None
+    timeout: int = DEFAULT_TIMEOUT
+    sandbox: bool = True
+    echo: Callable[..., None] = print
+    resume: bool = False
+    """Keep the working folder of an interrupted run and skip the students it finished."""
+    class_dir: str | Path | None = None
+    """Where the class files go after publishing (default ``./grades-<assignment>/``)."""
+    progress: RunProgress | None = None
+    """The display (default: plain lines through ``echo``)."""
+    scheduler: str | None = None
+    """A Dask scheduler's address: each student is then graded as a task on its cluster."""
+    names: Names | None = None
+    """The files are an LMS's download, its ids mapped by a roster (:mod:`.lms`)."""
+    similar: float = SIMILAR
+    """The share of alike code from which a pair of answers is listed in ``similarity.html``."""
+    provisional: bool = False
+    """The LMS import file gives the scores still waiting for manual grading, marked provisional."""
 
-    ``resume``: keep the working folder of an interrupted run and skip the students it finished.
-    ``class_dir``: where the class files go after publishing (default ``./grades-<assignment>/``).
-    ``progress``: the display (default: plain lines through ``echo``).
-    """
+
+def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> GradeRun:
+    """Grade every submission under ``path`` (folder or zip) with :class:`GradeOptions`; the module docstring says how."""
+    opts = GradeOptions(**options)
     started = time.monotonic()
-    progress = progress or RunProgress(echo)
+    progress = opts.progress or RunProgress(opts.echo)
     path = Path(path)
     check_class(path)  # a missing or empty class is one line, before any work
-    check_scheduler(scheduler)  # before any work: an unreachable cluster is a one-line error
-    src = find_source(assignment, source, course)
-    course_roots = [COURSE_ROOT, Path(course) if course else COURSE_ROOT, src.parent.parent]
-    target = None if out else find_course(course or COURSE_ROOT)
+    check_scheduler(opts.scheduler)  # before any work: an unreachable cluster is a one-line error
+    src = find_source(assignment, opts.source, opts.course)
+    course_roots = [COURSE_ROOT, Path(opts.course) if opts.course else COURSE_ROOT, src.parent.parent]
+    target = None if opts.out else find_course(opts.course or COURSE_ROOT)
     if target:
         check_released(target, assignment)  # before any work: the fix is a release, not a re-run
-    work = prepare_out(Path(out) if out else Path.cwd() / f"grading-{assignment}", course_roots, resume)
-    where = f"on the Dask cluster at {scheduler}" if scheduler else f"{jobs} job(s)"
-    progress.line(f"Grading {assignment!r} from {path} in {work} (timeout {timeout} s, {where})")
+    out = Path(opts.out) if opts.out else Path.cwd() / f"grading-{assignment}"
+    work = prepare_out(out, course_roots, opts.resume)
+    where = f"on the Dask cluster at {opts.scheduler}" if opts.scheduler else f"{opts.jobs} job(s)"
+    progress.line(f"Grading {assignment!r} from {path} in {work} (timeout {opts.timeout} s, {where})")
     progress.step("checking the sandbox")
-    execution = _execution(work, sandbox, echo)
+    execution = _execution(work, opts.sandbox, opts.echo)
     progress.step(f"releasing {assignment}")
-    releases = cached_release(work, src, assignment, timeout, execution)
+    releases = cached_release(work, src, assignment, opts.timeout, execution)
     if target:
         check_released(target, assignment, work)
     progress.step("collecting the submissions")
     with unpacked(path) as root:
-        subs = collect(root, assignment, sorted(releases), names)
+        subs = collect(root, assignment, sorted(releases), opts.names)
         prepare(subs, work, assignment, releases)
 
     for sub in subs:
         if not sub.to_grade:
             progress.line(f"[skip] {sub.student}: {sub.reason}")
     to_grade = [s.student for s in subs if s.to_grade]
-    reports = finished(work, assignment, to_grade) if resume else {}
+    reports = finished(work, assignment, to_grade) if opts.resume else {}
     if reports:
         progress.line(f"--resume: {len(reports)} student(s) already graded in {work}, skipped")
     remaining = [s for s in to_grade if s not in reports]
     progress.students(len(to_grade), len(reports))
     done = StudentsDone(work, assignment, len(to_grade), len(reports), progress)
-    if scheduler:
-        reports.update(run_on_cluster(work, assignment, remaining, scheduler, timeout, done, execution))
+    if opts.scheduler:
+        reports.update(run_on_cluster(work, assignment, remaining, opts.scheduler, opts.timeout, done, execution))
     else:
-        reports.update(run_workers(work, assignment, remaining, jobs, timeout, done, execution))
+        reports.update(run_workers(work, assignment, remaining, opts.jobs, opts.timeout, done, execution))
     trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
-    run = _write_run(
-        work, subs, reports, assignment, timeout, releases, bool(to_grade), progress, not target, similar, provisional
-    )
+    run = _write_run(work, subs, reports, assignment, releases, bool(to_grade), progress, opts)
     run.resumed = sorted(set(reports) - set(remaining))
     if target:
-        classes = Path(class_dir) if class_dir else None
-        _publish(run, target, assignment, reports, classes, progress, similar, provisional)
+        _publish(run, target, assignment, reports, progress, opts)
     run.seconds = time.monotonic() - started
     return run

@@ -1,9 +1,4 @@
-"""What ``grade`` shows while it runs: a progress bar on a terminal, plain lines anywhere else.
-
-On a terminal (``rich``): from the first second a bar with the step under way, then the students
-done of the class, the elapsed time and the ETA, and one short line per student above it. Not on
-a terminal (CI, a log file, a pipe): the same lines, plain, one per event, and no bar.
-"""
+"""What ``grade`` shows while it runs: a ``rich`` progress bar on a terminal, the same lines plain anywhere else."""
 
 from __future__ import annotations
 

@@ -1,14 +1,5 @@
-"""Every sentence grading writes about a submission: ``grades.csv``'s reason column, the summary, the feedback pages.
-
-Each is defined here once, as a constant or a function of what it names, so a reason reads the same
-wherever it is given (the run's ``grades.csv`` and ``grades``' rewrite of it, the page and the
-row). Three policies are one function each: :func:`not_graded` (a submission refused before it
-runs), :func:`not_a_notebook` (a file that is none) and :func:`needs_review` (a cell zeroed until a
-human looks). No I/O and no nbgrader: the steps pass in what they found.
-
-What a sandboxed process says of itself (``inside/``, :mod:`.boundary`, :mod:`.rpc`) is worded
-there; it reaches a row only as the ``why`` of a reason here.
-"""
+"""Every sentence grading writes about a submission (``grades.csv``'s reasons, the summary, the feedback pages),
+defined once so it reads the same wherever it is given. No I/O and no nbgrader: the steps pass in what they found."""
 
 from __future__ import annotations
 
@@ -22,10 +13,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def printable(text: str) -> str:
-    """``text`` a learner's code wrote (an exception, a check's message about it) as one printable line of valid
-    UTF-8: a control character shown as its escape (a terminal's escape sequence in ``grades.csv`` would act on
-    the instructor's terminal), and so a lone surrogate (no UTF-8 encodes one: the gradebook's database refused
-    it), a line break or tab as a space."""
+    """``text`` a learner's code wrote as one printable line of valid UTF-8: a control character or lone surrogate
+    as its escape (an escape sequence in ``grades.csv`` would act on the instructor's terminal), a break as a space."""
     return _CONTROL.sub(lambda m: " " if m[0] in "\n\r\t" else m[0].encode("unicode_escape").decode(), text)
 
 
@@ -48,8 +37,7 @@ def needs_review(why: str) -> str:
 
 
 def N_(message: str) -> str:
-    """Mark a sentence for the ``grading`` catalog (``course/grading/i18n.py``): the step that has the learner's
-    language passes a ``translate`` (this module imports no catalog: it is data)."""
+    """Mark a sentence for the ``grading`` catalog: the step that knows the learner's language translates it."""
     return message
 
 
@@ -105,10 +93,7 @@ TRANSLATIONS_EDITED = N_(
 
 
 def translations_edited(files: Iterable[str], translate: Callable[[str], str] = str) -> str:
-    """A submission holding a notebook and its translation (nbgrader's exchange hands out both), both edited: refused.
-
-    ``translate``: the catalog's words in the learner's language (:mod:`.prepare` passes the translation's).
-    """
+    """A submission holding a notebook and its translation, both edited: refused, in the learner's language."""
     return not_graded(translate(TRANSLATIONS_EDITED).format(files=", ".join(files)))
 
 
@@ -273,8 +258,7 @@ def raised_only_here(cell: str, error: str) -> str:
 
 
 AFTER_RESTART = "after a fresh start, "
-"""How the re-check's why begins when a visible check failed on a call served by a freshly started learner's
-process (``checks.support.FailedAfterRestart``), which the kernel cannot start: then a kernel pass means no patching."""
+"""How the re-check's why begins for a visible check that failed on a call a freshly started process served."""
 
 
 def failed_after_restart(why: str) -> str:
@@ -283,25 +267,14 @@ def failed_after_restart(why: str) -> str:
 
 
 def hidden_check_failed(sentence: str) -> str:
-    """A cell that scored in the kernel and failed a hidden check, which only the isolated re-check runs (it scores 0).
-
-    The kernel runs a test cell without its hidden blocks, so a plain wrong answer "passes" there: no
-    suspicion. ``sentence`` is all the check's failure hands back, the rule broken and what to reread
-    (``hidden.i18n.fails_with``): never its inputs, its name or the learner's text. ``grades.csv`` and
-    the feedback page alike.
-    """
+    """A cell that scored in the kernel and failed a hidden check (only the re-check runs those): no suspicion.
+    ``sentence`` is all the check hands back (``hidden.i18n.fails_with``), never its inputs or the learner's text."""
     return f"a hidden check failed: {sentence}"
 
 
 def visible_check_disagreed(why: str) -> str:
-    """A cell whose visible check passed in the learner's kernel and failed, the same check, in the isolated re-check.
-
-    The one real disagreement between the two runs (the kernel's result was changed from inside the
-    notebook, or the answer behaves differently when called from outside): it scores 0 until a human
-    looks. ``grades.csv`` and the feedback page alike. A call the re-check served from a freshly
-    started process (``AFTER_RESTART``) is no disagreement: the kernel can only fork a copy of itself,
-    so that cell gets the check's own message.
-    """
+    """A visible check that passed in the kernel and failed in the re-check: the one real disagreement, 0 until a
+    human looks. A call served by a freshly started process (``AFTER_RESTART``) is none: the kernel can only fork."""
     if why.startswith(AFTER_RESTART):
         return (
             "a visible check failed in the isolated re-check, where a restarted call runs in a freshly started "

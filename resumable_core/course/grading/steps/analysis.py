@@ -1,13 +1,5 @@
-"""Item analysis: for each check, how much of the class failed it, with which messages, and which checks fail together.
-
-What an instructor wants after a run and no grader gives: a row per autograded check with the
-share of the class that failed it and its most common failure messages; the pairs of checks that
-the same students fail (Jaccard index of their sets of failing students); and one picture, a
-students x checks heatmap beside the class's score histogram. ``grade`` (after publishing) and
-``grades`` write it beside the class's ``grades.csv``, a dry run into its working folder, from the
-gradebook and the autograded notebooks (:func:`.course_grades.course_outcomes`):
-``item-analysis.csv``, ``item-analysis.png`` and ``item-analysis.html``.
-"""
+"""Item analysis: for each check, how much of the class failed it, with which messages, and which checks fail
+together (the Jaccard index of their failing students), with a students x checks heatmap."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""How long grading one notebook may take: counted from the release's cells, never the submission's.
-
-The kernel's sandbox (:mod:`.execute`) and the isolated re-check get a wall clock from
-:func:`wall_budget`; a submission that adds cells adds no time (its cells share the release's).
-Kept free of nbgrader and nbformat: the kernel runner imports :data:`DEFAULT_TIMEOUT` inside the
-sandbox.
-"""
+"""How long grading one notebook may take: counted from the release's cells, never the submission's (added cells
+buy no time). Free of nbgrader and nbformat: the sandbox imports :data:`DEFAULT_TIMEOUT`."""
 
 from __future__ import annotations
 

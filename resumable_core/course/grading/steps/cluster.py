@@ -1,16 +1,9 @@
-"""Step 4 across machines: grading one student is a Dask task, and only bytes cross to it and back.
-
-``grade --scheduler tcp://HOST:8786``: a task takes the run's release, that student's files and the
-settings, grades them in a throwaway course with the same worker process a local run starts, and
-returns the report, the worker's gradebook and the autograded notebooks. A lost worker's task runs
-again elsewhere; the instructor's side takes one result per student (its future's), so no rows
-merge twice. docs/architecture.md ("Grading on other machines", Ctrl-C) says the rest.
-"""
+"""Step 4 across machines (``grade --scheduler``): grading one student is a Dask task, and only bytes cross to it
+and back. One result is taken per student, so a task rerun elsewhere merges no rows twice."""
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import shutil
 import tarfile
@@ -26,7 +19,7 @@ from ..errors import GradingError
 from ..isolation import library_copy, make_backend, owned, sweep_left_behind
 from ..model import StudentReport
 from .workers import WORKER_EXITED, read_report, start_worker
-from .workspace import Execution, write_course
+from .workspace import Execution, tree_digest, write_course
 
 SCHEMES = ("tcp://", "tls://", "inproc://")
 CONNECT_TIMEOUT = "10s"
@@ -48,12 +41,7 @@ def scheduler_address(text: str) -> str:
 
 def library_digest() -> str:
     """A SHA-256 of the installed ``resumable_core``'s sources: a worker grading with another library is refused."""
-    package = Path(resumable_core.__file__).resolve().parent
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return tree_digest(Path(resumable_core.__file__).resolve().parent)
 
 
 # --- bytes in, bytes out -------------------------------------------------------------------------
@@ -96,12 +84,8 @@ def grade_student_task(
     digest: str,
     stop: Any,
 ) -> tuple[str, int, bytes]:
-    """On a worker: grade ``student`` in a throwaway course; (its folder's name there, the grading process's exit code,
-    the result records as bytes).
-
-    ``isolation``: the backend's name (``bwrap``, ``plain``), or None for nbgrader's own Execute. ``stop``:
-    the run's ``distributed.Event``, set when ``grade`` is interrupted: the grading process is killed then.
-    """
+    """On a worker: grade ``student`` in a throwaway course; (that folder, the grading process's exit code, the records
+    as bytes). ``stop``: the run's ``distributed.Event``, set when ``grade`` is interrupted, which kills the process."""
     if digest != library_digest():
         raise GradingError(
             f"this worker's resumable_core differs from the instructor's (digest {library_digest()[:12]} vs "

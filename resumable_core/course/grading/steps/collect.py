@@ -1,20 +1,11 @@
-"""Step 2 of grading: find every student's submission in a folder or a zip.
-
-Two layouts: nbgrader's ``submitted/<student>/<assignment>/*.ipynb`` (also one folder down, as a
-zip of that folder unpacks) or flat ``<student>.ipynb`` files. What is not a notebook is refused
-with a reason; a renamed notebook is graded as the assignment's when it is the student's only one.
-A translation's notebook beside it (``<assignment>/ko/<notebook>.ipynb``, as nbgrader's exchange
-hands both out) is kept apart: :mod:`.prepare` grades the one the student edited.
-Student ids come from the folder and file names the instructor gave, never from a notebook's
-content; a name that gives no safe id, and two names that give one id, are refused with a reason
-naming the files (not settled by sort order).
-"""
+"""Step 2 of grading: find every student's submission in a folder or a zip, in nbgrader's layout
+(``submitted/<student>/<assignment>/``) or as flat ``<student>.ipynb`` files. Student ids come from the
+names the instructor gave, never from a notebook; two names giving one id are both refused."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 import unicodedata
 import zipfile
@@ -35,12 +26,8 @@ _BROWSER_COPY = re.compile(r"^(?P<name>.+?) ?\((?P<n>\d+)\)$")
 
 
 def student_id(name: str) -> str:
-    """The student id a file stem or folder name the instructor gave stands for.
-
-    Accents are dropped (``José`` is ``Jose``), runs of spaces become ``_`` and dots and underscores
-    at the ends go (``x.`` is ``x``); what is left must pass :func:`check_id`, else
-    :class:`StudentIdError` names the file and why. Never read from a notebook's content.
-    """
+    """The student id a file stem or folder name stands for: accents, spaces and dots at the ends made safe, then
+    :func:`check_id`, else :class:`StudentIdError` names the file and why."""
     plain = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
     sid = re.sub(r"\s+", "_", plain.strip()).strip("._")
     try:
@@ -96,26 +83,9 @@ def _entries(root: Path) -> tuple[list[Path], list[Path]]:
     return [p for p in kept if _file(p)], [p for p in kept if _folder(p)]
 
 
-def extract_zip(path: Path, dest: Path) -> Path:
-    """Unpack a zip safely (no absolute paths, no ``..``)."""
-    with zipfile.ZipFile(path) as z:
-        for info in z.infolist():
-            name = Path(info.filename)
-            if info.is_dir() or name.is_absolute() or ".." in name.parts:
-                continue
-            target = dest / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with z.open(info) as src, open(target, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-    return dest
-
-
 def check_class(path: Path) -> None:
-    """Refuse, in one line naming the fix, a class that is missing, neither a folder nor a zip, or holds no file.
-
-    Cheap and before anything slow (``grade`` calls it before nbgrader loads): a mistyped path or an
-    empty download is told at once, and no working folder is made for it.
-    """
+    """Refuse, in one line naming the fix, a class that is missing, neither a folder nor a zip, or holds no file;
+    cheap, so ``grade`` calls it before nbgrader loads."""
     if not path.exists():
         raise GradingError(f"{path} does not exist; pass the class's folder or zip")
     if path.is_dir():
@@ -136,8 +106,9 @@ def unpacked(path: Path) -> Iterator[Path]:
     if path.is_dir():
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="grading-unzip-") as tmp:
-        yield extract_zip(path, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="grading-unzip-") as tmp, zipfile.ZipFile(path) as z:
+        z.extractall(tmp)  # zipfile drops absolute paths and ``..`` parts: nothing lands outside ``tmp``
+        yield Path(tmp)
 
 
 def _submitted_root(root: Path, assignment: str) -> Path | None:
@@ -292,12 +263,9 @@ def collect(
     notebooks: list[str],
     names: lms_names.Names | None = None,
 ) -> list[Submission]:
-    """Every student found under ``root`` (already unzipped), sorted by id.
+    """Every student found under ``root`` (already unzipped), sorted by id; ``names``: an LMS's download (:mod:`.lms`).
 
-    Ids come from the folder and file names only (:func:`student_id`). In nbgrader's layout a
-    notebook lying beside the student folders counts as a flat submission, so a folder and a file
-    of the same student are refused like any two claims on one id. ``names``: the files are a
-    learning-management system's download (:mod:`.lms`), its ids mapped by its roster when given.
+    A notebook beside nbgrader's student folders is a flat submission, so a folder and a file of one student clash.
     """
     links = [_refused(str(p.relative_to(root)), reasons.a_link(p.name)) for p in _links(root)]
     if names:

@@ -1,10 +1,7 @@
 """``python -m resumable_core grades``: ``grades.csv``, the feedback pages and the class files, from the course's gradebook.
 
-After manual grading the course gradebook holds the final scores, so this agrees with ``nbgrader
-export`` student for student (no submission: ``missing``, 0); the gradebook is only read. A
-student's recorded result (``results/<student>.json``, :func:`record_results`, written by ``grade``)
-gives their reason and page messages while the gradebook still holds the score it recorded; once a
-human changed it, the reason is the gradebook's. docs/architecture.md ("Where grades go").
+A student's recorded result (:func:`record_results`) gives their reason while the gradebook holds the score
+``grade`` recorded; once a human changed it, the reason is the gradebook's. docs/architecture.md ("Where grades go").
 """
 
 from __future__ import annotations
@@ -14,21 +11,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import nbformat
-from nbformat.reader import NotJSONError
 
 from ... import notebooks
 from ...release import Course
 from .. import reasons
 from ..errors import GradingError, check_id
-from ..gradebook import GradeValues, StudentGrades, assignment_grades
+from ..gradebook import StudentGrades, assignment_grades
 from ..model import Status, StudentReport, Submission
 from . import analysis, lms, similarity
-from .feedback import FEEDBACK, failure_message, page_path, write_feedback
+from .feedback import FEEDBACK, failure_message, write_page
 from .publish import reached
-from .report import recheck_messages, write_csv
+from .report import cell_reasons, graded_cells, recheck_messages, write_csv
 
 RESULTS = "results"
 """The class folder's per-student results, one ``<student>.json`` each (the latest ``grade`` of that student)."""
@@ -77,31 +70,6 @@ def recorded_result(folder: Path, student: str) -> StudentResult | None:
         return None
 
 
-def _graded_cells(path: Path) -> dict[str, Any]:
-    """The autograded notebook's graded cells by grade_id ({} when it is not there or unreadable)."""
-    try:
-        nb = nbformat.read(str(path), as_version=4)
-    except (OSError, NotJSONError):
-        return {}
-    return {str(notebooks.grade_id(c)): c for c in nb.cells if notebooks.is_grade(c)}
-
-
-def _phrase(grade: GradeValues, cell: Any) -> str | None:
-    """Why one cell is short of full marks, as the run's ``grades.csv`` words it; None when it is not."""
-    if grade.needs_manual_grade:
-        return reasons.needs_manual_grading(grade.name, grade.max_score)
-    if grade.score >= grade.max_score:
-        return None
-    if grade.manual_score is None and cell is not None and notebooks.is_blank_answer(cell):
-        return reasons.written_answer_blank(grade.name, grade.max_score)
-    if grade.manual_score is not None and grade.auto_score is not None:
-        return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.manual_override(grade.auto_score))
-    if grade.manual_score is not None:
-        return reasons.cell_lost(grade.name, grade.score, grade.max_score, reasons.GRADED_BY_HAND)
-    error = failure_message(cell) if cell is not None else None
-    return reasons.cell_lost(grade.name, grade.score, grade.max_score, error[:120] if error else None)
-
-
 def _student(
     course: Course,
     sub: StudentGrades,
@@ -110,41 +78,24 @@ def _student(
     several: bool,
     messages: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[str]:
-    """One submission's reason phrases, cell by cell in notebook order; writes its feedback page(s).
-
-    ``messages``: {notebook: {grade_id: why}} of a recorded result, shown on the page.
-    """
+    """One submission's reason phrases, in notebook order; writes its page(s), with a recorded result's ``messages``."""
     phrases = []
     for nb in sub.notebooks:
         autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
-        cells = _graded_cells(autograded)
-        order = {gid: i for i, gid in enumerate(cells)}
-        for grade in sorted(nb.grades, key=lambda g: (order.get(g.name, len(order)), g.name)):
-            phrase = _phrase(grade, cells.get(grade.name))
-            if phrase:
-                phrases.append(phrase)
-        if cells:
-            try:
-                page = page_path(feedback, sub.student, nb.name, several)
-                title = f"{assignment}: {nb.name}.ipynb, {sub.student}"
-                write_feedback(
-                    autograded,
-                    nb.cells,
-                    page,
-                    title=title,
-                    messages=(messages or {}).get(nb.name),
-                    source=course.source(assignment) / f"{nb.name}.ipynb",
-                )
-            except (OSError, ValueError) as e:  # ValueError: an id that is no safe file name, or a broken notebook
-                phrases.append(reasons.feedback_not_written(e))
+        cells = graded_cells(autograded)
+        phrases += cell_reasons(cells, nb.grades)
+        source = course.source(assignment) / f"{nb.name}.ipynb"
+        why = cells and write_page(
+            feedback, autograded, source, sub.student, assignment, several, nb.cells, (messages or {}).get(nb.name)
+        )
+        if why:
+            phrases.append(why)
     return phrases
 
 
 def course_submissions(course: Course, assignment: str, feedback: Path) -> list[Submission]:
-    """Every student of the course gradebook with their score of ``assignment`` and why they lost points.
-
-    Each graded student's feedback page goes into ``feedback`` (``<student>.html``).
-    """
+    """Every student of the course gradebook with their score of ``assignment`` and why they lost points; each graded
+    student's page goes into ``feedback``."""
     if course.sqlite_file is not None and not course.sqlite_file.is_file():
         raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
     with reached(course):
@@ -184,7 +135,7 @@ def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
     out: list[analysis.Outcome] = []
     for sub in found.students if found else []:
         for nb in sub.notebooks:
-            cells = _graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
+            cells = graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
             prefix = f"{nb.name}:" if found and found.notebooks > 1 else ""
             grades = {g.name: g for g in nb.grades}
             for gid, cell in cells.items():
@@ -224,10 +175,8 @@ def write_class_files(
     similar: float = similarity.THRESHOLD,
     provisional: bool = False,
 ) -> ClassFiles:
-    """Beside ``grades.csv`` in ``folder``, for ``subs``: the item analysis, the similarity report and the LMS's import files.
-
-    Each read from ``course``: its gradebook, its ``autograded/`` notebooks and its release.
-    """
+    """Beside ``grades.csv`` in ``folder``, for ``subs``, from ``course``: the item analysis, the similarity report
+    and the LMS's import files."""
     analysis.write(folder, course_outcomes(course, assignment), assignment)
     releases = {p.stem: notebooks.read(p) for p in sorted(course.release(assignment).glob("*.ipynb"))}
     first = f"{min(releases, default=assignment)}.ipynb"  # the course's assignments have one notebook each
@@ -247,10 +196,7 @@ def write_course_grades(
     similar: float = similarity.THRESHOLD,
     provisional: bool = False,
 ) -> tuple[list[Submission], ClassFiles]:
-    """``folder/grades.csv``, ``feedback-html/<student>.html`` and :func:`write_class_files`'s, from the course gradebook.
-
-    The rows, every student of the gradebook's, and what was written beside them.
-    """
+    """``folder/grades.csv``, the pages and :func:`write_class_files`'s, from the course gradebook; the rows and files."""
     feedback = folder / FEEDBACK
     feedback.mkdir(parents=True, exist_ok=True)
     subs = course_submissions(course, assignment, feedback)

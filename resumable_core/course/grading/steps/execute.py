@@ -1,28 +1,10 @@
 """nbgrader's Execute step, replaced: every learner notebook runs in the sandbox, and only data comes back.
 
-:class:`SandboxedExecute` takes the place of nbgrader's ``Execute`` in ``Autograde.autograde_preprocessors``
-(the working course's ``nbgrader_config.py``, :func:`.workspace.write_course`). For one notebook it
-
-1. starts the learner's process of that notebook in the sandbox (:class:`.recheck.LearnerProcess`,
-   :mod:`.inside.learner_server`) with a copy of the notebook's folder beside it and the notebook
-   as the kernel would get it: test cells without their hidden blocks
-   (:func:`.learner_view.kernel_notebook`: those run only in the re-check's checker, outside the
-   learner's reach), on the library without the hidden checks (:func:`.learner_view.learner_library`).
-   It runs every cell once, in an IPython shell of its own (no Jupyter kernel to start), saves the
-   notebook after every cell and kills what each cell left running; then it stays, serving the
-   re-check (:data:`RUNNING`, taken by :mod:`.workers`). Its wall clock is counted from the
-   release's cells (:mod:`.budget`): added cells buy no time;
-2. reads back only the executed notebook (size-capped), and takes from it only the outputs and
-   execution counts of the cells that ran, after checking that every cell is the one it sent
-   (type, id, source, metadata): nothing the submission writes can change which cells there are or
-   what they are worth;
-3. gives every cell that did not run an error output naming why (the process died, or which limit
-   of the sandbox was hit), so the cells that passed before a crash keep their points;
-4. turns stderr stream outputs into stdout ones: nbgrader scores a test cell 0 when anything
-   reached stderr, and a warning or a log line must not cost a correct answer its points.
-
-``isolation`` names the backend, chosen once here for the kernel's process and the re-check's
-(:func:`.isolation.make_backend`): ``bwrap``, or ``plain`` for ``grade --no-sandbox``.
+:class:`SandboxedExecute` runs the notebook as the kernel would get it (test cells without their hidden
+blocks) in the learner's process, which then stays to serve the re-check (:data:`RUNNING`). Of what comes
+back it keeps only the outputs of the cells that ran and are the cells it sent; a cell that did not run gets
+an error naming why, so the cells before a crash keep their points; and stderr becomes stdout, since
+nbgrader zeroes a test cell that wrote to stderr and a warning must not cost a correct answer its points.
 """
 
 from __future__ import annotations
@@ -68,11 +50,8 @@ def _stderr_as_stdout(outputs: list[Any]) -> list[Any]:
 
 
 def merge_result(sent: Any, result: Any | None, why_stopped: str | None) -> Any:
-    """``sent`` with the outputs of the cells that ran in ``result``; the others get an error naming why.
-
-    ``result`` is untrusted: a cell counts as run only if it is before the runner's ``done`` mark and
-    it is the cell that was sent; its outputs are kept only if they are valid nbformat outputs.
-    """
+    """``sent`` with the valid outputs of the cells of the untrusted ``result`` that ran (before its ``done`` mark)
+    and are the cells sent; the others get an error naming why."""
     record = (result.metadata.get(KEY) if result is not None else None) or {}
     done: int = record["done"] if isinstance(record.get("done"), int) else 0
     claimed = record.get("stopped")
@@ -136,12 +115,8 @@ class SandboxedExecute(NbGraderPreprocessor):
     ).tag(config=True)
 
     def backend(self, lang: str | None = None) -> Backend:
-        """The backend this config runs learner code in, with the full library: the one factory of its limits.
-
-        The learner's process sees the learner view of that library; the re-check's checker gets the
-        same backend (:func:`.workers.backend_of`); each job sets its own wall clock. ``lang``: the
-        notebook's language (:func:`..notebooks.language`), which its jobs speak (``RESUMABLE_LANG``).
-        """
+        """The backend this config runs learner code in, the one factory of its limits (the re-check's too);
+        ``lang``: the notebook's language, which its jobs speak."""
         library = Path(self.library) if self.library else None
         env = {i18n.SETTING: lang} if lang else {}
         return make_backend(self.isolation, library=library, limits=Limits(memory=self.memory, cpus=self.cpus), env=env)
@@ -182,8 +157,7 @@ class SandboxedExecute(NbGraderPreprocessor):
             folder,
             key[1],
             timeout=int(self.timeout),
-            wall=self.wall_clock(nb, resources)
-            + recheck_budget(n_graded, self.timeout),  # the cells, then the re-check
+            wall=self.wall_clock(nb, resources) + recheck_budget(n_graded, self.timeout),  # cells, then re-check
             backend=self.backend(notebooks.language(nb)),  # a Korean notebook's learner reads Korean messages
             output_cap=int(self.result_cap),
         )

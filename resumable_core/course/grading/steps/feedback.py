@@ -68,10 +68,8 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2rem .5rem;t
 
 
 def page_path(folder: Path, student: str, notebook: str, several: bool) -> Path:
-    """``folder/<student>.html`` (``<student>-<notebook>.html`` for several notebooks), from trusted names only.
-
-    Raises :class:`StudentIdError` for an id or name that could leave ``folder``.
-    """
+    """``folder/<student>.html`` (``<student>-<notebook>.html`` for several notebooks), from trusted names only:
+    :class:`StudentIdError` for one that could leave ``folder``."""
     path = folder / f"{check_id(student)}{f'-{check_id(notebook)}' if several else ''}.html"
     if path.resolve().parent != folder.resolve():  # a symlinked page, say
         raise StudentIdError(student, f"its feedback page {path} leaves {folder}")
@@ -176,11 +174,16 @@ def _comment(grade: CellGrade | None) -> str:
     return f'<p class="note">{said}</p><pre>{html.escape(grade.comment)}</pre>'
 
 
+def _is_test(cell: Any) -> bool:
+    """A test cell, shown by its name, points and message only (never its source)."""
+    graded = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
+    return graded or HIDDEN_MARKER in notebooks.source(cell)
+
+
 def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
     gid = notebooks.grade_id(cell) or ""
     src = notebooks.source(cell)
-    is_test = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
-    if is_test or HIDDEN_MARKER in src:
+    if _is_test(cell):
         return _test_cell(gid or "a test", cell, grades.get(gid), messages.get(gid))
     grade = grades.get(gid)
     head = f"<p><b>{html.escape(gid)}</b> {_points(grade)}</p>" if grade is not None else ""
@@ -192,8 +195,7 @@ def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str
 
 def _row_message(gid: str, cell: Any, grade: CellGrade, messages: Mapping[str, str]) -> str:
     """What a row of the score table says beside its points: why a test cell lost them, cut to one line."""
-    is_test = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
-    if _state(grade) != "failed" or not (is_test or HIDDEN_MARKER in notebooks.source(cell)):
+    if _state(grade) != "failed" or not _is_test(cell):
         return ""
     why = messages.get(gid) or failure_message(cell) or reasons.NO_POINTS
     line = why.splitlines()[0] if why.strip() else why
@@ -271,15 +273,31 @@ def write_feedback(
     messages: Mapping[str, str] | None = None,
     source: Path | None = None,
 ) -> Path:
-    """Render ``autograded`` (a notebook nbgrader graded) with ``grades`` into the HTML file ``out``.
-
-    In the notebook's language (its metadata's ``resumable.lang``); for a translated one, the text
-    of its locked markdown cells is read from the source's edition in that language (``source``'s
-    ``<lang>/`` folder, the instructor's trusted copy), when there is one.
-    """
+    """Render ``autograded`` with ``grades`` into ``out``, in the notebook's language; a translated one's locked
+    markdown comes from the trusted ``source``'s edition in that language, when there is one."""
     nb = nbformat.read(str(autograded), as_version=4)
     lang = notebooks.language(nb)
     texts = _edition_texts(source, lang) if source is not None and lang != "en" else None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_feedback(nb, grades, title, messages, lang=lang, texts=texts), encoding="utf-8")
     return out
+
+
+def write_page(
+    folder: Path,
+    autograded: Path,
+    source: Path,
+    student: str,
+    assignment: str,
+    several: bool,
+    grades: Mapping[str, CellGrade],
+    messages: Mapping[str, str] | None = None,
+) -> str | None:
+    """The one writer of a student's page for one notebook, in ``folder``: None, or the reason it could not be."""
+    try:
+        page = page_path(folder, student, autograded.stem, several)
+        title = f"{assignment}: {autograded.name}, {student}"
+        write_feedback(autograded, grades, page, title=title, messages=messages, source=source)
+    except (OSError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
+        return reasons.feedback_not_written(e)
+    return None

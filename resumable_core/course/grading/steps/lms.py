@@ -1,22 +1,5 @@
-"""A learning-management system's download names, a roster from its ids to the course's, and its grade import files.
-
-Each LMS names a class's downloaded submissions its own way, and none of them is a student id:
-
-- **Canvas** (flat files): ``doejohn_12345_6789012_reconcile.ipynb``: the sortable name, ``late_``
-  when late, the Canvas user id, the submission id, then the file as uploaded (``reconcile-1.ipynb``
-  when resubmitted).
-- **Moodle**: a folder ``John Doe_123456_assignsubmission_file_/reconcile.ipynb`` per student (or
-  the same prefix on flat files): the full name and the participant id.
-- **Gradescope**: ``submission_12345/reconcile.ipynb`` folders and ``submission_metadata.yml``, which
-  names each submission's submitters with their SID.
-
-:func:`student_files` groups the files by the LMS id their names give; a :class:`Roster` (a CSV with
-``lms_id`` and ``student_id`` columns) maps each to the course's id, and a file whose id is not in
-it is refused with its name. Without a roster the LMS id is the student id. After grading,
-:func:`write_imports` writes the grades in Canvas's and Moodle's gradebook import formats: a
-student not graded is left blank (never 0), and so is one whose points still wait for manual
-grading unless the scores go out marked provisional.
-"""
+"""A learning-management system's download names (:data:`PARSERS`), a roster from its ids to the course's, and
+its grade import files, where a student not graded is left blank, never 0."""
 
 from __future__ import annotations
 
@@ -201,11 +184,9 @@ IMPORTS = ("canvas", "moodle")
 
 
 def outgoing(sub: Submission, provisional: bool) -> tuple[float | None, str]:
-    """The score an import file gives ``sub`` (None: the cell is left blank) and the learner's sentence on it.
+    """The score an import file gives ``sub`` (None: left blank) and the learner's sentence on it (a catalog id).
 
-    Blank, not 0, when nothing could be graded; blank too while some of its points wait for manual
-    grading, unless ``provisional``: then the score goes out, saying it may change. The sentence is a
-    catalog id of :mod:`.reasons`, for the learner: no grade id, no ``?/3``.
+    Blank while some points wait for a human, unless ``provisional``: then the score goes out, saying it may change.
     """
     if sub.status == "missing":
         return None, reasons.LMS_NO_SUBMISSION
@@ -232,10 +213,8 @@ def write_imports(
     provisional: bool = False,
     languages: Mapping[str, str] | None = None,
 ) -> Imports:
-    """A gradebook import file per LMS (:data:`IMPORTS`) that ``subs``' files came from, of its students.
-
-    ``languages``: {student: the language of their notebook} for Moodle's feedback column (default English).
-    """
+    """A gradebook import file per LMS (:data:`IMPORTS`) that ``subs``' files came from; ``languages``: {student:
+    their notebook's language}, for Moodle's feedback column."""
     paths = []
     for lms in IMPORTS:
         students = [s for s in subs if s.lms == lms and s.lms_id]
@@ -254,12 +233,7 @@ def _write_import(
     provisional: bool,
     languages: Mapping[str, str] | None,
 ) -> Path:
-    """One LMS's import file of ``subs`` (all of that LMS, each with an id), written whole.
-
-    Canvas: the gradebook's own export columns, a ``Points Possible`` row, then a row per student
-    (matched on ``ID``, the user id). Moodle: the assignment's offline grading worksheet
-    (``Identifier`` is ``Participant <id>``; the feedback column in the learner's language).
-    """
+    """One LMS's import file of ``subs``: Canvas's gradebook export columns, or Moodle's offline grading worksheet."""
     from ..i18n import GRADING
 
     graded = sorted(subs, key=lambda s: s.student)

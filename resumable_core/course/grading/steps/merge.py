@@ -1,15 +1,8 @@
-"""Step 5 of grading: bring every worker's grades, graded notebooks and feedback into the working course.
-
-Each student is merged as their report arrives (:func:`merge_student`), and then marked done:
-``done/<student>.json`` holds the report and the digest of the submission graded, written whole
-after the student's gradebook rows and ``autograded/`` are in. That record is what "already graded"
-means to ``--resume`` (:func:`finished`): a student without it, or graded from other bytes, is
-graded again.
-"""
+"""Step 5 of grading: merge each worker's grades and graded notebooks into the working course as a report arrives,
+then mark the student done (``done/<student>.json``, written last): what ``--resume`` skips."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -20,6 +13,7 @@ from pathlib import Path
 from .. import reasons
 from ..gradebook import assignment_scores, gradebook_url, merge_gradebook, submission_score
 from ..model import StudentReport, Submission
+from .workspace import tree_digest
 
 DONE = "done"
 """The working course's folder of finished students' records."""
@@ -28,13 +22,8 @@ log = logging.getLogger(__name__)
 
 
 def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
-    """Drop from ``reports`` (in place) every report the grading side cannot vouch for; return why, one line each.
-
-    A report counts only for a student this run prepared (``out/submitted/<student>/``, written from
-    the instructor's file names) and filed under its own id. Anything else (a forged or stray
-    line, an id nobody submitted under) is ignored and logged, never fatal.
-    """
-    prepared = {d.name for d in (out / "submitted").iterdir()} if (out / "submitted").is_dir() else set()
+    """Drop from ``reports`` (logged, never fatal) every one not of a student this run prepared, filed under its id."""
+    prepared = prepared_students(out)
     dropped = []
     for key, report in list(reports.items()):
         if key in prepared and report.student == key:
@@ -53,21 +42,14 @@ def prepared_students(out: Path) -> set[str]:
 
 def submission_digest(out: Path, student: str) -> str:
     """The content hash of ``out/submitted/<student>/`` as prepared: the bytes a grade was made from."""
-    digest = hashlib.sha256()
-    folder = out / "submitted" / student
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"\0{path.relative_to(folder)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()
+    return tree_digest(out / "submitted" / student)
 
 
 def merge_student(out: Path, assignment: str, report: StudentReport, prepared: set[str]) -> bool:
     """Merge one student's gradebook rows and ``autograded/`` from their worker into ``out``, then mark them done.
 
-    A report for no student this run prepared is ignored and logged (False). A failed report's
-    gradebook rows are never merged: whatever nbgrader saved before it failed (a forged output can
-    make it fail after saving) was never re-checked, so that student scores 0 with the failure as
-    the reason. nbgrader's own feedback is not copied: it shows the hidden tests; :mod:`.feedback`
-    renders each student's page instead.
+    A report of no prepared student is ignored (False). A failed report's rows are never merged: they were
+    never re-checked. nbgrader's own feedback is not copied: it shows the hidden tests.
     """
     if report.student not in prepared:
         log.warning("%s", reasons.unknown_report(report.student, report.worker))
@@ -88,12 +70,8 @@ def merge_student(out: Path, assignment: str, report: StudentReport, prepared: s
 
 
 def finished(out: Path, assignment: str, students: list[str]) -> dict[str, StudentReport]:
-    """The reports of ``students`` an earlier, interrupted run in ``out`` finished: what ``--resume`` skips.
-
-    Finished means: ``done/<student>.json`` is whole (it is written last, in one rename) and names
-    this student, its digest is that of the submission prepared now (a changed hand-in is graded
-    again), and a successful report's submission is in the working gradebook.
-    """
+    """The reports of ``students`` an interrupted run in ``out`` finished, from the same submission: what ``--resume``
+    skips (a successful one's submission must be in the working gradebook)."""
     found = {}
     for student in students:
         path = out / DONE / f"{student}.json"

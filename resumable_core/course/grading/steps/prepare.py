@@ -1,12 +1,5 @@
-"""Step 3 of grading: check and repair each notebook before nbgrader sees it.
-
-Of a notebook and its translation handed in together, the one the learner edited is graded (both
-edited: refused). A file that is not a valid notebook, or too large, is refused with the reason; outputs are stripped
-(nbgrader runs every cell again); the nbgrader metadata is the release's (a duplicate, unknown or
-edited ``grade_id``, points or checksum is put right, with a note); an instructor's cell the learner
-deleted is put back; code a reviewer should look at (monkeypatching, exits) is flagged. The
-repaired notebooks go to ``<out>/submitted/<student>/<assignment>/``, where autograde reads them.
-"""
+"""Step 3 of grading: check and repair each notebook before nbgrader sees it, so the release, not the
+submission, says what is graded and how; the repaired notebooks go to ``<out>/submitted/``."""
 
 from __future__ import annotations
 
@@ -126,10 +119,8 @@ def check_size(nb: nbformat.NotebookNode) -> str | None:
 def repair_metadata(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
     """Give every cell the release's nbgrader metadata for its ``grade_id``; what was wrong, one phrase each.
 
-    A cell whose nbgrader metadata names no released ``grade_id`` (missing, mistyped, another
-    assignment's) and a second cell with an id already seen become plain learner cells (nbgrader
-    would fail the whole notebook, or keep the last copy); edited points, flags and checksums go
-    back to the release's. So the release, not the submission, says what is graded and how.
+    A cell naming no released ``grade_id``, or one already seen, becomes a plain learner cell: nbgrader
+    would fail the whole notebook, or keep the last copy.
     """
     released = {gid: c.metadata["nbgrader"] for c in release.cells if (gid := notebooks.grade_id(c))}
     seen: set[str] = set()
@@ -156,12 +147,7 @@ def repair_metadata(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -
 
 
 def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
-    """Put back the instructor's cells (tests, locked cells, answer cells) the learner deleted.
-
-    Each goes after the restored position of the instructor cell before it; nbgrader then
-    overwrites every test cell with the gradebook's version anyway (edits are undone there).
-    Returns the ids put back.
-    """
+    """Put back the instructor's cells the learner deleted, each after the instructor's cell before it; their ids."""
     present = {notebooks.grade_id(c) for c in nb.cells} - {None}
     restored = []
     position = -1  # index in nb after which the next instructor cell goes
@@ -182,14 +168,8 @@ def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
 
 
 def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
-    """The ids of the instructor's locked cells (tests, setup) whose source the learner changed.
-
-    A notebook of another edition (a Korean one, graded against the English release) is compared
-    by its locked code cells only, and their code without comments: its text is its language's.
-
-    nbgrader's ``OverwriteCells`` puts each back as the gradebook holds it before the cells run, so
-    the submission is graded with the release's tests; this only says so.
-    """
+    """The ids of the instructor's locked cells whose source the learner changed (nbgrader puts them back; this
+    only says so). Another edition is compared by its locked code without comments: its text is its language's."""
     released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
     other_edition = notebooks.language(nb) != notebooks.language(release)
     if other_edition:  # another edition's text: only its code must match
@@ -256,10 +236,7 @@ def _flags(tree: ast.Module, modules: set[str]) -> list[str]:
 
 
 def suspicious(nb: nbformat.NotebookNode) -> list[str]:
-    """What the learner's code does that a reviewer should look at (monkeypatching, exits).
-
-    Flags only: the hidden tests decide the score.
-    """
+    """What the learner's code does that a reviewer should look at (monkeypatching, exits): flags only, never a score."""
     found: list[str] = []
     modules = set(_WATCHED_MODULES)
     for tree in filter(None, map(_parse, learner_code(nb))):
@@ -269,13 +246,8 @@ def suspicious(nb: nbformat.NotebookNode) -> list[str]:
 
 
 def learner_part(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[tuple[str, str]]:
-    """What a learner's editing changes in a notebook of any language: each cell's type and source, but the
-    text of the release's markdown and the comments of its locked code (its edition's language) left out;
-    outputs, counts and metadata are Jupyter's.
-
-    The release's text is known by its cell id or by nbgrader's ``grade_id`` (every release cell has one): a
-    notebook saved as nbformat 4.4, which has no cell ids, is no edit by itself.
-    """
+    """Each cell's type and source, less the release's markdown and its locked code's comments (the edition's
+    language), known by cell id or ``grade_id``: a notebook saved as nbformat 4.4, with no cell ids, is no edit."""
     text = {
         key for c in release.cells if c.cell_type == "markdown" and not notebooks.is_solution(c) for key in _keys(c)
     }
@@ -303,23 +275,14 @@ def _keys(cell: Any) -> set[str]:
 
 
 def was_edited(path: Path, release: nbformat.NotebookNode) -> bool:
-    """Whether the learner changed the notebook at ``path`` from the release (a file that is no notebook counts).
-
-    One English release serves every translation: a translated release differs from it only in markdown
-    text and the notebook's metadata (:func:`..release.translate_release`), which :func:`learner_part` leaves out.
-    """
+    """Whether the learner changed the notebook at ``path`` from the (English) release; a file that is no notebook counts."""
     nb = read_notebook(path)[0]
     return nb is None or learner_part(nb, release) != learner_part(release, release)
 
 
 def choose_translation(sub: Submission, name: str, release: nbformat.NotebookNode) -> None:
-    """Which of notebook ``name`` and its translations is graded: the one edited (``sub.files[name]``).
-
-    nbgrader's exchange hands out ``<name>.ipynb`` and ``<lang>/<name>.ipynb`` and a submission holds
-    both. The one the learner edited is graded (a translated one as it is: its page speaks its
-    language); none edited, the English one, as if it were alone; more than one edited, ``sub`` is
-    refused, in the translation's language.
-    """
+    """Which of notebook ``name`` and its translations (nbgrader's exchange hands out both) is graded: the one edited;
+    none, the English one; more than one, ``sub`` is refused, in the translation's language."""
     found = dict(sorted(sub.translations.get(name, {}).items()))
     if name in sub.files:
         found = {i18n.DEFAULT: sub.files[name], **found}

@@ -1,17 +1,5 @@
-"""Step 7 of grading: publish the run's results into the course's own gradebook and ``autograded/``.
-
-The course is the folder of its ``nbgrader_config.py``; its gradebook is the one that file names
-(``CourseDirectory.db_url``; by default SQLite ``gradebook.db`` at ``CourseDirectory.root``), so
-``nbgrader formgrader``, ``generate_feedback`` and ``export`` see what ``grade`` wrote. For every
-student of the run: the student (added if new; a roster's names are kept), the submission's grades,
-comments and flags (they replace what the course held: nothing is duplicated), and
-``autograded/<student>/<assignment>/`` (replaced; the course's stale ``feedback/`` of that student
-goes, so ``nbgrader generate_feedback`` writes it afresh). A student whose submission this run could
-not grade loses the course's old one, as ``grades.csv`` says 0.
-
-The assignment must already be in the course gradebook, with the same cells as the source graded
-(``make release`` puts it there); otherwise grading refuses before the first student runs.
-"""
+"""Step 7 of grading: publish the run's results into the course's own gradebook and ``autograded/``, all or nothing
+(docs/architecture.md, "Where grades go"); the assignment must be released there with the cells graded."""
 
 from __future__ import annotations
 
@@ -84,11 +72,8 @@ def locked(path: Path) -> Iterator[None]:
 
 @contextmanager
 def replaced_folders(moves: list[tuple[Path | None, Path]], staging: Path) -> Iterator[None]:
-    """Put each new folder (or none) at its target, keeping the old ones aside; put them back if the block fails.
-
-    ``moves``: (new folder or None, target). The new folders are copied into ``staging`` first (on the
-    course's file system), so each swap is two renames.
-    """
+    """Put each new folder (or none) at its target, the old ones kept aside in ``staging`` and put back if the block
+    fails; ``moves``: (new folder or None, target)."""
     done: list[tuple[Path, Path | None, Path | None]] = []  # (target, old kept aside or None, its new copy or None)
     try:
         for i, (new, target) in enumerate(moves):

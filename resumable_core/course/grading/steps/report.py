@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbformat.reader import NotJSONError
@@ -12,39 +13,58 @@ from resumable_core.lab.columns import table
 
 from ... import notebooks
 from .. import csvfile, reasons
-from ..gradebook import gradebook_url, notebook_grades
+from ..gradebook import GradeValues, gradebook_url, notebook_grades
 from ..model import CellGrade, StudentReport, Submission
 from ..progress import cut
-from .feedback import FEEDBACK, page_path, write_feedback
+from .feedback import FEEDBACK, failure_message, write_page
 
 CSV_FIELDS = ("student_id", "score", "max_score", "status", "reason")
 
 
-def cell_reasons(
-    autograded_nb: Path, grades: Mapping[str, CellGrade], timeout: int, isolated: dict[str, str] | None = None
-) -> list[str]:
-    """One phrase per test cell that lost points: ``test_x 0/3 (AssertionError: ...)``.
-
-    ``isolated``: {grade_id: reason} of the cells zeroed by the isolated re-check (worded by :mod:`.workers`).
-    """
+def graded_cells(path: Path) -> dict[str, Any]:
+    """The autograded notebook's graded cells by grade_id ({} when it is not there or unreadable)."""
     try:
-        nb = nbformat.read(str(autograded_nb), as_version=4)
-    except (OSError, NotJSONError):  # nbgrader wrote no readable notebook: the failure is reported elsewhere
-        return []
+        nb = nbformat.read(str(path), as_version=4)
+    except (OSError, NotJSONError):
+        return {}
+    return {str(notebooks.grade_id(c)): c for c in nb.cells if notebooks.is_grade(c)}
+
+
+def _phrase(grade: GradeValues, cell: Any, why: str | None) -> str | None:
+    if grade.needs_manual_grade:
+        return reasons.needs_manual_grading(grade.name, grade.max_score)
+    if grade.score >= grade.max_score:
+        return None
+    if grade.manual_score is None and cell is not None and notebooks.is_blank_answer(cell):
+        return reasons.written_answer_blank(grade.name, grade.max_score)
+    if why is None and grade.manual_score is not None:
+        why = reasons.GRADED_BY_HAND if grade.auto_score is None else reasons.manual_override(grade.auto_score)
+    elif why is None and cell is not None:
+        why = (failure_message(cell) or "")[:120] or None
+    return reasons.cell_lost(grade.name, grade.score, grade.max_score, why)
+
+
+def cell_reasons(
+    cells: Mapping[str, Any],
+    grades: list[GradeValues],
+    timeout: int | None = None,
+    isolated: Mapping[str, str] | None = None,
+) -> list[str]:
+    """One phrase per cell short of full marks, in notebook order: ``test_x 0/3 (AssertionError: ...)``; the one
+    wording of ``grade``'s run and ``grades``' rewrite. ``cells``: :func:`graded_cells`.
+
+    A run knows more than the gradebook: ``isolated`` ({grade_id: why the re-check zeroed it}) and, given
+    the ``timeout``, what a code cell's outputs show went wrong.
+    """
+    order = {gid: i for i, gid in enumerate(cells)}
     out = []
-    for cell in nb.cells:
-        gid = notebooks.grade_id(cell)
-        if not notebooks.is_grade(cell) or gid is None or gid not in grades:
-            continue
-        g = grades[gid]
-        if g.score is None:  # waits for manual grading
-            out.append(reasons.needs_manual_grading(gid, g.max_score))
-        elif notebooks.is_blank_answer(cell) and g.score == 0:
-            out.append(reasons.written_answer_blank(gid, g.max_score))
-        elif isolated and gid in isolated:
-            out.append(reasons.cell_lost(gid, g.score, g.max_score, isolated[gid]))
-        elif g.score < g.max_score and cell.cell_type == "code":
-            out.append(reasons.cell_lost(gid, g.score, g.max_score, reasons.cell_loss(cell, timeout)))
+    for grade in sorted(grades, key=lambda g: (order.get(g.name, len(order)), g.name)):
+        cell = cells.get(grade.name)
+        why = (isolated or {}).get(grade.name)
+        if why is None and timeout is not None and cell is not None and cell.cell_type == "code":
+            why = reasons.cell_loss(cell, timeout)
+        if phrase := _phrase(grade, cell, why):
+            out.append(phrase)
     return out
 
 
@@ -57,23 +77,12 @@ def write_student_feedback(
     messages: dict[str, str],
     several: bool = False,
 ) -> None:
-    """Render ``sub``'s feedback page for notebook ``name`` into ``out/feedback-html/``; a note says why if it cannot be.
-
-    ``messages``: {grade_id: why} for the cells the re-check zeroed or left for review.
-    """
+    """``sub``'s page for notebook ``name`` in ``out/feedback-html/``; a note says why if it cannot be written."""
     autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
-    try:
-        target = page_path(out / FEEDBACK, sub.student, name, several)
-        write_feedback(
-            autograded,
-            grades,
-            target,
-            title=f"{assignment}: {name}.ipynb, {sub.student}",
-            messages=messages,
-            source=out / "source" / assignment / f"{name}.ipynb",  # its ko/ edition gives a Korean page its text
-        )
-    except (OSError, NotJSONError, ValueError) as e:  # ValueError: an id StudentIdError refuses, or a broken notebook
-        sub.notes.append(reasons.feedback_not_written(e))
+    source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
+    why = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
+    if why:
+        sub.notes.append(why)
 
 
 def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
@@ -88,10 +97,8 @@ def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> d
 def explain(
     sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int, several: bool = False
 ) -> None:
-    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its feedback.
-
-    ``several``: the assignment has several notebooks, so each page's name says which.
-    """
+    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its pages
+    (``several``: one per notebook, each named)."""
     if not report.success:
         sub.status = "failed"
         sub.problems.append(reasons.classify_failure(report.log + "\n" + report.error, timeout))
@@ -100,12 +107,12 @@ def explain(
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
         isolated = report.isolated.get(name) or {}
         grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)  # read once per notebook
-        sub.problems += cell_reasons(autograded, grades, timeout, isolated)
-        sub.provisional |= any(g.score is None for g in grades.values())  # a cell waits for a human
+        sub.problems += cell_reasons(graded_cells(autograded), grades.grades, timeout, isolated)
+        sub.provisional |= any(g.needs_manual_grade for g in grades.grades)  # a cell waits for a human
         kept = report.isolated_kept.get(name)
         if kept:
             sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
-        write_student_feedback(sub, out, assignment, name, grades, recheck_messages(isolated, kept), several)
+        write_student_feedback(sub, out, assignment, name, grades.cells, recheck_messages(isolated, kept), several)
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:

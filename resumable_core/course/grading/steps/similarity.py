@@ -1,18 +1,8 @@
 """Similarity: pairs of submissions whose answer cells are suspiciously alike, with their shared code side by side.
 
-Each answer cell (a solution code cell, by ``grade_id`` in the release's order) is normalised
-through Python's AST: comments and layout go, and every number becomes 0 (``ast.unparse``). The
-release's code is then subtracted whole: every line of the release's own cell (its signature,
-``# YOUR CODE HERE``, ``raise NotImplementedError()``) goes, so a stub is never shared code. A cell
-is left out when what remains is too small to tell learners apart (under :data:`MIN_CODE` tokens)
-or forced: literals only, as Level 1's dictionary, which every right answer writes alike.
-copydetect's tokenizer replaces names with ``V``/``F``/``O`` and strings with ``S`` in the rest and
-fingerprints it by winnowing (k-grams of :data:`NOISE` tokens); a k-gram in more than
-:data:`COMMON` of the class is ignored. A pair is listed when either side's share of its compared
-code found in the other reaches ``threshold``, the pairs sharing the most code first:
-``similarity.html`` shows each pair's compared code side by side, the shared stretches marked,
-``similarity.csv`` the same pairs. A listing is evidence for a human to read, never a grade; its
-precision and recall on a planted class are in docs/running-a-class.md.
+Each answer cell is normalised (:func:`own_code`: no comments, numbers as 0, the release's lines gone, so a stub
+is never shared code) and fingerprinted by copydetect; a k-gram common in the class is ignored. A listing is
+evidence for a human to read, never a grade (precision and recall: docs/running-a-class.md).
 """
 
 from __future__ import annotations
@@ -89,10 +79,8 @@ def _tokens(code: str) -> int:
 
 
 def compared_code(nb: Any, release: dict[str, str]) -> str:
-    """The learner's own code of each answer cell worth comparing, under a ``# <grade_id>`` line each.
-
-    ``release``: {grade_id: the release's source} of the answer cells, in the release's order.
-    """
+    """The learner's own code of each answer cell worth comparing (``release``: {grade_id: its stub}), each under
+    a ``# <grade_id>`` line."""
     from ... import notebooks  # here: nbgrader loads only when answers are read, not when the CLI parses
 
     theirs = {

@@ -1,11 +1,6 @@
-"""Step 4 of grading: autograde the students in ``--jobs`` worker processes, each in a copy of the course.
-
-A worker (``python -m resumable_core.course.grading.steps.workers ROOT ASSIGNMENT STUDENT...``)
-runs, for one student at a time, nbgrader's autograde (:mod:`.execute`), the isolated re-check of
-every test cell that scored (:mod:`.recheck`; a cell that fails there, or an inconclusive re-run,
-is zeroed) and writes ``reports/<student>.json``: only those cross back, validated. The grades do
-not depend on ``--jobs``: each student is graded alone, against a copy of the same gradebook.
-"""
+"""Step 4 of grading: autograde and re-check the students in ``--jobs`` worker processes, each in a copy of the
+course; only each student's ``reports/<student>.json`` crosses back, validated. Each student is graded alone,
+against a copy of the same gradebook, so the grades do not depend on ``--jobs``."""
 
 from __future__ import annotations
 
@@ -75,13 +70,8 @@ def recheck_outcome(
 ) -> tuple[dict[str, str], dict[str, str] | None]:
     """The cells of ``passed`` (they scored in the kernel) to zero, each with its reason, and the review note, or None.
 
-    ``report``: the re-check's {grade_id: None (passed) | why it failed}. A failure zeroes its cell:
-    a failed hidden check with the check's own message (:func:`.reasons.hidden_check_failed`: the
-    kernel never ran it), a visible check that failed here but passed in the kernel
-    (``visible_failures``) as "needs review" (:func:`.reasons.visible_check_disagreed`). An
-    inconclusive report turns every failure into "needs review: <why>", and a cell the report leaves
-    out is "needs review" too (:data:`UNREPORTED`): none keeps the kernel's score unconfirmed. The
-    note, {"why", "cells"}, names the cells left for review (:attr:`StudentReport.isolated_kept`).
+    ``report``: the re-check's {grade_id: None (passed) | why it failed}. An inconclusive report, and a
+    cell it leaves out, make "needs review": none keeps the kernel's score unconfirmed.
     """
     failed = {gid: report[gid] or RECHECK_FAILED for gid in passed if gid in report and report[gid] is not None}
     review = sorted(failed) if inconclusive else []
@@ -113,11 +103,7 @@ def recheck_isolated(
 ) -> tuple[Cells, Cells]:
     """Re-run, outside the learner's kernel (on ``backend``), every test cell that scored; zero the ones that fail there.
 
-    An inconclusive re-run (the isolated process died, hit a limit, or the learner's code raised
-    while loading there but not in the kernel) zeroes its failed cells too, with "needs review:
-    <why>": a learner can make the re-run inconclusive at will, so it never keeps the kernel's
-    score; so does a cell the re-run does not report (:func:`recheck_outcome`). Cells that failed in
-    nbgrader are never re-checked and no score is raised.
+    A learner can make the re-run inconclusive at will, so that zeroes its cells too; no score is raised.
     Returns (every zeroed cell with why, the inconclusive ones), as :class:`StudentReport` describes them.
     """
     db_url = gradebook_url(root)
@@ -129,9 +115,7 @@ def recheck_isolated(
         if not passed:
             continue
         source = root / "source" / assignment / f"{name}.ipynb"
-        learner = execute.take_learner(
-            student, assignment, name
-        )  # None: it ended early; a fresh one runs the cells before
+        learner = execute.take_learner(student, assignment, name)  # None: it ended early; a fresh one serves
         if source.is_file():
             report = recheck.run(
                 nb_path,
@@ -160,11 +144,7 @@ def recheck_isolated(
 
 
 def score_blanks(root: Path, assignment: str, student: str) -> None:
-    """Score 0 every written answer of the student's autograded notebooks left empty or as released (no human waits).
-
-    nbgrader scores one left as released 0 itself; one emptied it would leave waiting for a grader.
-    The reason (:func:`.reasons.written_answer_blank`) is given where the cells are explained (:mod:`.report`).
-    """
+    """Score 0 every written answer left empty or as released: nbgrader would leave an emptied one waiting for a human."""
     for nb_path in sorted((root / "autograded" / student / assignment).glob("*.ipynb")):
         try:
             cells = notebooks.read(nb_path).cells
@@ -195,9 +175,7 @@ def autograde_student(
             report.isolated, report.isolated_kept = recheck_isolated(root, assignment, student, timeout, backend)
     except Exception as e:  # one student's re-check failing never takes the worker's others
         log.exception("the re-check of %s failed", student)
-        report.success = (
-            False  # unconfirmed: none of this student's kernel scores is merged (:func:`.merge.merge_student`)
-        )
+        report.success = False  # unconfirmed: none of this student's kernel scores is merged
         report.error = f"{RECHECK_CRASHED}: {type(e).__name__}: {e}"[:ERROR_TAIL]
     finally:
         execute.stop_learners(student)  # the notebooks nothing re-checked
@@ -208,11 +186,7 @@ def autograde_student(
 
 
 def backend_of(config: Any) -> Backend | None:
-    """The backend the course's config runs notebooks on, its limits too (None: plain nbgrader's own Execute).
-
-    Made by the kernel's own factory (:meth:`.execute.SandboxedExecute.backend`): the re-check gets
-    the backend, the memory and the CPU caps the course configured for the kernel.
-    """
+    """The backend and limits the course's config gives the kernel, for the re-check (None: nbgrader's own Execute)."""
     if "SandboxedExecute" not in config:
         return None
     return SandboxedExecute(config=config).backend()
@@ -266,11 +240,8 @@ def _copy_course(main: Path, worker: Path, timeout: int, students: list[str], ex
 
 
 def start_worker(root: Path, assignment: str, students: list[str]) -> subprocess.Popen[bytes]:
-    """The worker process grading ``students`` in the course copy ``root``, its output into ``root/worker.log``.
-
-    In a session of its own, so a Ctrl-C at the terminal reaches only its starter, which stops it;
-    and it dies with its starter, whatever kills that (:func:`.isolation.die_with_parent`).
-    """
+    """The worker grading ``students`` in the course copy ``root``, logging to ``root/worker.log``; in a session of
+    its own (a Ctrl-C reaches only its starter, which stops it), dying with its starter."""
     parent = os.getpid()
     cmd = [sys.executable, "-m", WORKER_MODULE, str(root), assignment, *students]
     with open(root / "worker.log", "wb") as worker_log:
@@ -322,12 +293,8 @@ def run_workers(
     progress: Callable[[StudentReport], None],
     execution: Execution | None = None,
 ) -> dict[str, StudentReport]:
-    """Grade ``students`` in ``jobs`` worker course copies (notebooks run as ``execution`` says); each one's report.
-
-    A worker that died takes its remaining students with it: their reports say so. Interrupted
-    (Ctrl-C), every worker still running is killed, its sandboxes with it, before the interrupt
-    goes on: no student it was grading gets a report, so ``--resume`` grades them again.
-    """
+    """Grade ``students`` in ``jobs`` worker course copies; each one's report. Interrupted, every worker is killed
+    first, so no student it was grading gets a report and ``--resume`` grades them again."""
     jobs = max(1, min(jobs, len(students) or 1))
     results: dict[str, StudentReport] = {}
     running: dict[Path, tuple[list[str], subprocess.Popen[bytes]]] = {}

@@ -1,13 +1,5 @@
-"""Step 1 of grading: the working course folder, a throwaway nbgrader course with its own gradebook.
-
-The work happens in ``./grading-<assignment>/`` (or ``--out``), which this step refuses unless it is
-empty or was made by an earlier run (its marker); only the last step, :mod:`.publish`, writes into
-the course's own gradebook, and not at all with ``--out`` (a dry run). ``--resume`` keeps the folder
-of an interrupted run (:func:`prepare_out`). The release is made once per content
-(:func:`cached_release`): the released notebooks and the fresh gradebook ``generate_assignment``
-writes depend only on the source notebooks, nbgrader's version and the course config, so a run
-whose source is unchanged copies them from the cache instead of running nbgrader again.
-"""
+"""Step 1 of grading: the working course folder, a throwaway nbgrader course with its own gradebook, and its
+release, made once per content (:func:`cached_release`)."""
 
 from __future__ import annotations
 
@@ -68,10 +60,8 @@ class Execution:
 
 
 def write_course(root: Path, timeout: int, execution: Execution | None = None) -> None:
-    """Make ``root`` an nbgrader course with its own gradebook (and this command's marker).
-
-    ``execution``: how learner notebooks run (None: nbgrader's own Execute, as plain nbgrader does).
-    """
+    """Make ``root`` an nbgrader course with its own gradebook and this command's marker (``execution`` None:
+    nbgrader's own Execute)."""
     root.mkdir(parents=True, exist_ok=True)
     (root / MARKER).write_text("made by python -m resumable_core grade\n")
     config = CONFIG.format(root=str(root), db_url=gradebook_url(root), timeout=int(timeout))
@@ -95,12 +85,8 @@ def find_source(assignment: str, source: str | Path | None, course: str | Path |
 
 
 def prepare_out(out: Path, course_roots: list[Path], resume: bool = False) -> Path:
-    """The working folder (resolved): fresh and empty, or with ``resume`` an earlier run's, kept.
-
-    Refuses a course folder and a folder this command did not make. A resumed folder keeps its
-    gradebook, ``autograded/`` and ``done/`` (the students it finished); only ``workers/`` (the
-    interrupted workers' half-done copies) goes.
-    """
+    """The working folder (resolved): fresh and empty, or with ``resume`` an earlier run's, kept but for ``workers/``;
+    a course folder, or a folder this command did not make, is refused."""
     out = out.resolve()
     for root in course_roots:
         if out == root.resolve():
@@ -124,26 +110,28 @@ def cache_root() -> Path:
     return base / "resumable-agents" / "releases"
 
 
+def tree_digest(folder: Path, seed: str = "") -> str:
+    """The SHA-256 of ``seed`` and every file under ``folder``, by name and bytes (caches and checkpoints aside): the
+    one hash of a release's source, a submission graded and the library a cluster's workers run."""
+    digest = hashlib.sha256(seed.encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix != ".pyc"):
+        if not {"__pycache__", ".ipynb_checkpoints"} & set(path.relative_to(folder).parts):
+            digest.update(f"\0{path.relative_to(folder).as_posix()}\0".encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 def release_key(source: Path, assignment: str) -> str:
     """The content hash of what ``generate_assignment`` reads: the source files, nbgrader's version, the config."""
     import nbgrader
 
-    digest = hashlib.sha256(f"{assignment}\0{nbgrader.__version__}\0{CONFIG}".encode())
-    for path in sorted(p for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        if ".ipynb_checkpoints" in path.parts:
-            continue
-        digest.update(f"\0{path.relative_to(source)}\0".encode() + path.read_bytes())
-    return digest.hexdigest()[:32]
+    return tree_digest(source, f"{assignment}\0{nbgrader.__version__}\0{CONFIG}")[:32]
 
 
 def release_assignment(
     out: Path, source: Path, assignment: str, timeout: int, execution: Execution | None = None
 ) -> dict[str, nbformat.NotebookNode]:
-    """Make ``out`` the working course and release the assignment there; {notebook name: released notebook}.
-
-    ``nbgrader generate_assignment`` also fills the working gradebook with the test cells, hidden
-    tests included: that is what autograde later restores edited tests from.
-    """
+    """Make ``out`` the working course and release the assignment there (its gradebook gets the tests, hidden ones
+    too, which autograde restores edited tests from); {notebook name: released notebook}."""
     write_course(out, timeout, execution)
     shutil.rmtree(out / "source" / assignment, ignore_errors=True)
     shutil.copytree(
@@ -162,12 +150,8 @@ def released_notebooks(out: Path, assignment: str) -> dict[str, nbformat.Noteboo
 def cached_release(
     out: Path, source: Path, assignment: str, timeout: int, execution: Execution | None = None
 ) -> dict[str, nbformat.NotebookNode]:
-    """:func:`release_assignment`, its ``release/`` and fresh gradebook copied from the cache when the content is unchanged.
-
-    A miss releases as usual, then stores both under the key (made whole in a temporary folder,
-    then renamed into place, so a cache entry is never half-written). A folder resumed with
-    ``--resume`` keeps its own gradebook (it holds the finished students): it must have the same key.
-    """
+    """:func:`release_assignment`, its ``release/`` and fresh gradebook copied from the cache when the content is unchanged
+    (a cache entry is made whole, then renamed into place). A resumed folder keeps its gradebook: same key only."""
     key = release_key(source, assignment)
     held = out / RELEASE_KEY
     if (out / "gradebook.db").is_file() and held.is_file():  # a resumed run: its gradebook holds its students
