@@ -15,6 +15,15 @@ is graded in a forked child (a lesson function may print, hang or kill its proce
 scratch working directory, its cells in notebook order as a kernel runs them; the child is forked
 after every check ran once here, so what a check makes once per process is made once.
 
+Before the combinations, each survivor is screened once: its cells are run with the other functions
+bound to a probe that reports being called. Until a check calls a probe, the child runs exactly as
+it would with any partner bound (the candidate, the checks and the fresh start are the same), so the
+cells finished by then pass or fail alike with every partner: a pass counts as earned with any
+partner, and a combination is forked only when each of its members reached a partner before the
+cells still to earn. The bound stays an upper bound: no combination that could pass a cell is
+skipped, only those whose run up to that cell is already known. A cell that hangs past the course's
+cell timeout fails, as nbgrader interrupts it.
+
 Lesson functions are the top-level ``def``s and ``class``es of ``lessons/*.ipynb``, built by
 running the lesson's imports and its call-free assignments (``RETRYABLE = {...}``) in a fresh
 namespace, then each definition; one that cannot be built is reported by a warning, never graded
@@ -27,6 +36,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import gc
 import inspect
 import io
 import itertools
@@ -51,7 +61,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core import crash
-from resumable_core.course import student_kit
+from resumable_core.course import self_check, student_kit
 from resumable_core.course.assignments import REGISTRY, Assignment
 from resumable_core.course.grading.notebook_cells import graded_sources, info, setup_cells
 from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
@@ -60,8 +70,8 @@ from resumable_core.strategies import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
-GRADE_TIMEOUT = 180.0
-"""Seconds one candidate may take on one assignment's checks before it counts as hung (not full)."""
+GRADE_TIMEOUT = self_check.CELL_TIMEOUT
+"""Seconds a cell may run before it counts as hung and fails, as nbgrader's cell timeout fails it."""
 ANY_ARITY = -1
 """A role typed ``Callable[..., X]``: the learner's function may take any arguments."""
 Binding = dict[str, Callable[..., Any]]
@@ -257,6 +267,8 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
 
     What the checks compute once per process (a scenario's reference run, say) is then made once and
     inherited by every child, not made again in each of them. The checks are the course's own code.
+    Then every object made so far is frozen out of the collector: a child's collections would otherwise
+    write to each one's header and so copy every page of the parent's memory.
     """
     nothing: Binding = defaultdict(lambda: lambda *args, **kwargs: None)
     with (
@@ -268,6 +280,7 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
             with contextlib.suppress(Exception):  # each fails on functions that do nothing: only its caches count
                 for call in cell.calls:
                     call.run(nothing)
+    gc.freeze()
 
 
 def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]) -> Score:
@@ -335,6 +348,7 @@ def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]
             for cell in unearned:
                 if cell.grade_id in passed:
                     score.add(cell.grade_id, cell.points, ", ".join(f"{n}={c}" for n, c in zip(names, combo)))
+    gc.unfreeze()  # warm_up froze them for the children only
     return score
 
 
@@ -555,16 +569,19 @@ def test_an_answer_planted_in_a_lesson_is_caught(tmp_path):
     assert "append_record=" in score.earned["test_kill_during_append"], score.earned
 
 
+def _refuses(path: Any) -> list[Any]:
+    raise TypeError("not this one")
+
+
 @pytest.mark.slow
-def test_a_candidate_that_never_reaches_its_partner_gets_no_combination(tmp_path, monkeypatch):
-    """Each survivor is screened once against probes: a combination is forked only when both reach a partner."""
-    children: list[Binding] = []
-    run_child = _run_child
-    monkeypatch.setattr(sys.modules[__name__], "_run_child", lambda c, b: children.append(b) or run_child(c, b))
-    candidates = _planted_lesson(tmp_path)
-    best_score(REGISTRY["resume_skeleton"], candidates)
-    pairs = [b for b in children if len(b) > 1 and probe not in b.values()]
-    assert pairs and len(pairs) < len(candidates), [sorted(map(str, b.values())) for b in pairs]
+def test_a_screen_decides_the_cells_run_before_a_partner_is_called():
+    """A reader that fails before the check appends decides the cell for every append; a right one leaves it open."""
+    cell = next(c for c in graded(REGISTRY["resume_skeleton"]).cells if c.grade_id == "test_journal_round_trip")
+    namespace: dict[str, Any] = {}
+    for source in solution_sources("resume_skeleton"):
+        exec(compile(source, "resume_skeleton", "exec"), namespace)  # the instructor's own notebook: trusted
+    assert screen([cell], {"append_record": probe, "read_journal": _refuses}) == ([], 1)
+    assert screen([cell], {"append_record": probe, "read_journal": namespace["read_journal"]}) == ([], 0)
 
 
 if __name__ == "__main__":  # python tests/test_no_answers.py ASSIGNMENT OUT.json: the lean interpreter of transcribed()
