@@ -36,7 +36,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
-import gc
 import inspect
 import io
 import itertools
@@ -267,8 +266,6 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
 
     What the checks compute once per process (a scenario's reference run, say) is then made once and
     inherited by every child, not made again in each of them. The checks are the course's own code.
-    Then every object made so far is frozen out of the collector: a child's collections would otherwise
-    write to each one's header and so copy every page of the parent's memory.
     """
     nothing: Binding = defaultdict(lambda: lambda *args, **kwargs: None)
     with (
@@ -280,7 +277,6 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
             with contextlib.suppress(Exception):  # each fails on functions that do nothing: only its caches count
                 for call in cell.calls:
                     call.run(nothing)
-    gc.freeze()
 
 
 def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]) -> Score:
@@ -348,7 +344,6 @@ def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]
             for cell in unearned:
                 if cell.grade_id in passed:
                     score.add(cell.grade_id, cell.points, ", ".join(f"{n}={c}" for n, c in zip(names, combo)))
-    gc.unfreeze()  # warm_up froze them for the children only
     return score
 
 
