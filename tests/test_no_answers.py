@@ -15,6 +15,15 @@ is graded in a forked child (a lesson function may print, hang or kill its proce
 scratch working directory, its cells in notebook order as a kernel runs them; the child is forked
 after every check ran once here, so what a check makes once per process is made once.
 
+Before the combinations, each survivor is screened once: its cells are run with the other functions
+bound to a probe that reports being called. Until a check calls a probe, the child runs exactly as
+it would with any partner bound (the candidate, the checks and the fresh start are the same), so the
+cells finished by then pass or fail alike with every partner: a pass counts as earned with any
+partner, and a combination is forked only when each of its members reached a partner before the
+cells still to earn. The bound stays an upper bound: no combination that could pass a cell is
+skipped, only those whose run up to that cell is already known. A cell that hangs past the course's
+cell timeout fails, as nbgrader interrupts it.
+
 Lesson functions are the top-level ``def``s and ``class``es of ``lessons/*.ipynb``, built by
 running the lesson's imports and its call-free assignments (``RETRYABLE = {...}``) in a fresh
 namespace, then each definition; one that cannot be built is reported by a warning, never graded
@@ -51,7 +60,7 @@ import pytest
 
 import resumable_core as rc
 from resumable_core import crash
-from resumable_core.course import student_kit
+from resumable_core.course import self_check, student_kit
 from resumable_core.course.assignments import REGISTRY, Assignment
 from resumable_core.course.grading.notebook_cells import graded_sources, info, setup_cells
 from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
@@ -60,8 +69,8 @@ from resumable_core.strategies import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
-GRADE_TIMEOUT = 180.0
-"""Seconds one candidate may take on one assignment's checks before it counts as hung (not full)."""
+GRADE_TIMEOUT = self_check.CELL_TIMEOUT
+"""Seconds a cell may run before it counts as hung and fails, as nbgrader's cell timeout fails it."""
 ANY_ARITY = -1
 """A role typed ``Callable[..., X]``: the learner's function may take any arguments."""
 Binding = dict[str, Callable[..., Any]]
@@ -138,12 +147,25 @@ def graded(assignment: Assignment) -> Graded:
 # -- grading one candidate in a child --------------------------------------------------------------
 
 
+_PROBE_OUT: list[int] = []
+"""In a screening child: the pipe the probe reports on (a grandchild the checks fork inherits it)."""
+REACHED = b"?"
+"""What the probe writes when a check calls it: the cell being run took the function it stands for."""
+
+
+def probe(*args: Any, **kwargs: Any) -> None:
+    """Stands for the partner functions a screen leaves unbound: says it was called, then fails."""
+    os.write(_PROBE_OUT[0], REACHED)
+    raise AssertionError("a screened partner was called")
+
+
 def _grade_in_child(cells: list[Cell], binding: Binding, out: int, workdir: str) -> None:
     """In the forked child, in ``workdir``: run each cell's checks, writing whether the cell passed, one byte each."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     os.chdir(workdir)
+    _PROBE_OUT[:] = [out]
     for cell in cells:
         try:
             for call in cell.calls:
@@ -165,16 +187,29 @@ def passed_cells(cells: list[Cell], binding: Binding) -> list[str]:
     """
     passed: list[str] = []
     while cells:
-        answered = _run_child(cells, binding)
+        answered, _ = _run_child(cells, binding)
         passed += [cell.grade_id for cell, ok in zip(cells, answered) if ok]
         cells = cells[len(answered) + 1 :]  # the cell that hung or died fails; the rest go to a new child
     return passed
 
 
-def _run_child(cells: list[Cell], binding: Binding) -> list[bool]:
-    """Whether each cell passed, in order, until the child stopped answering (all of them when it did not)."""
+def screen(cells: list[Cell], binding: Binding) -> tuple[list[str], int]:
+    """(the cells passed, how many cells were decided) of ``cells`` on ``binding``, its partners bound to :func:`probe`.
+
+    A cell run before any check called a probe never reached a partner: up to there the child ran as it
+    would with any partner bound, so those cells pass or fail alike with every partner. The cells
+    from the first that called a probe (or hung, or died: then the one after it) are undecided.
+    """
+    answered, reached = _run_child(cells, binding)
+    passed = [cell.grade_id for cell, ok in zip(cells, answered) if ok]
+    return passed, len(answered) + (0 if reached or len(answered) == len(cells) else 1)
+
+
+def _run_child(cells: list[Cell], binding: Binding) -> tuple[list[bool], bool]:
+    """(whether each cell passed, in order, until the child stopped answering; whether it stopped on a probe)."""
     read_end, write_end = os.pipe()
     answered: list[bool] = []
+    reached = False
     with tempfile.TemporaryDirectory(prefix="no-answers-") as workdir:
         pid = crash._fork()  # the kit's own fork: the child runs this code only, and leaves with os._exit
         if pid == 0:
@@ -185,14 +220,16 @@ def _run_child(cells: list[Cell], binding: Binding) -> list[bool]:
             with os.fdopen(read_end, "rb", buffering=0) as answers:
                 while len(answered) < len(cells) and select.select([answers], [], [], GRADE_TIMEOUT)[0]:
                     byte = answers.read(1)
-                    if not byte:
-                        break  # the child died (a lesson function killed it)
+                    if byte == REACHED:
+                        reached = True
+                    if not byte or reached:
+                        break  # the child died (a lesson function killed it), or a cell called a probe
                     answered.append(byte == b"1")
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-    return answered
+    return answered, reached
 
 
 def _fits(candidate: Callable[..., Any], arity: int) -> bool:
@@ -282,6 +319,15 @@ def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]
             groups.setdefault(cell.functions, []).append(cell)
     for functions, cells in groups.items():
         names = sorted(functions)
+        decided = {
+            n: {c: screen(cells, {**dict.fromkeys(names, probe), n: fn}) for c, fn in survivors[n].items()}
+            for n in names
+        }
+        for n in names:
+            for c, (passed, _) in decided[n].items():
+                for cell in cells:
+                    if cell.grade_id in passed and cell.grade_id not in score.earned:
+                        score.add(cell.grade_id, cell.points, f"{n}={c}, any other")
         combos = list(itertools.islice(itertools.product(*(survivors[n] for n in names)), PAIRS_LIMIT + 1))
         if len(combos) > PAIRS_LIMIT:
             for cell in cells:
@@ -290,8 +336,11 @@ def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]
         for combo in combos:
             if not (unearned := [c for c in cells if c.grade_id not in score.earned]):
                 break
+            known = max(decided[n][c][1] for n, c in zip(names, combo))
+            if all(cells.index(cell) < known for cell in unearned):
+                continue  # one of the combination never reached its partners in the cells it could still earn
             binding = {n: survivors[n][c] for n, c in zip(names, combo)}
-            passed = passed_cells(unearned, binding)
+            passed = passed_cells(cells, binding)
             for cell in unearned:
                 if cell.grade_id in passed:
                     score.add(cell.grade_id, cell.points, ", ".join(f"{n}={c}" for n, c in zip(names, combo)))
@@ -454,17 +503,23 @@ def test_transcribing_the_lessons_and_the_kit_scores_under_half(name, tmp_path):
     )
 
 
+def solution_sources(name: str) -> list[str]:
+    """The source notebook's code a learner writes or is given: its solution cells and its ungraded ones."""
+    sources = []
+    for cell in source_notebook(name)["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] == "code" and (meta.get("solution") or not meta.get("grade")):
+            sources.append(re.sub(r"(?m)^\s*[%!].*$|^ *### (BEGIN|END) SOLUTION.*$", "", "".join(cell["source"])))
+    return sources
+
+
 @pytest.mark.slow
 def test_the_solution_scores_full_by_the_same_reckoning():
     """The control: the reckoning gives every source notebook's own solution functions the whole total."""
     for name in ASSIGNMENTS:
-        notebook = source_notebook(name)
         namespace: dict[str, Any] = {}
-        for cell in notebook["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if cell["cell_type"] == "code" and (meta.get("solution") or not meta.get("grade")):
-                source = re.sub(r"(?m)^\s*[%!].*$|^ *### (BEGIN|END) SOLUTION.*$", "", "".join(cell["source"]))
-                exec(compile(source, name, "exec"), namespace)  # the instructor's own notebook: trusted
+        for source in solution_sources(name):
+            exec(compile(source, name, "exec"), namespace)  # the instructor's own notebook: trusted
         g = graded(REGISTRY[name])
         mine = {f"solution.{f}": namespace[f] for f in g.arity}
         score = best_score(REGISTRY[name], mine)
@@ -489,6 +544,39 @@ def test_a_definition_that_cannot_be_built_is_named_not_graded(tmp_path):
     built, unbuilt = lesson_definitions(path)
     assert list(built) == ["98_broken.plain@1"]
     assert unbuilt == ["98_broken.ipynb: decorated (NameError: name 'not_imported_here' is not defined)"]
+
+
+def _planted_lesson(tmp_path: Path) -> dict[str, Callable[..., Any]]:
+    """The definitions of a copy of lesson 01 with resume_skeleton's solution cells planted at its end."""
+    notebook = json.loads(LESSONS[0].read_text(encoding="utf-8"))
+    notebook["cells"] += [{"cell_type": "code", "source": s} for s in solution_sources("resume_skeleton")]
+    path = tmp_path / LESSONS[0].name
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    built, _ = lesson_definitions(path)
+    return built
+
+
+@pytest.mark.slow
+def test_an_answer_planted_in_a_lesson_is_caught(tmp_path):
+    """The control: a lesson copy holding the solution's functions scores half or more, pairs included."""
+    score = best_score(REGISTRY["resume_skeleton"], _planted_lesson(tmp_path))
+    assert 2 * score.points >= score.total, f"{score.points}/{score.total}: {score.earned}"
+    assert "append_record=" in score.earned["test_kill_during_append"], score.earned
+
+
+def _refuses(path: Any) -> list[Any]:
+    raise TypeError("not this one")
+
+
+@pytest.mark.slow
+def test_a_screen_decides_the_cells_run_before_a_partner_is_called():
+    """A reader that fails before the check appends decides the cell for every append; a right one leaves it open."""
+    cell = next(c for c in graded(REGISTRY["resume_skeleton"]).cells if c.grade_id == "test_journal_round_trip")
+    namespace: dict[str, Any] = {}
+    for source in solution_sources("resume_skeleton"):
+        exec(compile(source, "resume_skeleton", "exec"), namespace)  # the instructor's own notebook: trusted
+    assert screen([cell], {"append_record": probe, "read_journal": _refuses}) == ([], 1)
+    assert screen([cell], {"append_record": probe, "read_journal": namespace["read_journal"]}) == ([], 0)
 
 
 if __name__ == "__main__":  # python tests/test_no_answers.py ASSIGNMENT OUT.json: the lean interpreter of transcribed()
