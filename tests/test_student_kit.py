@@ -303,6 +303,13 @@ def test_caches_and_checkpoints_are_left_out() -> None:
     assert not student_kit.ships("solutions/reconcile/reconcile.ipynb")
 
 
+def test_a_learners_setup_removes_the_iri_parser_as_the_repositorys_does(built: tuple[Path, Path]) -> None:
+    """The kit's own ``make setup`` (a fresh ``.venv``) uninstalls rfc3987-syntax, as ``make setup`` here does:
+    every ``check`` the learner runs reads notebooks, and that module costs each such process 1-5 s."""
+    plan = subprocess.run(["make", "-n", "setup"], cwd=built[1], capture_output=True, text=True, check=True).stdout
+    assert "pip uninstall -q -y rfc3987-syntax" in plan
+
+
 @pytest.mark.slow
 def test_kit_make_test_passes(built: tuple[Path, Path]) -> None:
     """The unpacked kit's own `make test` passes, with the kit's copy of resumable_core imported.
