@@ -240,13 +240,15 @@ def _shape_problem(raw: bytes) -> str | None:
     nesting can exhaust the parser's stack), or None. The loader and the save both ask."""
     structure = _outside_strings(raw)
     if b"NaN" in structure or b"Infinity" in structure:
-        return "NaN or Infinity is not JSON, and the API refuses it"
+        return Problem("NaN or Infinity is not JSON, and the API refuses it")
     if _TOO_LONG_NUMBER in structure.translate(_NUMBERS_AS_ZEROS):
         longest = max(len(m) for m in _LONG_NUMBER.findall(structure))
-        return f"a number of {longest} characters, over the limit of {MAX_NUMBER_CHARS}"
+        return Problem(
+            "a number of {longest} characters, over the limit of {limit}", longest=longest, limit=MAX_NUMBER_CHARS
+        )
     depth = _max_depth(structure)
     if depth > MAX_JSON_DEPTH:
-        return f"nesting {depth} levels deep, over the limit of {MAX_JSON_DEPTH}"
+        return Problem("nesting {depth} levels deep, over the limit of {limit}", depth=depth, limit=MAX_JSON_DEPTH)
     return None
 
 
@@ -260,7 +262,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _NotStrictJSON(f"duplicate key {key!r} in one object")
+                raise _NotStrictJSON(Problem("duplicate key {key} in one object", key=repr(key)))
             seen.add(key)
     return obj
 
@@ -268,7 +270,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _finite_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
-        raise _NotStrictJSON(f"the number {text} is too large for a float")
+        raise _NotStrictJSON(Problem("the number {text} is too large for a float", text=text))
     return value
 
 
@@ -305,7 +307,7 @@ def _parse_strict(raw: bytes, path: Path) -> Any:
     try:
         data = _STRICT_DECODER.decode(text)
     except _NotStrictJSON as e:
-        raise CheckpointCorruptError(path, "not strict JSON: {detail}", detail=str(e)) from None
+        raise CheckpointCorruptError(path, "not strict JSON: {detail}", detail=e.args[0]) from None
     except json.JSONDecodeError as e:
         raise CheckpointCorruptError(path, "not valid JSON ({detail})", detail=str(e)) from None
     # only an escape like \udc80 can make one (UTF-8 cannot encode a surrogate), so the walk is rare
@@ -332,22 +334,28 @@ _KINDS |= {stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket"}
 
 def _unreadable(path: Path, e: OSError) -> CheckpointUnreadableError:
     name = errno.errorcode.get(e.errno or 0, "?")
-    return CheckpointUnreadableError(path, f"cannot read: {_OS_REASONS.get(e.errno or 0, e.strerror)} ({name})")
+    if e.errno in _OS_REASONS:
+        return CheckpointUnreadableError(path, "cannot read: {why} ({name})", why=_OS_REASONS[e.errno], name=name)
+    return CheckpointUnreadableError(path, "cannot read ({name}): {detail}", name=name, detail=e.strerror)
 
 
 def _refuse_non_regular(path: Path, mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        raise CheckpointNotAFileError(path, f"{kind}, not a regular file; point the path at a checkpoint file")
+        raise CheckpointNotAFileError(
+            path, "{kind}, not a regular file; point the path at a checkpoint file", kind=kind
+        )
 
 
 def _absent(path: Path) -> None:
     """Return when the file is missing from a folder that exists; refuse any other absence."""
     if os.path.lexists(path):
-        raise CheckpointFolderMissingError(path, f"a symlink to the missing {os.readlink(path)}; mount or fix it")
+        raise CheckpointFolderMissingError(
+            path, "a symlink to the missing {target}; mount or fix it", target=os.readlink(path)
+        )
     if not os.path.isdir(path.parent):
         raise CheckpointFolderMissingError(
-            path, f"the folder {path.parent} does not exist (unmounted?); create it to start a new run"
+            path, "the folder {folder} does not exist (unmounted?); create it to start a new run", folder=path.parent
         )
 
 
@@ -389,10 +397,12 @@ def _serialize(state: Checkpoint | dict[str, Any], path: Path | None = None) -> 
     try:
         data = (cp.model_dump_json(indent=2) + "\n").encode("utf-8")
     except PydanticSerializationError as e:  # a lone surrogate, or nesting beyond its limit
-        raise CheckpointWriteError(path, f"the state is not writable as JSON: {str(e).splitlines()[0]}") from None
+        raise CheckpointWriteError(
+            path, "the state is not writable as JSON: {detail}", detail=str(e).splitlines()[0]
+        ) from None
     problem = _shape_problem(data) if _may_be_unloadable(data) else None
     if problem:  # the loader would refuse the file: never write one that cannot be resumed
-        raise CheckpointWriteError(path, f"the state is not writable as strict JSON: {problem}")
+        raise CheckpointWriteError(path, "the state is not writable as strict JSON: {detail}", detail=problem)
     return data
 
 
@@ -466,12 +476,16 @@ def write_atomic(path: str | Path, data: bytes, *, midway: Callable[[], None] | 
     except BaseException as e:
         tmp.unlink(missing_ok=True)
         if isinstance(e, OSError):
-            raise CheckpointWriteError(path, f"not saved, the old checkpoint is kept: {e.strerror}") from e
+            raise CheckpointWriteError(
+                path, "not saved, the old checkpoint is kept: {detail}", detail=e.strerror
+            ) from e
         raise
     try:
         _fsync_dir(path.parent)
     except OSError as e:
-        raise CheckpointWriteError(path, f"saved, but its folder could not be synced: {e.strerror}") from e
+        raise CheckpointWriteError(
+            path, "saved, but its folder could not be synced: {detail}", detail=e.strerror
+        ) from e
 
 
 def _from_version_1(data: dict[str, Any]) -> dict[str, Any]:
@@ -527,7 +541,7 @@ def load_checkpoint(path: str | Path, *, max_bytes: int = MAX_CHECKPOINT_BYTES) 
         return None
     data = _parse_strict(raw, path)
     if not isinstance(data, dict):
-        raise CheckpointForeignError(path, f"expected a JSON object, found {type(data).__name__}")
+        raise CheckpointForeignError(path, "expected a JSON object, found {kind}", kind=type(data).__name__)
     if "version" not in data:
         raise CheckpointForeignError(path, "no 'version' field: not a checkpoint written by this kit")
     version = data["version"]
@@ -540,7 +554,7 @@ def load_checkpoint(path: str | Path, *, max_bytes: int = MAX_CHECKPOINT_BYTES) 
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"]) or "(top level)"
-        raise CheckpointCorruptError(path, f"field {where}: {first['msg']}") from None
+        raise CheckpointCorruptError(path, "field {where}: {detail}", where=where, detail=first["msg"]) from None
     problem = consistency_problem(cp)
     if problem:
         raise CheckpointInconsistentError(path, problem)

@@ -138,7 +138,9 @@ class Lease:
         deadline = time.monotonic() + wait
         while (holder := lease._try_take()) is not None:
             if time.monotonic() >= deadline:
-                raise LeaseHeldError(path, f"the run is being resumed by {holder}; wait for it or let the lease expire")
+                raise LeaseHeldError(
+                    path, "the run is being resumed by {holder}; wait for it or let the lease expire", holder=holder
+                )
             time.sleep(POLL_SECONDS)
         return lease
 
@@ -147,7 +149,7 @@ class Lease:
             db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             db.executescript(_LEASE_SCHEMA)
         except sqlite3.Error as e:
-            raise LeaseError(self.path, f"cannot use the lease file ({e})") from None
+            raise LeaseError(self.path, "cannot use the lease file ({detail})", detail=str(e)) from None
         return db
 
     def _try_take(self) -> str | None:

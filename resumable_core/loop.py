@@ -161,7 +161,7 @@ def run_agent(
         if cp.pending_tool_uses:
             cp = _reconciled(reconcile, cp, toolbox)
             if problem := consistency_problem(cp):
-                raise CheckpointInconsistentError(path, f"after reconcile: {problem}")
+                raise CheckpointInconsistentError(path, "after reconcile: {problem}", problem=problem)
             save()  # persist the reconciled state before the next model call
 
         calls = 0

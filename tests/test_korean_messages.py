@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from resumable_core._scripted import ScriptedClaude
 from resumable_core.course.checks import reconcile as reconcile_checks
 from resumable_core.course.checks.support import CheckFailed
 from resumable_core.course.i18n import COURSE
@@ -147,7 +148,7 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     import resumable_core as rc
     import resumable_core.course.hidden.strategies as answers
     from resumable_core import checkpoint as checkpoint_module
-    from resumable_core import errors, lease
+    from resumable_core import errors, lease, loop
     from resumable_core.crash import CRASH_POINT_HELP, run_in_child
     from resumable_core.lab.core_words import CORE_WORDS
     from resumable_core.loop import RunResult
@@ -170,26 +171,28 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
     shown |= {"killed", "exited"}  # run_in_child's answers
     assert '``"killed"`` or ``"exited"``' in (inspect.getdoc(run_in_child) or "")
+    modules = (checkpoint_module, errors, lease, loop)
+    calls = [c for m in modules for c in ast.walk(ast.parse(inspect.getsource(m))) if isinstance(c, ast.Call)]
+    # each refusal's reason as the core writes it: an error's constant second argument, or its template
     refusals = {
-        "no 'version' field: not a checkpoint written by this kit",
-        "checkpoint version {found}, this code reads version {expected}",
+        call.args[1].value
+        for call in calls
+        if getattr(call.func, "id", "").endswith("Error") and len(call.args) > 1
+        if isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
+    }
+    refusals |= {
+        "checkpoint version {found}, this code reads version {expected}",  # in CheckpointVersionError itself
         "checkpoint is for task {found}, not {expected}; refusing to resume it",
         "at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file",
-        "not valid JSON ({detail})",
-        "not strict JSON: {detail}",
-        "the state contains the value of ${var}; secrets are never written",
-        "fencing token {token} of run {scope} is stale (token {newest} wrote here since)",
-        "lease token {token} was taken over (now token {newest}); stop",
     }
-    source = inspect.getsource(checkpoint_module) + inspect.getsource(errors) + inspect.getsource(lease)
-    assert [r for r in refusals if f'"{r}"' not in source] == []
-    problems = {  # each Problem the checkpoint's consistency check returns: its template
+    problems = {  # each Problem the core words: its template
         call.args[0].value
-        for call in ast.walk(ast.parse(inspect.getsource(checkpoint_module)))
-        if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "Problem"
-        if isinstance(call.args[0], ast.Constant)
+        for call in calls
+        if getattr(call.func, "id", None) == "Problem" and isinstance(call.args[0], ast.Constant)
     }
-    assert len(problems) == 7
+    assert len(problems) == 12 and len(refusals) == 25
+    # what a refusal's {why} or {kind} may be
+    problems |= {*checkpoint_module._OS_REASONS.values(), *checkpoint_module._KINDS.values(), "not a regular file"}
     assert shown | refusals | problems == set(CORE_WORDS)
 
 
@@ -262,6 +265,108 @@ def test_a_checkpoints_consistency_problem_and_the_matrix_table_are_korean(korea
         "턴",
         "토큰",
     ]
+
+
+def test_a_refusal_after_reconcile_is_korean_down_to_the_apis_words(korean: None, tmp_path: Path) -> None:
+    """A reconcile that answers a call the turn never made is refused; the reason's nested problem is
+    Korean too, and the API's own words in it are quoted, not left as prose."""
+    from english_prose import english_runs
+
+    import resumable_core as rc
+    from resumable_core import lab
+
+    folder = rc.RunFolder.create(tmp_path)
+    use = {"type": "tool_use", "id": "toolu_01Read", "name": "read_file", "input": {"path": "a.md"}}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "t"}, {"role": "assistant", "content": [use]}]
+    pending = [{"id": use["id"], "name": use["name"], "input": use["input"]}]
+    cp = rc.Checkpoint.model_validate({"task": "t", "messages": messages, "pending_tool_uses": pending})
+    rc.save_checkpoint(cp, folder.checkpoint_path)
+
+    def answers_another_call(cp: rc.Checkpoint, tools: Any) -> rc.Checkpoint:
+        cp.messages.append({"role": "user", "content": [rc.tool_result("toolu_01Other", "x")]})
+        cp.pending_tool_uses = []
+        return cp
+
+    with pytest.raises(rc.CheckpointInconsistentError) as refused:
+        rc.run_agent(
+            "t",
+            checkpoint_path=folder.checkpoint_path,
+            toolbox=folder.toolbox,
+            client=rc.make_client(scripted=ScriptedClaude()),
+            reconcile=answers_another_call,
+        )
+    said = lab.reason(refused.value)
+    assert said.startswith(
+        "reconcile을 마친 뒤에도: Messages API가 이 메시지들을 거부할 것임(API의 문구: “messages.1: `tool_use` ids were found"
+    ), said
+    assert english_runs(said) == [], said
+
+
+def _korean_reason_of_loading(path: Path) -> str:
+    import resumable_core as rc
+    from resumable_core import lab
+
+    with pytest.raises(rc.CheckpointError) as refused:
+        rc.load_checkpoint(path)
+    return lab.reason(refused.value)
+
+
+_GOOD = '{"version": 2, "task": "t", "turns": 5, "messages": [{"role": "user", "content": "t"}]}'
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{not json",
+        "[1, 2]",
+        '{"checkpoint": {}}',
+        _GOOD.replace('"version": 2', '"version": 3'),
+        _GOOD.replace('"turns": 5', '"turns": -1'),
+        _GOOD.replace('"turns": 5', '"turns": "3"'),
+        _GOOD.replace('"turns": 5', '"turns": 5, "extra": 1'),
+        _GOOD.replace('"turns": 5', '"turns": 5, "turns": 1'),
+        _GOOD.replace('"turns": 5', '"turns": NaN'),
+        _GOOD.replace('"turns": 5', '"turns": 1e999'),
+        _GOOD.replace('"turns": 5', '"turns": ' + "7" * 5000),
+        _GOOD.replace('"turns": 5', '"x": ' + "[" * 300 + "]" * 300),
+        _GOOD.replace('"content": "t"', '"content": "\\udc80"'),
+        _GOOD.replace('"role": "user"', '"role": "assistant"'),
+        _GOOD.replace('"role": "user"', '"role": "system"'),
+        _GOOD.replace('[{"role": "user", "content": "t"}]', "[]"),
+    ],
+)
+def test_every_refused_checkpoint_is_told_in_korean(korean: None, tmp_path: Path, content: str) -> None:
+    """Whatever is wrong with a checkpoint file, its refusal reads Korean: the kit's words from the catalog, and
+    the words of the json module, pydantic or the API (which the learner would meet as they are) in quotes."""
+    from english_prose import english_runs
+
+    path = tmp_path / "cp.json"
+    path.write_bytes(content.encode())
+    said = _korean_reason_of_loading(path)
+    assert english_runs(said) == [], said
+
+
+def test_a_checkpoint_the_system_will_not_read_is_told_in_korean(korean: None, tmp_path: Path) -> None:
+    """The operating system's refusals (a folder, a FIFO, a parent that is a file, a missing folder, a dangling
+    symlink) and the save's are Korean too."""
+    import os
+
+    from english_prose import english_runs
+
+    import resumable_core as rc
+    from resumable_core import lab
+
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    cases = [tmp_path, tmp_path / "fifo", tmp_path / "file" / "cp.json", tmp_path / "no" / "cp.json"]
+    said = [_korean_reason_of_loading(path) for path in [*cases, tmp_path / "dangling"]]
+    cp = rc.Checkpoint(task="t", messages=[{"role": "user", "content": "t"}], turns=10**150)
+    with pytest.raises(rc.CheckpointWriteError) as refused:
+        rc.save_checkpoint(cp, tmp_path / "cp.json")
+    said.append(lab.reason(refused.value))
+    assert [s for s in said if english_runs(s)] == []
+    assert len(set(said)) == len(said), said
 
 
 @pytest.mark.slow

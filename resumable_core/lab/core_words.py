@@ -75,6 +75,39 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_("the state contains the value of ${var}; secrets are never written"),
         N_("fencing token {token} of run {scope} is stale (token {newest} wrote here since)"),
         N_("lease token {token} was taken over (now token {newest}); stop"),
+        N_("after reconcile: {problem}"),
+        N_("not strict JSON: a lone surrogate escape (\\ud800-\\udfff), not a character"),
+        N_("cannot read: {why} ({name})"),
+        N_("cannot read ({name}): {detail}"),
+        N_("{kind}, not a regular file; point the path at a checkpoint file"),
+        N_("a symlink to the missing {target}; mount or fix it"),
+        N_("the folder {folder} does not exist (unmounted?); create it to start a new run"),
+        N_("the checkpoint's folder does not exist; is the volume mounted? (not a fresh start)"),
+        N_("the state is not writable as JSON: {detail}"),
+        N_("the state is not writable as strict JSON: {detail}"),
+        N_("not saved, the old checkpoint is kept: {detail}"),
+        N_("saved, but its folder could not be synced: {detail}"),
+        N_("expected a JSON object, found {kind}"),
+        N_("field {where}: {detail}"),
+        N_("the run is being resumed by {holder}; wait for it or let the lease expire"),
+        N_("cannot use the lease file ({detail})"),
+        # what a refusal's {why}, {kind} or {detail} may be, when the kit words it
+        N_("permission denied; give this user read access to it"),
+        N_("a parent in the path is a file, not a folder; fix the path"),
+        N_("the name is too long for the file system; use a shorter path"),
+        N_("too many levels of symlinks; fix the link"),
+        N_("an I/O error; check the disk"),
+        N_("a directory"),
+        N_("a FIFO"),
+        N_("a character device"),
+        N_("a block device"),
+        N_("a socket"),
+        N_("not a regular file"),
+        N_("NaN or Infinity is not JSON, and the API refuses it"),
+        N_("a number of {longest} characters, over the limit of {limit}"),
+        N_("nesting {depth} levels deep, over the limit of {limit}"),
+        N_("duplicate key {key} in one object"),
+        N_("the number {text} is too large for a float"),
         # checkpoint.consistency_problem's problems: a core Problem keeps its template and data
         N_("messages is empty; a checkpoint holds at least the task's first user message"),
         N_("the Messages API would refuse these messages: {problem}"),
@@ -96,8 +129,13 @@ def core(text: str) -> str:
     """One of the core's texts (:data:`CORE_WORDS`, or a :class:`~resumable_core.errors.Problem` of one) in now's
     language; any other text as it is."""
     if isinstance(text, Problem) and text.template in CORE_WORDS:
-        return _(text.template).format(**text.data)
+        return _filled(text.template, text.data)
     return _(text) if text in CORE_WORDS else text
+
+
+def _filled(template: str, data: dict[str, object]) -> str:
+    # a value may be a core text itself (a Problem inside a refusal): said in now's language too
+    return _(template).format(**{k: core(v) if isinstance(v, str) else v for k, v in data.items()})
 
 
 def say(message: str, /, **values: object) -> str:
@@ -115,5 +153,5 @@ def reason(error: CheckpointError) -> str:
     """A refused checkpoint's one-line reason in now's language, from the error's template and data."""
     # The core imports no catalog: its errors carry their data, and the sentence is made here.
     if error.template in CORE_WORDS:
-        return _(error.template).format(**error.data)
+        return _filled(error.template, error.data)
     return core(error.reason)
