@@ -68,6 +68,32 @@ def test_a_visible_checks_message_is_korean(korean: None, monkeypatch: pytest.Mo
         reconcile_checks.chosen_action({"D": None}, "D")
 
 
+def test_a_checks_message_quotes_the_learners_error_and_says_the_cores_problem_in_korean(korean: None) -> None:
+    """What a check passes on (a learner's exception, the core's verdict on a returned checkpoint) reads Korean:
+    the verdict from the catalog, nested problem included; Python's and the API's words in quotes."""
+    import resumable_core as rc
+    from english_prose import english_runs
+
+    def raises(cp: rc.Checkpoint, tools: rc.Toolbox) -> rc.Checkpoint:
+        raise ValueError("the notes file is somewhere else")
+
+    def answers_with_a_number(cp: rc.Checkpoint, tools: rc.Toolbox) -> rc.Checkpoint:
+        call = cp.pending_tool_use
+        assert call is not None  # checkpoint B has a dangling call
+        cp.messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": 5}]})
+        cp.pending_tool_uses = []
+        return cp
+
+    said = []
+    for reconcile in (raises, answers_with_a_number):
+        with pytest.raises(CheckFailed) as caught:
+            reconcile_checks.check_checkpoint_b(reconcile)
+        said.append(caught.value.reason)
+    assert "“ValueError: the notes file is somewhere else" in said[0], said
+    assert said[1].startswith("정산한 체크포인트가 스스로 모순됩니다: Messages API가"), said
+    assert [s for s in said if english_runs(s)] == []
+
+
 def test_a_checks_pointer_to_the_lesson_is_korean_too(korean: None) -> None:
     """A message that sends the learner back to a lesson names the lesson in Korean, its numbers kept."""
 

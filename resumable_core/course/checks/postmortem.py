@@ -20,6 +20,7 @@ from typing import Any
 from ...checkpoint import consistency_problem, text_of
 from ...crash import run_in_child
 from ...errors import CrashError, IdempotencyConflictError, ToolError, ToolTimeoutError, ToolUnavailableError
+from ...lab.core_words import core
 from ...lab.i18n import N_
 from ...lab.payments import Fault, Provider, refund_tool, shop
 from ...run_folder import finished_turns
@@ -51,7 +52,9 @@ def check_incident(fn: Reconcile) -> None:
     require(r.emails == 1, _("the team received {emails} emails; exactly one is correct").format(emails=r.emails))
     require(r.checkpoint is not None and r.checkpoint.is_finished(), _("the resumed run must finish"))
     problem = consistency_problem(r.checkpoint) if r.checkpoint is not None else None
-    require(problem is None, _("the resumed checkpoint contradicts itself: {problem}").format(problem=problem))
+    require(
+        problem is None, _("the resumed checkpoint contradicts itself: {problem}").format(problem=core(problem or ""))
+    )
     block = r.pending_result()
     if block is None:
         raise CheckFailed(_("the dangling send_email was never answered: every tool_use needs its tool_result"))

@@ -26,6 +26,7 @@ from typing import Any
 
 from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, pending_calls, text_of
 from ...crash import CrashPlan, kill_self, run_in_child
+from ...lab.core_words import core
 from ...lab.i18n import N_
 from ...ledger import Ledger
 from ...run_folder import RunFolder, reference_turn, target_input
@@ -340,7 +341,10 @@ def answered_turn(before: Checkpoint, out: Checkpoint) -> dict[str, dict[str, An
     )
     require_run_kept(before, out)
     problem = consistency_problem(out)
-    require(problem is None, _("the reconciled checkpoint contradicts itself: {problem}").format(problem=problem))
+    require(
+        problem is None,
+        _("the reconciled checkpoint contradicts itself: {problem}").format(problem=core(problem or "")),
+    )
     return {str(b["tool_use_id"]): b for b in blocks}
 
 
@@ -454,7 +458,10 @@ def answered(before: Checkpoint, out: Checkpoint) -> dict[str, Any]:
     require(out.pending_tool_use is None, _("pending_tool_use must be cleared (None) once its tool_result is recorded"))
     require_run_kept(before, out)
     problem = consistency_problem(out)
-    require(problem is None, _("the reconciled checkpoint contradicts itself: {problem}").format(problem=problem))
+    require(
+        problem is None,
+        _("the reconciled checkpoint contradicts itself: {problem}").format(problem=core(problem or "")),
+    )
     return block
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...checkpoint import Checkpoint, consistency_problem, load_checkpoint, save_checkpoint
 from ...errors import CheckpointError, ToolError
+from ...lab import core_words
 from ...lab.i18n import N_
 from ...ledger import idempotency_key
 from ...scenarios import EMAIL_SUBJECT, EMAIL_TASK, NOTES_TASK, RETRO_NOTE
@@ -287,7 +288,7 @@ def check_round_trip(fn: Reconcile) -> None:
         except CheckpointError as e:
             raise CheckFailed(
                 _("the reconciled {label} was saved but cannot be loaded back: {reason}").format(
-                    label=label, reason=e.reason
+                    label=label, reason=core_words.reason(e)
                 )
             ) from None
         require(
