@@ -25,16 +25,17 @@ LONGEST_FIRST = (
     *SPLIT_ACROSS_WORKERS,
     "tests/test_self_study_kit.py",
     "tests/test_report_exercise.py",
-    "tests/test_regrade.py",
-    "tests/test_checks.py",
     "tests/test_attacks.py",
     "tests/test_lessons.py",
+    "tests/test_checks.py",
     "tests/test_term.py",
+    "tests/test_regrade.py",
     "tests/test_student_kit.py",
-    "tests/test_postgres_gradebook.py",
 )
-"""The files that take longest (measured one file at a time), handed out first so that no worker is left alone with
-one at the end; the others follow in xdist's order (most tests first). A stale order costs time, never a result."""
+"""The files that take longest (measured one file at a time, a graded class of ``graded_classes`` counted only in
+test_grading.py, which asks for both first), handed out first so that no worker is left alone with one at the end;
+the others follow in xdist's order (most tests first). A stale order costs time, never a result. The other readers
+of a graded class (test_grading_reasons.py, test_postgres_gradebook.py) come late: they would wait on its grading."""
 
 
 def xdist_scope(nodeid: str) -> str:

@@ -156,10 +156,12 @@ looped, but the grading waits out one timeout (of Level 2's first test), not one
 It waits instead of spinning: the timeout cuts both alike (tests/test_self_check.py cuts a spinning cell),
 and a spin would take a core of the test machine for every cut."""
 
-REAL_STDERR = REAL_CORRECT.replace(
+REAL_STDERR = REAL_READ_ONLY_SET.replace(
     "        content, err = rc.STATUS_UNKNOWN, True",
     "        import sys\n        print('not sending again', file=sys.stderr)\n        content, err = rc.STATUS_UNKNOWN, True",
 )
+"""Honest twice over, one sample for two things that must cost nothing: the source course's module-level set, and a
+print to stderr."""
 
 REAL_MONKEYPATCH = (
     REAL_RERUN
@@ -182,6 +184,23 @@ checks.CountingToolbox.count = lambda self, name=None: 1 if name else 0"""
 
 REAL_OS_EXIT = "import os\nos._exit(1)"
 
+REAL_PATCH_VISIBLE = (
+    REAL_RERUN
+    + """
+
+# the visible checks the kernel runs, made to pass (the hidden ones are not in the kernel to patch)
+for _name in dir(checks):
+    if _name.startswith("check_"):
+        setattr(checks, _name, lambda *a, **kw: None)"""
+)
+
+FLOOD = "for _ in range(21 * 1024):\n    print('x' * 1023)  # a debugging print left in: 21 MiB"
+
+BLANK_WHY = "YOUR ANSWER HERE"
+"""The written answer as released."""
+
+NOT_JSON = b"%PDF-1.4 my homework, printed to PDF and renamed\n"
+
 
 def _solution_cell(grade_id: str) -> str:
     """The source notebook's own answer in cell ``grade_id``, its solution markers dropped."""
@@ -203,23 +222,33 @@ def answers(reconcile: str, level1: str = LEVEL1) -> dict[str, str]:
 # Level 3's 15 points are every sample's but os_exit's, whose kernel dies before Level 3's tests, and monkeypatch's)
 SAMPLES: dict[str, tuple[dict[str, str], dict, float]] = {
     "correct": (answers(REAL_CORRECT), {}, 26),
-    "read_only_set": (answers(REAL_READ_ONLY_SET), {}, 26),
     "rerun_everything": (answers(REAL_RERUN), {}, 23),
     "delete_move": (answers(REAL_DELETE), {}, 19),
     "is_error_all": (answers(REAL_IS_ERROR_ALL), {}, 24),
     "forgot_pending": (answers(REAL_FORGOT_PENDING), {}, 19),
     "infinite_loop": (answers(REAL_INFINITE_LOOP), {}, 22),
     "os_exit": (answers(REAL_CORRECT), {"extra_cell": REAL_OS_EXIT}, 11),  # levels 1 and 2 ran before the kill
-    "deleted_tests": (answers(REAL_CORRECT), {"delete_tests": True}, 26),
     "edited_tests": (answers(REAL_RERUN), {"edit_tests": True}, 23),
     "monkeypatch": (answers(REAL_MONKEYPATCH), {}, 18),  # its fake execute also breaks Level 3's real kills
-    "stderr_writer": (answers(REAL_STDERR), {}, 26),  # stderr costs nothing
-    "renamed": (answers(REAL_CORRECT), {"rename": "reconcile-final (1).ipynb"}, 26),
+    "stderr_writer": (answers(REAL_STDERR), {}, 26),  # stderr and a module-level set cost nothing
+    # renamed, its tests deleted and its written answer left as released (graded by hand: the score holds)
+    "renamed": (
+        {**answers(REAL_CORRECT), "level1_why": BLANK_WHY},
+        {"rename": "reconcile-final (1).ipynb", "delete_tests": True},
+        26,
+    ),
+    "patched": (answers(REAL_PATCH_VISIBLE), {}, 23),  # patches the visible checks only: rerun_everything's score
+    # a flood after Level 2, before Level 3 (os_exit's cells), its written answer emptied
+    "flood": ({**answers(REAL_CORRECT), "level1_why": ""}, {"extra_cell": FLOOD}, 11),
+    "not_json": ({}, {"raw": NOT_JSON}, 0),  # a PDF renamed reconcile.ipynb
 }
 """The honest and hostile submissions; ``not_a_notebook`` and ``empty`` are written apart.
 The expected scores are what the course's tests should give; the grading tests assert them."""
 
-EXPECTED_STATUS = {"not_a_notebook": "invalid", "empty": "empty"}
+BLANK_WRITTEN = ("renamed", "flood")
+"""The samples whose written answer is left as released, and emptied."""
+
+EXPECTED_STATUS = {"not_a_notebook": "invalid", "empty": "empty", "not_json": "invalid"}
 
 
 def _strip_solution_and_hidden(source: str) -> str:
@@ -302,7 +331,8 @@ def write_class(
     for student, (answer, opts, score) in chosen.items():
         for i in range(copies):
             sid = student if copies == 1 else f"{student}_{i:02d}"
-            put(sid, nbformat.writes(submission(source_nb, answer, **opts)).encode(), opts.get("rename"))
+            data = opts.get("raw") or nbformat.writes(submission(source_nb, answer, **opts)).encode()
+            put(sid, data, opts.get("rename"))
             expected[sid] = score
     put("not_a_notebook", b"%PDF-1.4 this is my homework, printed to PDF\n", "reconcile.pdf")
     expected["not_a_notebook"] = 0

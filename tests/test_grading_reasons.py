@@ -1,45 +1,17 @@
 """What ``grades.csv`` says of each submission, end to end with real nbgrader: honest reasons, partial results.
 
-One small class of the real ``reconcile`` assignment is graded once (a module fixture, ``--jobs 2``):
-a plain wrong answer, one that patches the visible checks, written answers left blank, a correct
-answer that floods its output, edited test cells and a file that is not JSON.
+The class is ``folder_run`` (``tests/graded_classes.py``, graded once per session, read-only): of its samples
+(``tests/grading_samples.py``) a plain wrong answer (``rerun_everything``), one that patches the visible checks,
+written answers left blank, a correct answer that floods its output, edited test cells and a file that is not JSON.
 """
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
-import nbformat
 import pytest
-from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
-
-from resumable_core.__main__ import main as cli_main
-from resumable_core.course.grading.isolation import BwrapBackend
-
-REPO = Path(__file__).resolve().parent.parent
-SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
-FLOOD = "for _ in range(21 * 1024):\n    print('x' * 1023)  # a debugging print left in: 21 MiB"
-
-_BLANK = {**samples.answers(samples.REAL_CORRECT), "level1_why": "YOUR ANSWER HERE"}  # as released
-PATCH_VISIBLE = (
-    samples.REAL_RERUN
-    + """
-
-# the visible checks the kernel runs, made to pass (the hidden ones are not in the kernel to patch)
-for _name in dir(checks):
-    if _name.startswith("check_"):
-        setattr(checks, _name, lambda *a, **kw: None)"""
-)
-STUDENTS: dict[str, tuple[dict[str, str], dict]] = {
-    "honest_wrong": (samples.answers(samples.REAL_RERUN), {}),
-    "patched": (samples.answers(PATCH_VISIBLE), {}),
-    "blank_written": (_BLANK, {}),
-    "emptied_written": ({**_BLANK, "level1_why": ""}, {}),
-    "flood": (samples.answers(samples.REAL_CORRECT), {"extra_cell": FLOOD}),  # after Level 2, before Level 3
-    "edited_tests": (samples.answers(samples.REAL_CORRECT), {"edit_tests": True}),
-}
+from graded_classes import SOURCE  # tests/ is on sys.path under pytest
 
 pytestmark = [
     pytest.mark.skipif(not SOURCE.exists(), reason="the course's reconcile assignment is not there"),
@@ -48,23 +20,11 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("reasons")
-    source = nbformat.read(str(SOURCE), as_version=4)
-    for student, (answers, opts) in STUDENTS.items():
-        path = root / "class" / "submitted" / student / "reconcile" / "reconcile.ipynb"
-        path.parent.mkdir(parents=True)
-        nbformat.write(samples.submission(source, answers, **opts), str(path))
-    pdf = root / "class" / "submitted" / "not_json" / "reconcile" / "reconcile.ipynb"
-    pdf.parent.mkdir(parents=True)
-    pdf.write_bytes(b"%PDF-1.4 my homework, printed to PDF and renamed\n")
-    out = root / "out"
-    sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
-    argv = ["grade", str(root / "class"), "--assignment", "reconcile", "--jobs", "2", "--out", str(out)]
-    assert cli_main([*argv, "--timeout", str(TIMEOUT), *sandbox]) == 0
-    with open(out / "grades.csv", newline="") as f:
-        return out, {r["student_id"]: r for r in csv.DictReader(f)}
+@pytest.fixture
+def graded(folder_run):
+    """grade's ``--out`` folder and grades.csv's rows by student."""
+    _, out, rows = folder_run
+    return out, rows
 
 
 def _grade(out: Path, student: str, cell: str):
@@ -86,10 +46,10 @@ def _comments(out: Path, student: str) -> dict[str, str | None]:
 def test_an_honest_wrong_answer_gets_the_hidden_checks_message(graded):
     """A plain wrong answer that fails a hidden check is told what failed, with no suspicion and no review."""
     _, rows = graded
-    reason = rows["honest_wrong"]["reason"]
+    reason = rows["rerun_everything"]["reason"]
     assert "test_side_effect_tools 0/1 (a hidden check failed: " in reason
     assert "patch" not in reason and "needs review" not in reason
-    assert float(rows["honest_wrong"]["score"]) == samples.SAMPLES["rerun_everything"][2]
+    assert float(rows["rerun_everything"]["score"]) == samples.SAMPLES["rerun_everything"][2]
 
 
 def test_a_patched_visible_check_is_still_flagged(graded):
@@ -106,12 +66,12 @@ def test_a_patched_visible_check_is_still_flagged(graded):
 def test_a_blank_written_answer_says_so_and_scores_0_without_waiting(graded):
     """A written answer left as released, or emptied, is "left blank" in grades.csv and waits for nobody."""
     out, rows = graded
-    for student in ("blank_written", "emptied_written"):
+    for student in samples.BLANK_WRITTEN:
         reason = rows[student]["reason"]
         assert "level1_why 0/3 (written answer level1_why left blank)" in reason, student
         assert "needs manual grading" not in reason, student
         assert _grade(out, student, "level1_why") == (0.0, None, False), student
-        assert float(rows[student]["score"]) == samples.SAMPLES["correct"][2]
+        assert float(rows[student]["score"]) == samples.SAMPLES[student][2]  # its autograded cells' alone
 
 
 def test_an_output_flood_costs_only_the_cells_from_the_one_that_flooded(graded):
@@ -127,7 +87,7 @@ def test_edited_test_cells_are_noted_and_graded_as_released(graded):
     """Test cells the learner edited are graded as released (nbgrader overwrites them), and the reason says so."""
     _, rows = graded
     assert "edited test cells graded as released: test_level1_A" in rows["edited_tests"]["reason"]
-    assert float(rows["edited_tests"]["score"]) == samples.SAMPLES["correct"][2]
+    assert float(rows["edited_tests"]["score"]) == samples.SAMPLES["rerun_everything"][2]  # its answer's
 
 
 def test_a_file_that_is_not_json_says_so(graded):
@@ -140,7 +100,7 @@ def test_a_file_that_is_not_json_says_so(graded):
 def test_formgrader_shows_the_rechecks_reason_as_the_answers_comment(graded):
     """Each cell the re-check zeroed has its reason in nbgrader's comment of the answer cell above it."""
     out, _ = graded
-    comments = _comments(out, "honest_wrong")
+    comments = _comments(out, "rerun_everything")
     assert "test_side_effect_tools scored 0 in the isolated re-check: a hidden check failed: " in (
         comments["reconcile"] or ""
     )

@@ -4,11 +4,10 @@ The server is a private cluster (``tests/postgres_cluster.py``): the one ``.ci/r
 (``RESUMABLE_TEST_POSTGRES_URL``), else one this module starts, else the tests skip and say what to
 install. The class makes its own database and drops it; the cluster this module started, it stops.
 
-The class (module fixture) is three students of the real ``reconcile`` assignment from
-``grading_samples``: one correct, one wrong (it runs every pending call again), one blank (the
-notebook handed in untouched). Its course on PostgreSQL is released from an empty database, graded
-into with ``grade``, and exported with nbgrader; the same run is published into a released SQLite
-course too, and ``grades`` reads both back.
+The class is ``zip_run``'s (``tests/graded_classes.py``: one sample of each way a notebook ends, graded once per
+session). Its course on PostgreSQL is released from an empty database; ``grade --resume`` of a copy of that run
+publishes into it (every student is already graded there, so nobody is graded again) and nbgrader exports it; the
+same run is published into a released SQLite course too, and ``grades`` reads both back.
 """
 
 from __future__ import annotations
@@ -17,14 +16,11 @@ import csv
 import os
 import shutil
 import uuid
-import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
-import nbformat
 import postgres_cluster as cluster
 import pytest
 import sqlalchemy
@@ -44,11 +40,6 @@ ASSIGNMENT = "reconcile"
 SOURCE = release.notebook_path(ASSIGNMENT)
 COURSE_ID = "pg-test"
 WORK_COURSE_ID = "resumable-agents"  # the working course's (grading/steps/workspace.py)
-CLASS = {
-    "correct": samples.answers(samples.REAL_CORRECT),
-    "wrong": samples.answers(samples.REAL_RERUN),  # runs the sent email again: loses Level 2's side-effect cells
-    "blank": {},  # handed in as released
-}
 
 
 # --- the server and its databases ------------------------------------------------------------------
@@ -134,20 +125,11 @@ def _db_upgrade(course: Path) -> tuple[int, str]:
     return done.returncode, done.stderr
 
 
-def _class_zip(path: Path) -> Path:
-    """The three students' notebooks as an LMS zip of ``<student>.ipynb`` files."""
-    source = nbformat.read(str(SOURCE), as_version=4)
-    with zipfile.ZipFile(path, "w") as z:
-        for student, answers in CLASS.items():
-            z.writestr(f"{student}.ipynb", nbformat.writes(samples.submission(source, answers)))
-    return path
-
-
-def _grade(path: Path, course: Path) -> int:
+def _grade(path: Path, course: Path, *extra: str) -> int:
     """``python -m resumable_core grade PATH --course COURSE`` (sandboxed where bubblewrap runs)."""
     no_sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
     args = ["grade", str(path), "--assignment", ASSIGNMENT, "--course", str(course), "--jobs", "1"]
-    return cli_main([*args, "--timeout", str(TIMEOUT), *no_sandbox])
+    return cli_main([*args, "--timeout", str(TIMEOUT), *no_sandbox, *extra])
 
 
 def _exported(course: Path) -> dict[str, float]:
@@ -184,6 +166,8 @@ class PostgresClass:
     """What the class on PostgreSQL left behind, read at each step."""
 
     url: str
+    expected: dict[str, float]
+    """Every student's autograded score (of 29: the 3-point "why" waits for a human), as ``zip_run`` expects it."""
     upgrade_before_release: tuple[int, str] = (-1, "")
     """``nbgrader db upgrade``'s exit code and stderr on the empty database."""
     tables_after_failed_upgrade: list[str] = field(default_factory=list)
@@ -201,12 +185,13 @@ class PostgresClass:
 
 
 @pytest.fixture(scope="module")
-def pg_class(server: str, tmp_path_factory) -> Iterator[PostgresClass]:
+def pg_class(server: str, tmp_path_factory, zip_run) -> Iterator[PostgresClass]:
+    expected, graded, _ = zip_run
     tmp = tmp_path_factory.mktemp("pg-class")
     desk = tmp / "desk"  # the instructor's current folder: grade's working folder goes here
     desk.mkdir()
     with database(server) as url, pytest.MonkeyPatch.context() as mp:
-        facts = PostgresClass(url)
+        facts = PostgresClass(url, expected)
         course = _course(tmp / "course", url)
         facts.upgrade_before_release = _db_upgrade(course)
         facts.tables_after_failed_upgrade = _tables(url)
@@ -214,8 +199,9 @@ def pg_class(server: str, tmp_path_factory) -> Iterator[PostgresClass]:
         facts.upgrade_after_release = _db_upgrade(course)
         facts.alembic_after_release = _alembic_version(url)
         mp.chdir(desk)
-        facts.grade_code = _grade(_class_zip(tmp / "class.zip"), course)
         work = desk / f"grading-{ASSIGNMENT}"
+        shutil.copytree(graded, work)  # a copy: the cached run is read-only
+        facts.grade_code = _grade(graded.parent / "class.zip", course, "--resume")
         with open(work / "grades.csv", newline="") as f:
             facts.run_rows = {r["student_id"]: dict(r) for r in csv.DictReader(f)}
         facts.run_cells = _cell_rows(gradebook.gradebook_url(work), WORK_COURSE_ID)
@@ -224,16 +210,13 @@ def pg_class(server: str, tmp_path_factory) -> Iterator[PostgresClass]:
         facts.kit_postgres = _kit_grades(course, desk / "grades-postgres")
         sqlite_course = _course(tmp / "sqlite-course", None)  # the default gradebook.db
         release.release(sqlite_course, [ASSIGNMENT])
-        publish(release.find_course(sqlite_course), work, ASSIGNMENT, sorted(CLASS))
+        publish(release.find_course(sqlite_course), work, ASSIGNMENT, sorted(expected))
         facts.sqlite_cells = _cell_rows(release.find_course(sqlite_course).db_url, COURSE_ID)
         facts.kit_sqlite = _kit_grades(sqlite_course, desk / "grades-sqlite")
         yield facts
 
 
 # --- the class -------------------------------------------------------------------------------------
-
-EXPECTED = {"correct": 26.0, "wrong": 23.0, "blank": 0.0}
-"""Autograded scores (of 29: the 3-point "why" waits for a human), as tests/grading_samples.py's SAMPLES give them."""
 
 slow_class = pytest.mark.skipif(not SOURCE.exists(), reason="the course's reconcile assignment is not there")
 
@@ -255,11 +238,13 @@ def test_db_upgrade_fails_on_an_empty_database_and_works_after_the_release(pg_cl
 @pytest.mark.nbgrader
 @slow_class
 def test_grade_publishes_the_class_into_the_postgres_gradebook(pg_class: PostgresClass) -> None:
-    """`grade` into the PostgreSQL course: its rows are the run's SQLite working gradebook's, cell for cell."""
+    """`grade` into the PostgreSQL course: its rows are the run's SQLite working gradebook's, cell for cell (a refused
+    file's student is on the roster, with no grade)."""
     assert pg_class.grade_code == 0
-    assert {s: float(r["score"]) for s, r in pg_class.run_rows.items()} == EXPECTED
-    assert pg_class.postgres_cells == pg_class.run_cells
-    assert set(pg_class.postgres_cells) == set(CLASS)
+    assert {s: float(r["score"]) for s, r in pg_class.run_rows.items()} == pg_class.expected
+    refused = [s for s, r in pg_class.run_rows.items() if r["status"] == "invalid"]
+    assert refused and pg_class.postgres_cells == {**{s: [] for s in refused}, **pg_class.run_cells}
+    assert set(pg_class.postgres_cells) == set(pg_class.expected)
 
 
 @pytest.mark.slow
@@ -269,7 +254,7 @@ def test_postgres_and_sqlite_courses_hold_the_same_grades(pg_class: PostgresClas
     """The same run published into an SQLite course holds the same rows; `grades` reads both alike, reasons too."""
     assert pg_class.sqlite_cells == pg_class.postgres_cells
     assert pg_class.kit_postgres == pg_class.kit_sqlite
-    assert {s: float(r["score"]) for s, r in pg_class.kit_postgres.items()} == EXPECTED
+    assert {s: float(r["score"]) for s, r in pg_class.kit_postgres.items()} == pg_class.expected
 
 
 @pytest.mark.slow
@@ -277,7 +262,7 @@ def test_postgres_and_sqlite_courses_hold_the_same_grades(pg_class: PostgresClas
 @slow_class
 def test_nbgrader_export_and_the_kits_grades_agree_on_postgres(pg_class: PostgresClass) -> None:
     """`nbgrader export` and the kit's `grades` give every student the run's score, read from PostgreSQL."""
-    assert pg_class.exported == {s: float(r["score"]) for s, r in pg_class.kit_postgres.items()} == EXPECTED
+    assert pg_class.exported == {s: float(r["score"]) for s, r in pg_class.kit_postgres.items()} == pg_class.expected
     for student, row in pg_class.run_rows.items():
         assert float(pg_class.kit_postgres[student]["score"]) == float(row["score"])
 

@@ -67,13 +67,17 @@ def _grade(path: Path, *args: str) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_regrading_one_student_keeps_the_whole_class(tmp_path: Path, monkeypatch) -> None:
-    """Grading a class, then only one student again: grades.csv, the plot and the pages still cover all, that row new."""
+def test_regrading_one_student_keeps_the_whole_class(tmp_path: Path, monkeypatch, zip_run) -> None:
+    """Grading a class, then only one student again: grades.csv, the plot and the pages still cover all, that row new.
+
+    The class is ``zip_run``'s: its run copied and resumed (nobody graded again) publishes it into the course."""
+    expected, graded, _ = zip_run
     course = _course(tmp_path)
     monkeypatch.chdir(tmp_path)
     files = tmp_path / "class-files"
-    expected = _class(tmp_path / "first", ("correct", "rerun_everything"))
-    assert cli_main(_grade(tmp_path / "first" / "submitted", "--course", str(course), "--class-dir", str(files))) == 0
+    shutil.copytree(graded, tmp_path / f"grading-{ASSIGNMENT}")  # a copy: the cached run is read-only
+    first = _grade(graded.parent / "class.zip", "--course", str(course), "--class-dir", str(files), "--resume")
+    assert cli_main(first) == 0
     before = _rows(files / "grades.csv")
     assert _scores(files / "grades.csv") == expected
     again = tmp_path / "again" / "submitted" / "rerun_everything" / ASSIGNMENT
@@ -86,7 +90,7 @@ def test_regrading_one_student_keeps_the_whole_class(tmp_path: Path, monkeypatch
     assert {s: r for s, r in after.items() if s != "rerun_everything"} == {
         s: r for s, r in before.items() if s != "rerun_everything"
     }
-    pages = ["correct.html", "empty.html", "rerun_everything.html"]
+    pages = ["correct.html", "empty.html", "monkeypatch.html", "os_exit.html", "rerun_everything.html"]
     assert sorted(p.name for p in (files / "feedback-html").iterdir()) == pages
     assert len(list((files / "results").glob("*.json"))) == len(expected)
     assert (files / "scores.png").stat().st_size > 0

@@ -6,7 +6,7 @@ tests, the 3-point "why" ``refund_root_cause`` and the 2-point ``root_cause``, l
 alice answers everything as the source does, bob hands in the notebook untouched. Then ``grade``
 (into the course's gradebook), a manual score set the way formgrader sets it, ``generate_feedback``,
 ``export`` and the kit's ``grades``; then bob hands in again, from an LMS zip, and is re-graded;
-then a ``--out`` dry run. The module fixture runs the term once; each test asserts one part of it.
+then a ``--out`` dry run (``--resume`` of a copy of that re-grade: it grades nobody again). The module fixture runs the term once; each test asserts one part of it.
 """
 
 from __future__ import annotations
@@ -181,7 +181,8 @@ def term(tmp_path_factory) -> Term:
         term.regraded = _regraded(course)
         term.work = desk / f"grading-{ASSIGNMENT}"
         term.gradebook_before_dry_run = (course / "gradebook.db").read_bytes()
-        term.dry_run_code = _grade(lms, course, "--out", str(tmp / "dry-run"))
+        shutil.copytree(term.work, tmp / "dry-run")  # bob's re-grade, resumed: the dry run grades nobody again
+        term.dry_run_code = _grade(lms, course, "--out", str(tmp / "dry-run"), "--resume")
     return term
 
 
