@@ -451,6 +451,7 @@ _CHECKS_IN_A_PROCESS = """
 from resumable_core.course.checks import support
 from resumable_core.crash import run_in_child
 
+run_in_child(lambda: support.scratch("in-a-child-first"))  # the child leaves with os._exit
 support.scratch("a")
 support.fresh_toolbox(ledger=True)
 run_in_child(lambda: support.scratch("in-child"))
@@ -460,7 +461,8 @@ print("ran")
 
 @pytest.mark.slow
 def test_the_checks_leave_the_temp_folder_as_it_was(tmp_path):
-    """Scratch folders, a forked child's included, go with the process: its TMPDIR is empty afterwards."""
+    """Scratch folders, a forked child's included (before or after the parent made one), go with the process:
+    its TMPDIR is empty afterwards."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp)}

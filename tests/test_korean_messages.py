@@ -71,8 +71,9 @@ def test_a_visible_checks_message_is_korean(korean: None, monkeypatch: pytest.Mo
 def test_a_checks_message_quotes_the_learners_error_and_says_the_cores_problem_in_korean(korean: None) -> None:
     """What a check passes on (a learner's exception, the core's verdict on a returned checkpoint) reads Korean:
     the verdict from the catalog, nested problem included; Python's and the API's words in quotes."""
-    import resumable_core as rc
     from english_prose import english_runs
+
+    import resumable_core as rc
 
     def raises(cp: rc.Checkpoint, tools: rc.Toolbox) -> rc.Checkpoint:
         raise ValueError("the notes file is somewhere else")

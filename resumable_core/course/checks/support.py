@@ -145,27 +145,21 @@ def die() -> None:
     kill_self()
 
 
-_SCRATCH_ROOT: list[Path] = []
-"""The one folder this process's scratch folders go in (a list filled once: the module's attributes never
-change, so the isolated re-check, which watches them, sees no change when a check makes the first one)."""
-
-
 def _remove_scratch_root(owner: int, root: Path) -> None:
     if os.getpid() == owner:  # a forked child inherits this handler; only the process that made the root removes it
         shutil.rmtree(root, ignore_errors=True)
 
 
-def scratch(prefix: str = "check") -> Path:
-    """A fresh empty folder, inside this process's scratch root, which is removed when the process exits.
+_SCRATCH_ROOT = Path(tempfile.mkdtemp(prefix="resumable-checks-"))
+"""The one folder this process's scratch folders go in, made at import: a child forked before any check made one
+(it leaves with ``os._exit``, no atexit) puts its folders here too, and the process that made it removes it."""
+atexit.register(_remove_scratch_root, os.getpid(), _SCRATCH_ROOT)
 
-    A forked child's folders go in its parent's root (the child leaves with ``os._exit``), so
-    grading leaves no ``resumable-*`` folder in the temp folder behind.
-    """
-    if not _SCRATCH_ROOT:
-        _SCRATCH_ROOT.append(Path(tempfile.mkdtemp(prefix="resumable-checks-")))
-        atexit.register(_remove_scratch_root, os.getpid(), _SCRATCH_ROOT[0])
-    _SCRATCH_ROOT[0].mkdir(mode=0o700, exist_ok=True)  # back if a temp-folder cleaner took it meanwhile
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=_SCRATCH_ROOT[0]))
+
+def scratch(prefix: str = "check") -> Path:
+    """A fresh empty folder, inside this process's scratch root, which is removed when the process exits."""
+    _SCRATCH_ROOT.mkdir(mode=0o700, exist_ok=True)  # back if a temp-folder cleaner took it meanwhile
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=_SCRATCH_ROOT))
 
 
 class CountingToolbox(Toolbox):
