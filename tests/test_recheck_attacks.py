@@ -977,3 +977,96 @@ def test_postmortem_a_fresh_process_that_dies_or_stops_fails_closed(box, tmp_pat
     # a stopped process is waited for until the call's timeout: a short one, the verdict is the same
     report = _refund_recheck(box, tmp_path, refund, ["test_refund_kill"], timeout=10 if signal == "STOP" else 30)
     assert_no_hole(report, ["test_refund_kill"])
+
+
+# -- 6. what the red team of issue 31 found ----------------------------------------------------------
+
+SALT_IN_THE_PAGE_CACHE = """import glob, os, sys, uuid
+
+_FILES = sorted(glob.glob(sys.base_prefix + "/lib/python3*/idlelib/idle_test/*.py"))[:33]  # never imported
+
+
+def _cached(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)  # EAGAIN unless the page is in the page cache
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def _send(value):
+    # bit 0: a salt is there; bits 1-32: its value, as files read into the page cache (1) or dropped from it (0)
+    for i, path in enumerate(_FILES):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if (value << 1 | 1) >> i & 1:
+                os.pread(fd, 1, 0)
+            else:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return str(value)
+
+
+def _receive():
+    bits = sum(_cached(path) << i for i, path in enumerate(_FILES))
+    return _send(bits >> 1 & 0xFFFFFFFF) if bits & 1 else uuid.uuid4().hex  # reading pulled them in: put it back
+
+
+_RUN = _receive() if os.path.exists("/grading/hand") else _send(uuid.uuid4().int & 0xFFFFFFFF)
+"""
+"""A salt the loaded process leaves in the page cache of the interpreter's files before it is frozen."""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the page cache of files every sandbox shares outlives the freeze: closing it needs private copies of "
+    "them (an overlay per sandbox) or no RWF_NOWAIT/fadvise (a seccomp filter)",
+)
+def test_postmortem_the_page_cache_hands_no_salt_to_the_fresh_process(box, tmp_path):
+    """The loaded process reads a file for a 1 and drops it from the page cache for a 0; the fresh one tests each
+    with preadv2(RWF_NOWAIT): a salted key must still pay twice (measured: it passed the whole class run, +6)."""
+    report = _refund_recheck(box, tmp_path, _covert(SALT_IN_THE_PAGE_CACHE), ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
+
+
+NOTING_RECONCILE = """import os
+
+_NOTES = "/tmp/.notes"  # the sandbox's own /tmp: every fork of the learner's process shares it
+
+
+def _noted():
+    return open(_NOTES).read() if os.path.exists(_NOTES) else ""
+
+
+def reconcile(cp, tools):
+    p = cp.pending_tool_use
+    if p is not None and p.name == "delete_database" and _noted():  # the visible check's call (the kit names it)
+        raise RuntimeError(_noted()[-100:])  # a reason keeps 160 characters of the check's text
+    if p is not None:  # any other call: a hidden check's input, noted, then answered right
+        with open(_NOTES, "a") as f:
+            f.write(p.name + " ")
+    return _honest(cp, tools)
+"""
+
+
+def test_reconcile_a_visible_failure_carries_no_hidden_input(box, tmp_path):
+    """A right reconcile that notes every call a hidden check makes and raises them at a later visible check's call:
+    no learner-facing reason may name a hidden case (``count_notes``, a tool only the hidden module knows), since
+    every visible call is re-checked before any hidden one."""
+    from resumable_core.course.grading.steps.workers import recheck_outcome
+
+    honest = solution_answers("reconcile")
+    answer = honest["reconcile"].replace("def reconcile(", "def _honest(") + "\n\n" + NOTING_RECONCILE
+    cells = ["test_read_only_tools", "test_unknown_tool"]
+    nb = samples.submission(nbformat.read(str(RELEASES["reconcile"]), as_version=4), {**honest, "reconcile": answer})
+    nbformat.write(nb, str(tmp_path / "reconcile.ipynb"))
+    report = isolated.run(
+        tmp_path / "reconcile.ipynb", "reconcile", source=SOURCES["reconcile"], only=cells, timeout=30, backend=box
+    )
+    failed, _ = recheck_outcome(cells, report, report.inconclusive, report.visible_failures)
+    assert report["test_read_only_tools"] is None, dict(report)  # the hidden calls were answered right
+    assert not [why for why in failed.values() if "count_notes" in why], failed

@@ -114,13 +114,17 @@ def recheck(source: dict, assignment: str, learner: Learner, only: list[str] | N
         return Report(dict.fromkeys(wanted, why), inconclusive=why)
     report = Report(load_errors=load_errors)
     loading = "; while loading, {cell} raised {error}".format(**load_errors[0]) if load_errors else ""
+    # Every cell's visible calls before any hidden one: a visible failure keeps the learner's text, which must
+    # not carry what a hidden check handed the learner's process (it keeps notes in its /tmp across calls).
     for gid in wanted:
-        reason, visible = recheck_cell(plan[gid], learner, timeout) if gid in plan else (NO_CALL, False)
+        calls = [c for c in plan[gid] if c.visible] if gid in plan else []
+        reason, visible = recheck_cell(calls, learner, timeout) if gid in plan else (NO_CALL, False)
         if reason is not None and visible:  # a hidden check's sentence stands alone
             reason = reason[: 300 - len(loading[:150])] + loading[:150]
-        report[gid] = reason
-        if reason is not None and visible:
             report.visible_failures.append(gid)
+        report[gid] = reason
+    for gid in [g for g in wanted if g in plan and report[g] is None]:
+        report[gid], _ = recheck_cell([c for c in plan[gid] if not c.visible], learner, timeout)
     return report
 
 
