@@ -505,12 +505,18 @@ def serve(requests: typing.TextIO, replies: typing.TextIO) -> None:
 
 
 @pytest.fixture(scope="module")
-def transcriber() -> Iterator[subprocess.Popen[str]]:
-    """The lean interpreter of :func:`serve`, for this module's transcription tests."""
+def transcriber(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """The lean interpreter of :func:`serve`, for this module's transcription tests, and its temp folder."""
+    temp = tmp_path_factory.mktemp("transcriber-temp")
     with subprocess.Popen(
-        [sys.executable, __file__], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, __file__],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(temp)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as proc:
-        yield proc
+        yield proc, temp
         proc.stdin.close()  # type: ignore[union-attr]  # serve() returns at the end of its input
 
 
@@ -525,10 +531,13 @@ def test_every_assignment_has_function_cells_to_grade():
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_transcribing_the_lessons_and_the_kit_scores_under_half(name, tmp_path, transcriber):
     """Lesson definitions and the kit's callables, with the manual and level-1 points assumed earned, score under half."""
+    proc, temp = transcriber
     out = tmp_path / "score.json"
-    transcriber.stdin.write(json.dumps([name, str(out)]) + "\n")
-    transcriber.stdin.flush()
-    assert transcriber.stdout.readline() == "0\n", f"{name}: grading failed (its traceback is on stderr)"
+    proc.stdin.write(json.dumps([name, str(out)]) + "\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == "0\n", f"{name}: grading failed (its traceback is on stderr)"
+    left = sorted(p.name for p in temp.iterdir())
+    assert not left, f"{name}: grading left {len(left)} folders in the temp folder, such as {left[:3]}"
     score = json.loads(out.read_text())
     print(f"{name}: {score['points']}/{score['total']} by transcription")
     for line in score["unbuilt"]:
