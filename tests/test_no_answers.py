@@ -24,6 +24,11 @@ cells still to earn. The bound stays an upper bound: no combination that could p
 skipped, only those whose run up to that cell is already known. A cell that hangs past the course's
 cell timeout fails, as nbgrader interrupts it.
 
+The lesson definitions and the kit's imports are made once per test worker, in one lean interpreter
+(:func:`serve`), and each assignment is graded in a child forked from it: every assignment starts from
+the state a fresh interpreter reaches after that build, whatever was graded before it, so sharing
+the build changes no run and the bound is the same upper bound.
+
 Lesson functions are the top-level ``def``s and ``class``es of ``lessons/*.ipynb``, built by
 running the lesson's imports and its call-free assignments (``RETRYABLE = {...}``) in a fresh
 namespace, then each definition; one that cannot be built is reported by a warning, never graded
@@ -471,9 +476,9 @@ def serve(requests: typing.TextIO, replies: typing.TextIO) -> None:
     """Grade each assignment asked for (a JSON line ``[name, out]``) in a child forked from this process, answering
     each with a line: the child's exit status (0: its score is written to ``out`` as JSON).
 
-    The lean interpreter of the transcription tests, one per test session: it builds every lesson definition
-    and imports the kit's modules once (the lessons' ``import anthropic`` is most of it), and each assignment
-    is graded in a child forked from that state, as a fresh interpreter would reach it.
+    The lean interpreter of the transcription tests, one per worker that runs them: it builds every lesson
+    definition and imports the kit's modules once (the lessons' ``import anthropic`` is most of it), and each
+    assignment is graded in a child forked from that state, as a fresh interpreter would reach it.
 
     Not in the test's own process: a candidate is graded in a forked child, and a fork costs in proportion to
     the memory of the process forked. A test worker holds whatever the files it ran imported (nbgrader,
