@@ -24,6 +24,11 @@ cells still to earn. The bound stays an upper bound: no combination that could p
 skipped, only those whose run up to that cell is already known. A cell that hangs past the course's
 cell timeout fails, as nbgrader interrupts it.
 
+The lesson definitions and the kit's imports are made once per test worker, in one lean interpreter
+(:func:`serve`), and each assignment is graded in a child forked from it: every assignment starts from
+the state a fresh interpreter reaches after that build, whatever was graded before it, so sharing
+the build changes no run and the bound is the same upper bound.
+
 Lesson functions are the top-level ``def``s and ``class``es of ``lessons/*.ipynb``, built by
 running the lesson's imports and its call-free assignments (``RETRYABLE = {...}``) in a fresh
 namespace, then each definition; one that cannot be built is reported by a warning, never graded
@@ -43,10 +48,12 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import traceback
 import typing
 import warnings
 from collections import defaultdict
@@ -452,34 +459,70 @@ def run_agent_as_resume(strategy: Strategy | None) -> Callable[..., Any]:
 ASSIGNMENTS = sorted(REGISTRY)
 
 
-def candidates_for(name: str) -> tuple[dict[str, Callable[..., Any]], list[str]]:
-    """What a transcriber has: every lesson definition, the kit's public callables, the kit's loop as a resume;
-    and the lesson definitions that could not be built."""
-    found, unbuilt = every_lesson_definition()
-    assert found, "no lesson definition was found: the test would grade nothing"
+def candidates_for(name: str, lessons: dict[str, Callable[..., Any]]) -> dict[str, Callable[..., Any]]:
+    """What a transcriber has: ``lessons`` (every lesson definition), the kit's public callables, the kit's loop
+    as a resume."""
+    found = dict(lessons)
     for arity in sorted({a for a in graded(REGISTRY[name]).arity.values() if a != ANY_ARITY}):
         found.update(kit_callables(arity))
     if ANY_ARITY in graded(REGISTRY[name]).arity.values():
         kit = [s for s in rc.STRATEGIES.values() if s.name in ("none", "delete", "rerun")]
         found.update({f"run_agent+{s.name}": run_agent_as_resume(s) for s in kit})
         found["run_agent+given"] = run_agent_as_resume(None)
-    return found, unbuilt
+    return found
 
 
-def transcribed(name: str, out: Path) -> None:
-    """Write what transcribing scores on assignment ``name`` to ``out`` as JSON: run in a fresh interpreter.
+def serve(requests: typing.TextIO, replies: typing.TextIO) -> None:
+    """Grade each assignment asked for (a JSON line ``[name, out]``) in a child forked from this process, answering
+    each with a line: the child's exit status (0: its score is written to ``out`` as JSON).
 
-    Not in the test's own process: a candidate is graded in a forked child, and a fork costs in
-    proportion to the memory of the process forked. A test worker holds whatever the files it ran
-    imported (nbgrader, JupyterHub, Dask: 300 MB, 48 ms a fork here); this interpreter holds the kit,
-    its checks and the lessons' definitions only. Nothing in it imports nbgrader: the notebooks are
-    read as plain JSON.
+    The lean interpreter of the transcription tests, one per worker that runs them: it builds every lesson
+    definition and imports the kit's modules once (the lessons' ``import anthropic`` is most of it), and each
+    assignment is graded in a child forked from that state, as a fresh interpreter would reach it.
+
+    Not in the test's own process: a candidate is graded in a forked child, and a fork costs in proportion to
+    the memory of the process forked. A test worker holds whatever the files it ran imported (nbgrader,
+    JupyterHub, Dask: 300 MB, 48 ms a fork here); this interpreter holds the kit, its checks and the lessons'
+    definitions only. Nothing in it imports nbgrader: the notebooks are read as plain JSON.
     """
-    candidates, unbuilt = candidates_for(name)
-    score = best_score(REGISTRY[name], candidates)
-    out.write_text(
-        json.dumps({"points": score.points, "total": score.total, "earned": score.earned, "unbuilt": unbuilt})
-    )
+    lessons, unbuilt = every_lesson_definition()
+    assert lessons, "no lesson definition was found: the test would grade nothing"
+    kit_modules()
+    for line in requests:
+        name, out = json.loads(line)
+        pid = crash._fork()
+        if pid == 0:
+            code = 0
+            # Every folder the graded children make goes in here: they leave with os._exit, removing none.
+            tempfile.tempdir = tempfile.mkdtemp(prefix="no-answers-")
+            try:
+                score = best_score(REGISTRY[name], candidates_for(name, lessons))
+                report = {"points": score.points, "total": score.total, "earned": score.earned, "unbuilt": unbuilt}
+                Path(out).write_text(json.dumps(report))
+            except BaseException:  # noqa: BLE001 - told on stderr, and by the exit status
+                traceback.print_exc()
+                code = 1
+            shutil.rmtree(tempfile.tempdir, ignore_errors=True)
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        replies.write(f"{status}\n")
+        replies.flush()
+
+
+@pytest.fixture(scope="module")
+def transcriber(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[str], Path]]:
+    """The lean interpreter of :func:`serve`, for this module's transcription tests, and its temp folder."""
+    temp = tmp_path_factory.mktemp("transcriber-temp")
+    with subprocess.Popen(
+        [sys.executable, __file__],
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(temp)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        yield proc, temp
+        proc.stdin.close()  # type: ignore[union-attr]  # serve() returns at the end of its input
 
 
 def test_every_assignment_has_function_cells_to_grade():
@@ -491,11 +534,17 @@ def test_every_assignment_has_function_cells_to_grade():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ASSIGNMENTS)
-def test_transcribing_the_lessons_and_the_kit_scores_under_half(name, tmp_path):
+def test_transcribing_the_lessons_and_the_kit_scores_under_half(name, tmp_path, transcriber):
     """Lesson definitions and the kit's callables, with the manual and level-1 points assumed earned, score under half."""
+    proc, temp = transcriber
     out = tmp_path / "score.json"
-    subprocess.run([sys.executable, __file__, name, str(out)], cwd=ROOT, check=True)
+    proc.stdin.write(json.dumps([name, str(out)]) + "\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == "0\n", f"{name}: grading failed (its traceback is on stderr)"
+    left = sorted(p.name for p in temp.iterdir())
+    assert not left, f"{name}: grading left {len(left)} folders in the temp folder, such as {left[:3]}"
     score = json.loads(out.read_text())
+    print(f"{name}: {score['points']}/{score['total']} by transcription")
     for line in score["unbuilt"]:
         warnings.warn(f"not graded, could not be built: {line}", stacklevel=1)
     assert 2 * score["points"] < score["total"], (
@@ -579,5 +628,7 @@ def test_a_screen_decides_the_cells_run_before_a_partner_is_called():
     assert screen([cell], {"append_record": probe, "read_journal": namespace["read_journal"]}) == ([], 0)
 
 
-if __name__ == "__main__":  # python tests/test_no_answers.py ASSIGNMENT OUT.json: the lean interpreter of transcribed()
-    transcribed(sys.argv[1], Path(sys.argv[2]))
+if __name__ == "__main__":  # the lean interpreter of serve(): requests on stdin, replies on its own copy of stdout
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the lessons or the checks print goes to stderr, never among the replies
+    serve(sys.stdin, replies)
