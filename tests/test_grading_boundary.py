@@ -178,11 +178,11 @@ def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path):
     bob.parent.mkdir(parents=True)
     bob.write_text("bob's page")
     sub = Submission("eve", files={"reconcile": autograded})
-    report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
+    why = report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
     assert bob.read_text() == "bob's page"
     pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
     assert pages == ["feedback-html/bob.html", "feedback-html/eve.html"]
-    assert not sub.notes
+    assert why is None
 
 
 def test_write_feedback_shows_the_recheck_message_and_manual_comment(tmp_path):

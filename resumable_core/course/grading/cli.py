@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,9 +224,7 @@ def _print_files(files: ClassFiles, similar: float) -> None:
         print(f"          {reasons.import_left_blank(files.imports.waiting, files.imports.not_graded)}")
 
 
-def _echo(*args: Any, flush: bool = False, **kwargs: Any) -> None:
-    """print, always flushed: progress lines show as each student ends."""
-    print(*args, flush=True, **kwargs)
+_echo = functools.partial(print, flush=True)  # progress lines show as each student ends
 
 
 def main(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from .steps.cluster import check_scheduler, run_on_cluster
 from .steps.collect import check_class, collect, unpacked
 from .steps.course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .steps.lms import Names
-from .steps.merge import finished, merge_student, prepared_students, set_scores, trusted_reports
+from .steps.merge import finished, merge_student, prepared_students, scored, trusted_reports
 from .steps.prepare import prepare
 from .steps.publish import check_released, publish
 from .steps.report import explain, plot_scores, write_csv
@@ -95,8 +95,8 @@ def _write_run(
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
         if student in by_id:  # reports are read by the ids given out; anything else is never graded
-            explain(by_id[student], report, work, assignment, opts.timeout, len(releases) > 1)
-    set_scores(subs, work, assignment)
+            by_id[student] = explain(by_id[student], report, work, assignment, opts.timeout, len(releases) > 1)
+    subs = scored(list(by_id.values()), work, assignment)
     if graded:
         export_csv(gradebook_url(work), work / "nbgrader-export.csv")
     write_csv(work / "grades.csv", subs)

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .. import reasons
@@ -89,9 +89,7 @@ def finished(out: Path, assignment: str, students: list[str]) -> dict[str, Stude
     return found
 
 
-def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:
-    """Scores from the merged gradebook; students not graded score 0 of the assignment's max."""
+def scored(subs: list[Submission], out: Path, assignment: str) -> list[Submission]:
+    """``subs`` with their scores from the merged gradebook; students not graded score 0 of the assignment's max."""
     max_score, scores = assignment_scores(gradebook_url(out), assignment, [sub.student for sub in subs])
-    for sub in subs:
-        sub.max_score = max_score
-        sub.score = scores.get(sub.student, 0.0)
+    return [replace(sub, max_score=max_score, score=scores.get(sub.student, 0.0)) for sub in subs]
