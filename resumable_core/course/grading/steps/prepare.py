@@ -108,14 +108,6 @@ def strip_outputs(nb: nbformat.NotebookNode) -> int:
     return cleared
 
 
-def check_size(nb: nbformat.NotebookNode) -> str | None:
-    """Why the notebook (outputs stripped) is too large to grade, or None."""
-    size = len(nbformat.writes(nb).encode("utf-8"))
-    if size > MAX_CONTENT_BYTES:
-        return reasons.content_too_large(size, MAX_CONTENT_BYTES)
-    return None
-
-
 def repair_metadata(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
     """Give every cell the release's nbgrader metadata for its ``grade_id``; what was wrong, one phrase each.
 
@@ -170,28 +162,17 @@ def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
 def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
     """The ids of the instructor's locked cells whose source the learner changed (nbgrader puts them back; this
     only says so). Another edition is compared by its locked code without comments: its text is its language's."""
-    released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
     other_edition = notebooks.language(nb) != notebooks.language(release)
-    if other_edition:  # another edition's text: only its code must match
-        released = {gid: s for gid, s in released.items() if _cell_type(release, gid) == "code"}
+    released = {  # another edition's text is its language's: only its code must match
+        gid: c.source
+        for c in release.cells
+        if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c) and not (other_edition and c.cell_type != "code")
+    }
     return [
         gid
         for c in nb.cells
         if (gid := notebooks.grade_id(c)) in released
         and not (same_code(released[gid], c.source) if other_edition else c.source.strip() == released[gid].strip())
-    ]
-
-
-def _cell_type(nb: nbformat.NotebookNode, grade_id: str) -> str:
-    return next((c.cell_type for c in nb.cells if notebooks.grade_id(c) == grade_id), "")
-
-
-def learner_code(nb: nbformat.NotebookNode) -> list[str]:
-    """The code the learner could write (code cells neither locked by the instructor nor graded tests)."""
-    return [
-        notebooks.source(c)
-        for c in nb.cells
-        if c.cell_type == "code" and not notebooks.is_locked(c) and not notebooks.is_grade(c)
     ]
 
 
@@ -202,15 +183,6 @@ def _parse(source: str) -> ast.Module | None:
         return ast.parse("\n".join(lines))
     except SyntaxError:
         return None
-
-
-def _imported_names(tree: ast.Module) -> set[str]:
-    return {
-        (alias.asname or alias.name).split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
 
 
 def _flags(tree: ast.Module, modules: set[str]) -> list[str]:
@@ -236,11 +208,14 @@ def _flags(tree: ast.Module, modules: set[str]) -> list[str]:
 
 
 def suspicious(nb: nbformat.NotebookNode) -> list[str]:
-    """What the learner's code does that a reviewer should look at (monkeypatching, exits): flags only, never a score."""
+    """What the learner's code does that a reviewer should look at (monkeypatching, exits): flags only, never a score.
+    Its code is every code cell neither locked by the instructor nor a graded test."""
     found: list[str] = []
     modules = set(_WATCHED_MODULES)
-    for tree in filter(None, map(_parse, learner_code(nb))):
-        modules |= _imported_names(tree)  # cells run in order: later cells see earlier imports
+    mine = [c for c in nb.cells if c.cell_type == "code" and not notebooks.is_locked(c) and not notebooks.is_grade(c)]
+    for tree in filter(None, (_parse(notebooks.source(c)) for c in mine)):
+        imports = (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+        modules |= {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}  # later cells see them
         found += _flags(tree, modules)
     return sorted(set(found))
 
@@ -310,9 +285,9 @@ def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode
         translate = functools.partial(GRADING.gettext, lang=notebooks.language(nb))
         return _refuse(sub, reasons.other_assignment(sub.files[name].name, other, name, translate))
     cleared = strip_outputs(nb)
-    problem = check_size(nb)
-    if problem is not None:
-        return _refuse(sub, problem)
+    size = len(nbformat.writes(nb).encode("utf-8"))
+    if size > MAX_CONTENT_BYTES:
+        return _refuse(sub, reasons.content_too_large(size, MAX_CONTENT_BYTES))
     if cleared > NOTED_OUTPUT_BYTES:
         sub.notes.append(reasons.outputs_stripped(cleared))
     sub.notes += repair_metadata(nb, release)
