@@ -150,30 +150,24 @@ class GradeRun:
 
 @dataclass(frozen=True)
 class GradeOptions:
-    """``grade``'s options, one per flag of the ``grade`` command, fixed for the whole run."""
+    """``grade``'s options, fixed for the whole run: each the flag of the ``grade`` command of its name, which says
+    what it does (:func:`.cli.add_arguments`), but ``echo`` (how lines print), ``progress`` (the display; default:
+    plain lines through ``echo``) and ``names`` (``--lms`` and ``--roster`` read, :mod:`.lms`)."""
 
     jobs: int = 1
     out: str | Path | None = None
-    """A dry run in this working folder: the course is left alone (default ``./grading-<assignment>/``, then publish)."""
     source: str | Path | None = None
     course: str | Path | None = None
     timeout: int = DEFAULT_TIMEOUT
     sandbox: bool = True
     echo: Callable[..., None] = print
     resume: bool = False
-    """Keep the working folder of an interrupted run and skip the students it finished."""
     class_dir: str | Path | None = None
-    """Where the class files go after publishing (default ``./grades-<assignment>/``)."""
     progress: RunProgress | None = None
-    """The display (default: plain lines through ``echo``)."""
     scheduler: str | None = None
-    """A Dask scheduler's address: each student is then graded as a task on its cluster."""
     names: Names | None = None
-    """The files are an LMS's download, its ids mapped by a roster (:mod:`.lms`)."""
     similar: float = SIMILAR
-    """The share of alike code from which a pair of answers is listed in ``similarity.html``."""
     provisional: bool = False
-    """The LMS import file gives the scores still waiting for manual grading, marked provisional."""
 
 
 def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> GradeRun:
