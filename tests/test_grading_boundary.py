@@ -479,7 +479,7 @@ def _prepare_one(tmp_path: Path, nb: nbformat.NotebookNode) -> tuple[Submission,
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
     sub = Submission("kim", files={"reconcile": path})
-    prep.prepare([sub], tmp_path / "out", "reconcile", {"reconcile": samples.tiny_source_notebook()})
+    (sub,) = prep.prepare([sub], tmp_path / "out", "reconcile", {"reconcile": samples.tiny_source_notebook()})
     return sub, tmp_path / "out" / "submitted" / "kim" / "reconcile" / "reconcile.ipynb"
 
 

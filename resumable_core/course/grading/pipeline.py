@@ -196,7 +196,7 @@ def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> Gr
     progress.step("collecting the submissions")
     with unpacked(path) as root:
         subs = collect(root, assignment, sorted(releases), opts.names)
-        prepare(subs, work, assignment, releases)
+        subs = prepare(subs, work, assignment, releases)
 
     for sub in subs:
         if not sub.to_grade:
