@@ -212,7 +212,7 @@ def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> Gr
         reports.update(run_on_cluster(work, assignment, remaining, opts.scheduler, opts.timeout, done, execution))
     else:
         reports.update(run_workers(work, assignment, remaining, opts.jobs, opts.timeout, done, execution))
-    trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
+    reports = trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
     run = _write_run(work, subs, reports, assignment, releases, bool(to_grade), progress, opts)
     run.resumed = sorted(set(reports) - set(remaining))
     if target:

@@ -21,18 +21,13 @@ DONE = "done"
 log = logging.getLogger(__name__)
 
 
-def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
-    """Drop from ``reports`` (logged, never fatal) every one not of a student this run prepared, filed under its id."""
+def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> dict[str, StudentReport]:
+    """``reports`` less (logged, never fatal) every one not of a student this run prepared, filed under its id."""
     prepared = prepared_students(out)
-    dropped = []
-    for key, report in list(reports.items()):
-        if key in prepared and report.student == key:
-            continue
-        dropped.append(reasons.unknown_report(key, report.worker))
-        del reports[key]
-    for line in dropped:
-        log.warning("%s", line)
-    return dropped
+    for key, report in reports.items():
+        if key not in prepared or report.student != key:
+            log.warning("%s", reasons.unknown_report(key, report.worker))
+    return {key: report for key, report in reports.items() if key in prepared and report.student == key}
 
 
 def prepared_students(out: Path) -> set[str]:
