@@ -4,9 +4,11 @@ gradebook. docs/architecture.md ("Where grades go") says what each writes and wh
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,31 +54,28 @@ def _student_ids(subs: list[Submission]) -> list[str]:
     """The run's students by a usable id (a refused name's label is none): each one's course grades are replaced."""
     ids = []
     for sub in subs:
-        try:
+        with suppress(StudentIdError):
             ids.append(check_id(sub.student))
-        except StudentIdError:
-            continue
     return ids
 
 
-class StudentsDone:
-    """Called with each report as a worker finishes a student: merge them, mark them done, print their line."""
+def _students_done(
+    work: Path, assignment: str, total: int, done: int, progress: RunProgress
+) -> Callable[[StudentReport], None]:
+    """What a worker calls with each student's report: merge it, mark them done, print their line."""
+    prepared, count, width = prepared_students(work), itertools.count(done + 1), len(str(total))
 
-    def __init__(self, work: Path, assignment: str, total: int, done: int, progress: RunProgress) -> None:
-        self.work, self.assignment, self.total, self.done, self.progress = work, assignment, total, done, progress
-        self.prepared = prepared_students(work)
-
-    def __call__(self, report: StudentReport) -> None:
+    def student_done(report: StudentReport) -> None:
         died = report.error.startswith(WORKER_EXITED)  # no result: --resume grades them again
-        merged = not died and merge_student(self.work, self.assignment, report, self.prepared)
-        scored = submission_score(gradebook_url(self.work), self.assignment, report.student) if merged else None
-        self.done += 1
+        merged = not died and merge_student(work, assignment, report, prepared)
+        scored = submission_score(gradebook_url(work), assignment, report.student) if merged else None
         if not report.success:
             outcome = "FAILED"
         else:
             outcome = f"{'-' if scored is None else f'{scored[0]:g}/{scored[1]:g}'} in {report.seconds:.1f} s"
-        width = len(str(self.total))
-        self.progress.line(f"[{self.done:>{width}}/{self.total}] {report.student}: {outcome}", advance=True)
+        progress.line(f"[{next(count):>{width}}/{total}] {report.student}: {outcome}", advance=True)
+
+    return student_done
 
 
 def _write_run(
@@ -207,7 +206,7 @@ def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> Gr
         progress.line(f"--resume: {len(reports)} student(s) already graded in {work}, skipped")
     remaining = [s for s in to_grade if s not in reports]
     progress.students(len(to_grade), len(reports))
-    done = StudentsDone(work, assignment, len(to_grade), len(reports), progress)
+    done = _students_done(work, assignment, len(to_grade), len(reports), progress)
     if opts.scheduler:
         reports.update(run_on_cluster(work, assignment, remaining, opts.scheduler, opts.timeout, done, execution))
     else:
