@@ -66,11 +66,6 @@ def _folder(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink()
 
 
-def _submitted(root: Path) -> list[Path]:
-    """Every file under ``root`` that may be submitted (no link, nothing skipped), sorted."""
-    return sorted(p for p in root.rglob("*") if _file(p) and not _skip(p.relative_to(root)))
-
-
 def _links(root: Path) -> list[Path]:
     """Every link under ``root`` (not followed) that is not skipped anyway: each is refused, never read."""
     found = []
@@ -94,7 +89,7 @@ def check_class(path: Path) -> None:
     if not path.exists():
         raise GradingError(f"{path} does not exist; pass the class's folder or zip")
     if path.is_dir():
-        if not _submitted(path):
+        if not any(_file(f) and not _skip(f.relative_to(path)) for f in path.rglob("*")):
             raise GradingError(f"{path} holds no submitted file; pass the folder the class's submissions are in")
         return
     if not zipfile.is_zipfile(path):
@@ -148,7 +143,7 @@ def _student_folder(sub: Submission, folder: Path, assignment: str, notebooks: l
         return
     timestamp = adir / "timestamp.txt"
     sub.timestamp = timestamp if _file(timestamp) else None
-    found = _submitted(adir)
+    found = sorted(f for f in adir.rglob("*") if _file(f) and not _skip(f.relative_to(adir)))
     ipynbs = []
     for f in _latest([f for f in found if f.suffix == ".ipynb"]):
         name, parts = resubmission(f.stem)[0], f.relative_to(adir).parts
@@ -247,7 +242,7 @@ def _fill_lms(sub: Submission, lms: str, files: list[lms_names.LmsFile], noteboo
 def _lms_claims(root: Path, notebooks: list[str], names: lms_names.Names) -> tuple[list[_Claim], list[Submission]]:
     """A claim per LMS id the download's names give (its course id from the roster), and the files refused."""
     flat = _flat_root(root)
-    files = _submitted(flat)
+    files = [p for p in flat.rglob("*") if _file(p) and not _skip(p.relative_to(flat))]
     lms, roster = names.lms, names.roster
     found, bad = lms_names.student_files(lms, flat, files)
     refused = [_refused(e.label, reasons.not_graded(str(e))) for e in bad]
@@ -282,5 +277,6 @@ def collect(
         claims = _folder_claims(submitted, assignment, notebooks) + _flat_claims(submitted, beside, notebooks)
     else:
         flat = _flat_root(root)
-        claims = _flat_claims(flat, _submitted(flat), notebooks)
+        files = [p for p in flat.rglob("*") if _file(p) and not _skip(p.relative_to(flat))]
+        claims = _flat_claims(flat, files, notebooks)
     return sorted(_resolve(claims) + links, key=lambda s: s.student)
