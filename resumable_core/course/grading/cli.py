@@ -75,7 +75,6 @@ def _share(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``grade`` subcommand's options."""
     p.add_argument(
         "path", help="a folder or a zip: submitted/<student>/<assignment>/*.ipynb, or flat <student>.ipynb files"
     )

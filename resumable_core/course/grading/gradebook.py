@@ -25,7 +25,6 @@ OPEN_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, ImportError)
 
 
 def gradebook_url(root: Path) -> str:
-    """The SQLAlchemy URL of the gradebook of the working course at ``root``."""
     return f"sqlite:///{root / 'gradebook.db'}"
 
 
@@ -181,7 +180,6 @@ def write_submissions(dst: Gradebook, assignment: str, records: list[SubmissionR
 
 
 def merge_gradebook(target_db: str, source_db: str, assignment: str, students: list[str]) -> None:
-    """Copy the students' submissions (grades, comments, flags) from a worker's gradebook."""
     records = read_submissions(source_db, assignment, students)
     with _open(target_db) as dst:
         write_submissions(dst, assignment, records)

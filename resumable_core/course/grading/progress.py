@@ -39,7 +39,6 @@ class RunProgress:
 
     @property
     def drawn(self) -> bool:
-        """Whether a bar is on screen (a terminal)."""
         return self._bar is not None
 
     def step(self, what: str) -> None:

@@ -142,7 +142,6 @@ class Roster:
         return cls(ids)
 
     def student_id(self, lms_id: str) -> str | None:
-        """The course id of ``lms_id``, or None: not in the roster."""
         return self.ids.get(lms_id)
 
 

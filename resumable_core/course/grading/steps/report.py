@@ -117,7 +117,6 @@ def explain(
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
-    """``grades.csv``: one row per student, sorted by id."""
     rows = [[s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason] for s in subs]
     csvfile.write_csv(path, CSV_FIELDS, sorted(rows))
 
