@@ -11,10 +11,11 @@ import nbformat
 import pytest
 
 from resumable_core.__main__ import main as cli_main
-from resumable_core.course.grading.model import Submission
+from resumable_core.course.grading.model import StudentReport, Submission
 from resumable_core.course.grading.steps.collect import collect
 from resumable_core.course.grading.steps.lms import Names
 from resumable_core.course.grading.steps.prepare import prepare, read_notebook
+from resumable_core.course.grading.steps.report import explain
 
 REPO = Path(__file__).resolve().parent.parent
 RELEASE = REPO / "exercises" / "reconcile" / "reconcile.ipynb"
@@ -79,8 +80,22 @@ def test_another_assignments_notebook_is_refused_naming_it_and_the_file_to_submi
     path.parent.mkdir()
     shutil.copy(REPO / "exercises" / "postmortem" / other, path)
     sub = Submission("ann", files={"reconcile": path})
-    prepare([sub], tmp_path / "work", "reconcile", {"reconcile": nbformat.read(str(RELEASE), as_version=4)})
+    (sub,) = prepare([sub], tmp_path / "work", "reconcile", {"reconcile": nbformat.read(str(RELEASE), as_version=4)})
     assert sub.status == "invalid" and sub.problems == [f"not graded: {said}"], sub.problems
+
+
+def test_the_steps_give_their_findings_as_values_and_leave_the_submission_handed_in_alone(tmp_path):
+    """prepare and explain return the submission as they found it; the one they were given is unchanged."""
+    path = tmp_path / "ann" / "reconcile.ipynb"
+    path.parent.mkdir()
+    path.write_bytes(b"%PDF-1.4 my homework")
+    sub = Submission("ann", files={"reconcile": path})
+    (checked,) = prepare(
+        [sub], tmp_path / "work", "reconcile", {"reconcile": nbformat.read(str(RELEASE), as_version=4)}
+    )
+    assert (checked.status, sub.status, sub.problems) == ("invalid", "graded", [])
+    failed = explain(sub, StudentReport("ann", "w", success=False, error="grading stopped: boom"), tmp_path, "x", 60)
+    assert (failed.status, sub.status, sub.problems) == ("failed", "graded", []) and failed.problems
 
 
 def _files(root: Path, names: list[str]) -> Path:

@@ -92,6 +92,6 @@ def test_a_korean_student_fetches_works_and_submits_through_the_exchange(tmp_pat
 
     (sub,) = collect(course, ASSIGNMENT, [ASSIGNMENT])
     released = nbformat.read(str(release.notebook_path(ASSIGNMENT, course, release.RELEASE_DIR)), as_version=4)
-    prepare([sub], tmp_path / "work", ASSIGNMENT, {ASSIGNMENT: released})
+    (sub,) = prepare([sub], tmp_path / "work", ASSIGNMENT, {ASSIGNMENT: released})
     graded = notebooks.read(tmp_path / "work" / "submitted" / "kim" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")
     assert (sub.status, sub.reason, notebooks.language(graded)) == ("graded", "", "ko")

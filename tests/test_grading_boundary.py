@@ -178,11 +178,11 @@ def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path):
     bob.parent.mkdir(parents=True)
     bob.write_text("bob's page")
     sub = Submission("eve", files={"reconcile": autograded})
-    report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
+    why = report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
     assert bob.read_text() == "bob's page"
     pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
     assert pages == ["feedback-html/bob.html", "feedback-html/eve.html"]
-    assert not sub.notes
+    assert why is None
 
 
 def test_write_feedback_shows_the_recheck_message_and_manual_comment(tmp_path):
@@ -440,9 +440,9 @@ def test_reports_for_unknown_students_are_ignored_and_logged(tmp_path, caplog):
         "no_such_student": StudentReport("no_such_student", str(tmp_path), success=False),
     }
     with caplog.at_level(logging.WARNING):
-        dropped = trusted_reports(tmp_path, reports)
-    assert list(reports) == ["ann"]
-    assert len(dropped) == 2 and "'no_such_student'" in caplog.text and "'bob'" in caplog.text
+        trusted = trusted_reports(tmp_path, reports)
+    assert list(trusted) == ["ann"]
+    assert len(caplog.records) == 2 and "'no_such_student'" in caplog.text and "'bob'" in caplog.text
 
 
 # --- hygiene ---------------------------------------------------------------------------------------
@@ -481,7 +481,7 @@ def _prepare_one(tmp_path: Path, nb: nbformat.NotebookNode) -> tuple[Submission,
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(path))
     sub = Submission("kim", files={"reconcile": path})
-    prep.prepare([sub], tmp_path / "out", "reconcile", {"reconcile": samples.tiny_source_notebook()})
+    (sub,) = prep.prepare([sub], tmp_path / "out", "reconcile", {"reconcile": samples.tiny_source_notebook()})
     return sub, tmp_path / "out" / "submitted" / "kim" / "reconcile" / "reconcile.ipynb"
 
 

@@ -180,7 +180,9 @@ def _prepared(tmp_path: Path, files: Mapping[str, dict | Path]) -> tuple[dict, d
     """One student's folder handed in, collected and prepared: (the Submission's fields, the notebook written)."""
     _hand_in(tmp_path / "class" / "kim", files)
     (sub,) = collect(tmp_path / "class", "reconcile", ["reconcile"])
-    prep.prepare([sub], tmp_path / "out", "reconcile", {"reconcile": nbformat.read(str(ENGLISH), as_version=4)})
+    (sub,) = prep.prepare(
+        [sub], tmp_path / "out", "reconcile", {"reconcile": nbformat.read(str(ENGLISH), as_version=4)}
+    )
     written = tmp_path / "out" / "submitted" / "kim" / "reconcile" / "reconcile.ipynb"
     nb = json.loads(written.read_text(encoding="utf-8")) if written.exists() else {}
     return {"status": sub.status, "reason": sub.reason}, nb

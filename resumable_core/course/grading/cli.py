@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -73,7 +75,6 @@ def _share(text: str) -> float:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``grade`` subcommand's options."""
     p.add_argument(
         "path", help="a folder or a zip: submitted/<student>/<assignment>/*.ipynb, or flat <student>.ipynb files"
     )
@@ -223,9 +224,7 @@ def _print_files(files: ClassFiles, similar: float) -> None:
         print(f"          {reasons.import_left_blank(files.imports.waiting, files.imports.not_graded)}")
 
 
-def _echo(*args: Any, flush: bool = False, **kwargs: Any) -> None:
-    """print, always flushed: progress lines show as each student ends."""
-    print(*args, flush=True, **kwargs)
+_echo = functools.partial(print, flush=True)  # progress lines show as each student ends
 
 
 def main(args: argparse.Namespace) -> int:
@@ -244,26 +243,11 @@ def main(args: argparse.Namespace) -> int:
         check_class(Path(args.path))  # and so is a missing or empty class, before nbgrader's seconds of imports
         with RunProgress(_echo) as progress:  # the bar is up before nbgrader's seconds of imports
             progress.step("loading nbgrader")
-            from .pipeline import grade  # imported here: nbgrader loads only when a class is graded
+            from .pipeline import GradeOptions, grade  # imported here: nbgrader loads only when a class is graded
 
-            run = grade(
-                args.path,
-                args.assignment,
-                jobs=args.jobs,
-                out=args.out,
-                source=args.source,
-                course=args.course,
-                timeout=args.timeout,
-                sandbox=not args.no_sandbox,
-                scheduler=args.scheduler,
-                names=names,
-                similar=args.similar,
-                provisional=args.provisional,
-                echo=_echo,
-                resume=args.resume,
-                class_dir=args.class_dir,
-                progress=progress,
-            )
+            flags = {f.name: getattr(args, f.name) for f in fields(GradeOptions) if hasattr(args, f.name)}
+            options = {**flags, "sandbox": not args.no_sandbox, "names": names, "echo": _echo, "progress": progress}
+            run = grade(args.path, args.assignment, **options)
     except NbgraderError as e:
         print(f"grade: {e}\n{e.stderr}", file=sys.stderr)
         return 2

@@ -25,12 +25,11 @@ OPEN_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, ImportError)
 
 
 def gradebook_url(root: Path) -> str:
-    """The SQLAlchemy URL of the gradebook of the working course at ``root``."""
     return f"sqlite:///{root / 'gradebook.db'}"
 
 
 def _open(db_url: str, course_id: str | None = None) -> Gradebook:
-    """The gradebook at ``db_url`` (of ``course_id``; None: nbgrader's default, as the working courses have)."""
+    # None: nbgrader's default course id, as the working courses have
     return Gradebook(db_url) if course_id is None else Gradebook(db_url, course_id)
 
 
@@ -118,27 +117,24 @@ def export_csv(db_url: str, path: Path) -> None:
 
 # --- copying submissions between gradebooks (merge, publish) ---------------------------------------
 
-GradeRow = tuple[str, Any, Any, Any, bool]
-"""(grade_id, auto_score, manual_score, extra_credit, needs_manual_grade)."""
+GRADE_FIELDS = ("auto_score", "manual_score", "extra_credit", "needs_manual_grade")
+COMMENT_FIELDS = ("auto_comment", "manual_comment")
+STUDENT_FIELDS = ("first_name", "last_name", "email")
 
 
-@dataclass
-class _NotebookRecord:
-    name: str
-    flagged: bool
-    grades: list[GradeRow]
-    comments: list[tuple[str, Any, Any]]
-    """(grade_id, auto_comment, manual_comment)."""
+def _fields(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in names}
 
 
 @dataclass
 class SubmissionRecord:
-    """One student's submission read out of a gradebook as plain values (no session attached)."""
+    """One student's submission read out of a gradebook as plain values (no session attached): per notebook its
+    flag, and {cell: {field: value}} of its grades and comments."""
 
     student: str
     names: dict[str, Any]
     timestamp: Any
-    notebooks: list[_NotebookRecord]
+    notebooks: dict[str, tuple[bool, dict[str, dict[str, Any]], dict[str, dict[str, Any]]]]
 
 
 def read_submissions(source_db: str, assignment: str, students: list[str]) -> list[SubmissionRecord]:
@@ -150,18 +146,15 @@ def read_submissions(source_db: str, assignment: str, students: list[str]) -> li
                 sub = src.find_submission(assignment, s)
             except MissingEntry:  # nbgrader failed before it recorded the submission
                 continue
-            st = src.find_student(s)
-            notebooks = [
-                _NotebookRecord(
-                    nb.name,
+            notebooks = {
+                nb.name: (
                     nb.flagged,
-                    [(g.name, g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade) for g in nb.grades],
-                    [(c.name, c.auto_comment, c.manual_comment) for c in nb.comments],
+                    {g.name: _fields(g, GRADE_FIELDS) for g in nb.grades},
+                    {c.name: _fields(c, COMMENT_FIELDS) for c in nb.comments},
                 )
                 for nb in sub.notebooks
-            ]
-            names = {"first_name": st.first_name, "last_name": st.last_name, "email": st.email}
-            found.append(SubmissionRecord(s, names, sub.timestamp, notebooks))
+            }
+            found.append(SubmissionRecord(s, _fields(src.find_student(s), STUDENT_FIELDS), sub.timestamp, notebooks))
     return found
 
 
@@ -177,18 +170,16 @@ def write_submissions(dst: Gradebook, assignment: str, records: list[SubmissionR
             except MissingEntry:
                 dst.add_student(rec.student, **rec.names)
             dst.update_or_create_submission(assignment, rec.student, timestamp=rec.timestamp)
-            for nb in rec.notebooks:
-                dst.find_submission_notebook(nb.name, assignment, rec.student).flagged = nb.flagged
-                for name, auto, manual, extra, needs in nb.grades:
-                    g = dst.find_grade(name, nb.name, assignment, rec.student)
-                    g.auto_score, g.manual_score, g.extra_credit, g.needs_manual_grade = auto, manual, extra, needs
-                for name, auto, manual in nb.comments:
-                    c = dst.find_comment(name, nb.name, assignment, rec.student)
-                    c.auto_comment, c.manual_comment = auto, manual
+            for nb, (flagged, grades, comments) in rec.notebooks.items():
+                dst.find_submission_notebook(nb, assignment, rec.student).flagged = flagged
+                for rows, find in ((grades, dst.find_grade), (comments, dst.find_comment)):
+                    for cell, values in rows.items():
+                        row = find(cell, nb, assignment, rec.student)
+                        for name, value in values.items():
+                            setattr(row, name, value)
 
 
 def merge_gradebook(target_db: str, source_db: str, assignment: str, students: list[str]) -> None:
-    """Copy the students' submissions (grades, comments, flags) from a worker's gradebook."""
     records = read_submissions(source_db, assignment, students)
     with _open(target_db) as dst:
         write_submissions(dst, assignment, records)
@@ -214,18 +205,6 @@ def one_transaction(gb: Gradebook) -> Iterator[None]:
     session.commit()
 
 
-def _forget_ungraded(gb: Gradebook, assignment: str, student: str, graded: set[str]) -> None:
-    """The student is on the roster; a submission this run could not grade drops the course's old one."""
-    try:
-        gb.find_student(student)
-    except MissingEntry:
-        gb.add_student(student)
-    if student in graded:
-        return
-    with suppress(MissingEntry):
-        gb.remove_submission(assignment, student)
-
-
 def publish_submissions(
     db_url: str, course_id: str, assignment: str, students: list[str], records: list[SubmissionRecord]
 ) -> None:
@@ -234,7 +213,13 @@ def publish_submissions(
     graded = {r.student for r in records}
     with _open(db_url, course_id) as gb, one_transaction(gb):
         for student in students:
-            _forget_ungraded(gb, assignment, student, graded)
+            try:
+                gb.find_student(student)
+            except MissingEntry:
+                gb.add_student(student)
+            if student not in graded:
+                with suppress(MissingEntry):
+                    gb.remove_submission(assignment, student)
         write_submissions(gb, assignment, records)
 
 

@@ -89,8 +89,4 @@ def learner_cells(nb: dict) -> list[tuple[str, str, str | None]]:
 
 def graded_sources(nb: dict) -> dict[str, str]:
     """grade_id -> source of every graded code cell."""
-    out = {}
-    for c in nb.get("cells", []):
-        if is_test(c):
-            out[info(c)["grade_id"]] = source_of(c)
-    return out
+    return {info(c)["grade_id"]: source_of(c) for c in nb.get("cells", []) if is_test(c)}

@@ -4,9 +4,11 @@ gradebook. docs/architecture.md ("Where grades go") says what each writes and wh
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from .steps.cluster import check_scheduler, run_on_cluster
 from .steps.collect import check_class, collect, unpacked
 from .steps.course_grades import ClassFiles, record_results, write_class_files, write_course_grades
 from .steps.lms import Names
-from .steps.merge import finished, merge_student, prepared_students, set_scores, trusted_reports
+from .steps.merge import finished, merge_student, prepared_students, scored, trusted_reports
 from .steps.prepare import prepare
 from .steps.publish import check_released, publish
 from .steps.report import explain, plot_scores, write_csv
@@ -52,31 +54,28 @@ def _student_ids(subs: list[Submission]) -> list[str]:
     """The run's students by a usable id (a refused name's label is none): each one's course grades are replaced."""
     ids = []
     for sub in subs:
-        try:
+        with suppress(StudentIdError):
             ids.append(check_id(sub.student))
-        except StudentIdError:
-            continue
     return ids
 
 
-class StudentsDone:
-    """Called with each report as a worker finishes a student: merge them, mark them done, print their line."""
+def _students_done(
+    work: Path, assignment: str, total: int, done: int, progress: RunProgress
+) -> Callable[[StudentReport], None]:
+    """What a worker calls with each student's report: merge it, mark them done, print their line."""
+    prepared, count, width = prepared_students(work), itertools.count(done + 1), len(str(total))
 
-    def __init__(self, work: Path, assignment: str, total: int, done: int, progress: RunProgress) -> None:
-        self.work, self.assignment, self.total, self.done, self.progress = work, assignment, total, done, progress
-        self.prepared = prepared_students(work)
-
-    def __call__(self, report: StudentReport) -> None:
+    def student_done(report: StudentReport) -> None:
         died = report.error.startswith(WORKER_EXITED)  # no result: --resume grades them again
-        merged = not died and merge_student(self.work, self.assignment, report, self.prepared)
-        scored = submission_score(gradebook_url(self.work), self.assignment, report.student) if merged else None
-        self.done += 1
+        merged = not died and merge_student(work, assignment, report, prepared)
+        scored = submission_score(gradebook_url(work), assignment, report.student) if merged else None
         if not report.success:
             outcome = "FAILED"
         else:
             outcome = f"{'-' if scored is None else f'{scored[0]:g}/{scored[1]:g}'} in {report.seconds:.1f} s"
-        width = len(str(self.total))
-        self.progress.line(f"[{self.done:>{width}}/{self.total}] {report.student}: {outcome}", advance=True)
+        progress.line(f"[{next(count):>{width}}/{total}] {report.student}: {outcome}", advance=True)
+
+    return student_done
 
 
 def _write_run(
@@ -95,8 +94,8 @@ def _write_run(
     by_id = {s.student: s for s in subs}
     for student, report in sorted(reports.items()):
         if student in by_id:  # reports are read by the ids given out; anything else is never graded
-            explain(by_id[student], report, work, assignment, opts.timeout, len(releases) > 1)
-    set_scores(subs, work, assignment)
+            by_id[student] = explain(by_id[student], report, work, assignment, opts.timeout, len(releases) > 1)
+    subs = scored(list(by_id.values()), work, assignment)
     if graded:
         export_csv(gradebook_url(work), work / "nbgrader-export.csv")
     write_csv(work / "grades.csv", subs)
@@ -150,30 +149,24 @@ class GradeRun:
 
 @dataclass(frozen=True)
 class GradeOptions:
-    """``grade``'s options, one per flag of the ``grade`` command, fixed for the whole run."""
+    """``grade``'s options, fixed for the whole run: each the flag of the ``grade`` command of its name, which says
+    what it does (:func:`.cli.add_arguments`), but ``echo`` (how lines print), ``progress`` (the display; default:
+    plain lines through ``echo``) and ``names`` (``--lms`` and ``--roster`` read, :mod:`.lms`)."""
 
     jobs: int = 1
     out: str | Path | None = None
-    """A dry run in this working folder: the course is left alone (default ``./grading-<assignment>/``, then publish)."""
     source: str | Path | None = None
     course: str | Path | None = None
     timeout: int = DEFAULT_TIMEOUT
     sandbox: bool = True
     echo: Callable[..., None] = print
     resume: bool = False
-    """Keep the working folder of an interrupted run and skip the students it finished."""
     class_dir: str | Path | None = None
-    """Where the class files go after publishing (default ``./grades-<assignment>/``)."""
     progress: RunProgress | None = None
-    """The display (default: plain lines through ``echo``)."""
     scheduler: str | None = None
-    """A Dask scheduler's address: each student is then graded as a task on its cluster."""
     names: Names | None = None
-    """The files are an LMS's download, its ids mapped by a roster (:mod:`.lms`)."""
     similar: float = SIMILAR
-    """The share of alike code from which a pair of answers is listed in ``similarity.html``."""
     provisional: bool = False
-    """The LMS import file gives the scores still waiting for manual grading, marked provisional."""
 
 
 def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> GradeRun:
@@ -202,7 +195,7 @@ def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> Gr
     progress.step("collecting the submissions")
     with unpacked(path) as root:
         subs = collect(root, assignment, sorted(releases), opts.names)
-        prepare(subs, work, assignment, releases)
+        subs = prepare(subs, work, assignment, releases)
 
     for sub in subs:
         if not sub.to_grade:
@@ -213,12 +206,12 @@ def grade(path: str | Path, assignment: str = "reconcile", **options: Any) -> Gr
         progress.line(f"--resume: {len(reports)} student(s) already graded in {work}, skipped")
     remaining = [s for s in to_grade if s not in reports]
     progress.students(len(to_grade), len(reports))
-    done = StudentsDone(work, assignment, len(to_grade), len(reports), progress)
+    done = _students_done(work, assignment, len(to_grade), len(reports), progress)
     if opts.scheduler:
         reports.update(run_on_cluster(work, assignment, remaining, opts.scheduler, opts.timeout, done, execution))
     else:
         reports.update(run_workers(work, assignment, remaining, opts.jobs, opts.timeout, done, execution))
-    trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
+    reports = trusted_reports(work, reports)  # a report of no prepared id, or filed under another, is never graded
     run = _write_run(work, subs, reports, assignment, releases, bool(to_grade), progress, opts)
     run.resumed = sorted(set(reports) - set(remaining))
     if target:

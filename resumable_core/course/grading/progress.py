@@ -26,35 +26,19 @@ class RunProgress:
         self._bar: Any = None
         self._task: Any = None
         if stream.isatty():
+            from rich import progress as rp
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                SpinnerColumn,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
 
-            self._bar = Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("elapsed"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=Console(file=stream),
-                transient=False,
+            columns = (rp.TextColumn("{task.description}"), rp.BarColumn(), rp.MofNCompleteColumn())
+            clocks = (rp.TextColumn("elapsed"), rp.TimeElapsedColumn(), rp.TextColumn("ETA"), rp.TimeRemainingColumn())
+            self._bar = rp.Progress(
+                rp.SpinnerColumn(), *columns, *clocks, console=Console(file=stream), transient=False
             )
             self._task = self._bar.add_task("starting", total=None)
             self._bar.start()
 
     @property
     def drawn(self) -> bool:
-        """Whether a bar is on screen (a terminal)."""
         return self._bar is not None
 
     def step(self, what: str) -> None:

@@ -162,7 +162,6 @@ def write_html(path: Path, result: ItemAnalysis, assignment: str, picture: str) 
 
 
 def write(folder: Path, outcomes: Iterable[Outcome], assignment: str) -> ItemAnalysis:
-    """``item-analysis.csv``, ``.png`` and ``.html`` in ``folder``; the analysis."""
     result = analyse(outcomes)
     write_csv(folder / "item-analysis.csv", result)
     plot(folder / "item-analysis.png", result, assignment)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ... import notebooks
@@ -17,7 +17,7 @@ from ...release import Course
 from .. import reasons
 from ..errors import GradingError, check_id
 from ..gradebook import StudentGrades, assignment_grades
-from ..model import Status, StudentReport, Submission
+from ..model import StudentReport, Submission
 from . import analysis, lms, similarity
 from .feedback import FEEDBACK, failure_message, write_page
 from .publish import reached
@@ -27,20 +27,8 @@ RESULTS = "results"
 """The class folder's per-student results, one ``<student>.json`` each (the latest ``grade`` of that student)."""
 
 
-@dataclass
-class StudentResult:
-    """One student's latest ``grade`` result, kept in the class folder between runs."""
-
-    score: float
-    status: Status
-    problems: list[str]
-    notes: list[str]
-    messages: dict[str, dict[str, str]] = field(default_factory=dict)
-    """{notebook: {grade_id: what the page says}} of the cells the re-check zeroed or left for review."""
-    lms: str | None = None
-    lms_id: str | None = None
-    lms_name: str = ""
-    """Whose download the submission came from, the student's id and name there (for the LMS's import file)."""
+RECORDED = ("score", "status", "problems", "notes", "lms", "lms_id", "lms_name")
+"""The fields of a student's :class:`Submission` their result keeps, beside the feedback pages' ``messages``."""
 
 
 def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, StudentReport]) -> None:
@@ -49,24 +37,26 @@ def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, S
     results.mkdir(parents=True, exist_ok=True)
     for sub in subs:
         report = reports.get(sub.student)
-        messages = {}
+        messages = {}  # {notebook: {grade_id: what the page says}} of the cells the re-check zeroed or kept
         if report is not None:
             names = set(report.isolated) | set(report.isolated_kept)
             messages = {n: recheck_messages(report.isolated.get(n) or {}, report.isolated_kept.get(n)) for n in names}
-        result = StudentResult(
-            sub.score, sub.status, sub.problems, sub.notes, messages, sub.lms, sub.lms_id, sub.lms_name
-        )
         name = check_id(sub.student)
         tmp = results / f".{name}.json.tmp"
-        tmp.write_text(json.dumps(result.__dict__))
+        tmp.write_text(json.dumps({**{f: getattr(sub, f) for f in RECORDED}, "messages": messages}))
         os.replace(tmp, results / f"{name}.json")
 
 
-def recorded_result(folder: Path, student: str) -> StudentResult | None:
-    """The recorded result of ``student`` in ``folder/results/``, or None (none, or not readable)."""
+def recorded_result(folder: Path, student: str) -> tuple[Submission, dict[str, dict[str, str]]] | None:
+    """The recorded result of ``student`` in ``folder/results/`` and its pages' messages, or None (none, or not
+    readable)."""
     try:
-        return StudentResult(**json.loads((folder / RESULTS / f"{check_id(student)}.json").read_text()))
-    except (OSError, ValueError, TypeError):
+        data = json.loads((folder / RESULTS / f"{check_id(student)}.json").read_text())
+        messages = data.pop("messages", {})
+        if not set(RECORDED[:4]) <= set(data):
+            return None
+        return Submission(student, **data), messages
+    except (OSError, ValueError, TypeError, AttributeError):
         return None
 
 
@@ -108,16 +98,16 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     out = []
     max_score, several = found.max_score, found.notebooks > 1
     for sub in found.students:
-        result = recorded_result(feedback.parent, sub.student)  # the class folder holds feedback-html/ and results/
+        recorded = recorded_result(feedback.parent, sub.student)  # the class folder holds feedback-html/ and results/
+        result, messages = recorded or (None, {})
         if sub.score is None:
             if result is not None and result.status in ("invalid", "failed", "missing"):  # refused or failed: why
-                row = Submission(sub.student, status=result.status, problems=result.problems, notes=result.notes)
+                row = replace(result, score=0.0)
             else:
                 row = Submission(sub.student, status="missing", problems=[reasons.NO_SUBMISSION])
         elif result is not None and abs(result.score - sub.score) < 1e-9:  # the score the run gave stands: its reason
-            _student(course, sub, assignment, feedback, several, result.messages)
-            row = Submission(sub.student, problems=result.problems, notes=result.notes, score=sub.score)
-            row.status = "empty" if result.status == "empty" else "graded"
+            _student(course, sub, assignment, feedback, several, messages)
+            row = replace(result, score=sub.score, status="empty" if result.status == "empty" else "graded")
         else:
             problems = _student(course, sub, assignment, feedback, several)
             row = Submission(sub.student, problems=problems, notes=result.notes if result else [], score=sub.score)

@@ -29,6 +29,7 @@ from .. import reasons
 from ..errors import StudentIdError, check_id
 from ..i18n import GRADING
 from ..model import CellGrade
+from ..notebook_cells import is_test
 
 FEEDBACK = "feedback-html"
 """The folder of the pages, in a working folder and a class folder alike."""
@@ -50,10 +51,6 @@ _LANG: contextvars.ContextVar[str] = contextvars.ContextVar("feedback_language",
 
 def _(message: str) -> str:
     return GRADING.gettext(message, _LANG.get())
-
-
-def _cut_note() -> str:
-    return _("({cut} more characters not shown)")
 
 
 _MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable("table").enable("strikethrough")
@@ -98,7 +95,8 @@ def _capped(text: str) -> str:
     if len(text) <= MAX_OUTPUT_CHARS:
         return html.escape(text)
     cut = len(text) - MAX_OUTPUT_CHARS
-    return html.escape(text[:MAX_OUTPUT_CHARS]) + f'</pre><p class="note">{_cut_note().format(cut=cut)}</p><pre>'
+    note = _("({cut} more characters not shown)").format(cut=cut)
+    return html.escape(text[:MAX_OUTPUT_CHARS]) + f'</pre><p class="note">{note}</p><pre>'
 
 
 def png_data(value: Any) -> str | None:
@@ -176,8 +174,7 @@ def _comment(grade: CellGrade | None) -> str:
 
 def _is_test(cell: Any) -> bool:
     """A test cell, shown by its name, points and message only (never its source)."""
-    graded = cell.get("cell_type") == "code" and notebooks.is_grade(cell) and not notebooks.is_solution(cell)
-    return graded or HIDDEN_MARKER in notebooks.source(cell)
+    return is_test(cell) or HIDDEN_MARKER in notebooks.source(cell)
 
 
 def _cell(cell: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, str]) -> str:
@@ -207,12 +204,11 @@ def _summary(nb: Any, grades: Mapping[str, CellGrade], messages: Mapping[str, st
     for c in nb.cells:
         if (g := notebooks.grade_id(c) or "") in grades:
             cells.setdefault(g, c)
-    ids = list(cells)
     rows = "".join(
-        f"<tr><td>{html.escape(g)}</td><td>{_points(grades[g])}</td><td>{_row_message(g, cells[g], grades[g], messages)}</td></tr>"
-        for g in ids
+        f"<tr><td>{html.escape(g)}</td><td>{_points(grades[g])}</td><td>{_row_message(g, c, grades[g], messages)}</td></tr>"
+        for g, c in cells.items()
     )
-    known = [grades[g] for g in ids]
+    known = [grades[g] for g in cells]
     score = sum(g.score or 0.0 for g in known)
     total = sum(g.max_score for g in known)
     pending = f" ({reasons.SOME_POINTS_WAIT})" if any(g.score is None for g in known) else ""

@@ -142,7 +142,6 @@ class Roster:
         return cls(ids)
 
     def student_id(self, lms_id: str) -> str | None:
-        """The course id of ``lms_id``, or None: not in the roster."""
         return self.ids.get(lms_id)
 
 
@@ -170,7 +169,9 @@ class Names:
 def unmapped(lms: str, files: list[LmsFile]) -> str:
     """Why a student's files are refused: their LMS id is not in the roster (the names say whose they are)."""
     names = ", ".join(sorted(str(f.path.name) for f in files))
-    return f"not graded: {lms} id {files[0].lms_id} ({files[0].name}; {names}) is not in the roster; add it to --roster"
+    return reasons.not_graded(
+        f"{lms} id {files[0].lms_id} ({files[0].name}; {names}) is not in the roster; add it to --roster"
+    )
 
 
 # --- the grades, back into the LMS -----------------------------------------------------------------

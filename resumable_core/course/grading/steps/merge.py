@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .. import reasons
@@ -21,18 +21,13 @@ DONE = "done"
 log = logging.getLogger(__name__)
 
 
-def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> list[str]:
-    """Drop from ``reports`` (logged, never fatal) every one not of a student this run prepared, filed under its id."""
+def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> dict[str, StudentReport]:
+    """``reports`` less (logged, never fatal) every one not of a student this run prepared, filed under its id."""
     prepared = prepared_students(out)
-    dropped = []
-    for key, report in list(reports.items()):
-        if key in prepared and report.student == key:
-            continue
-        dropped.append(reasons.unknown_report(key, report.worker))
-        del reports[key]
-    for line in dropped:
-        log.warning("%s", line)
-    return dropped
+    for key, report in reports.items():
+        if key not in prepared or report.student != key:
+            log.warning("%s", reasons.unknown_report(key, report.worker))
+    return {key: report for key, report in reports.items() if key in prepared and report.student == key}
 
 
 def prepared_students(out: Path) -> set[str]:
@@ -89,9 +84,7 @@ def finished(out: Path, assignment: str, students: list[str]) -> dict[str, Stude
     return found
 
 
-def set_scores(subs: list[Submission], out: Path, assignment: str) -> None:
-    """Scores from the merged gradebook; students not graded score 0 of the assignment's max."""
+def scored(subs: list[Submission], out: Path, assignment: str) -> list[Submission]:
+    """``subs`` with their scores from the merged gradebook; students not graded score 0 of the assignment's max."""
     max_score, scores = assignment_scores(gradebook_url(out), assignment, [sub.student for sub in subs])
-    for sub in subs:
-        sub.max_score = max_score
-        sub.score = scores.get(sub.student, 0.0)
+    return [replace(sub, max_score=max_score, score=scores.get(sub.student, 0.0)) for sub in subs]

@@ -9,6 +9,7 @@ import functools
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from ...assignments import ASSIGNMENTS
 from ...release import notebook_path
 from .. import reasons
 from ..i18n import GRADING
-from ..model import Submission
+from ..model import Status, Submission
 from ..notebook_cells import read
 
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
@@ -108,14 +109,6 @@ def strip_outputs(nb: nbformat.NotebookNode) -> int:
     return cleared
 
 
-def check_size(nb: nbformat.NotebookNode) -> str | None:
-    """Why the notebook (outputs stripped) is too large to grade, or None."""
-    size = len(nbformat.writes(nb).encode("utf-8"))
-    if size > MAX_CONTENT_BYTES:
-        return reasons.content_too_large(size, MAX_CONTENT_BYTES)
-    return None
-
-
 def repair_metadata(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
     """Give every cell the release's nbgrader metadata for its ``grade_id``; what was wrong, one phrase each.
 
@@ -170,28 +163,17 @@ def restore_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> 
 def edited_locked_cells(nb: nbformat.NotebookNode, release: nbformat.NotebookNode) -> list[str]:
     """The ids of the instructor's locked cells whose source the learner changed (nbgrader puts them back; this
     only says so). Another edition is compared by its locked code without comments: its text is its language's."""
-    released = {gid: c.source for c in release.cells if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c)}
     other_edition = notebooks.language(nb) != notebooks.language(release)
-    if other_edition:  # another edition's text: only its code must match
-        released = {gid: s for gid, s in released.items() if _cell_type(release, gid) == "code"}
+    released = {  # another edition's text is its language's: only its code must match
+        gid: c.source
+        for c in release.cells
+        if (gid := notebooks.grade_id(c)) and notebooks.is_locked(c) and not (other_edition and c.cell_type != "code")
+    }
     return [
         gid
         for c in nb.cells
         if (gid := notebooks.grade_id(c)) in released
         and not (same_code(released[gid], c.source) if other_edition else c.source.strip() == released[gid].strip())
-    ]
-
-
-def _cell_type(nb: nbformat.NotebookNode, grade_id: str) -> str:
-    return next((c.cell_type for c in nb.cells if notebooks.grade_id(c) == grade_id), "")
-
-
-def learner_code(nb: nbformat.NotebookNode) -> list[str]:
-    """The code the learner could write (code cells neither locked by the instructor nor graded tests)."""
-    return [
-        notebooks.source(c)
-        for c in nb.cells
-        if c.cell_type == "code" and not notebooks.is_locked(c) and not notebooks.is_grade(c)
     ]
 
 
@@ -202,15 +184,6 @@ def _parse(source: str) -> ast.Module | None:
         return ast.parse("\n".join(lines))
     except SyntaxError:
         return None
-
-
-def _imported_names(tree: ast.Module) -> set[str]:
-    return {
-        (alias.asname or alias.name).split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, (ast.Import, ast.ImportFrom))
-        for alias in node.names
-    }
 
 
 def _flags(tree: ast.Module, modules: set[str]) -> list[str]:
@@ -236,11 +209,14 @@ def _flags(tree: ast.Module, modules: set[str]) -> list[str]:
 
 
 def suspicious(nb: nbformat.NotebookNode) -> list[str]:
-    """What the learner's code does that a reviewer should look at (monkeypatching, exits): flags only, never a score."""
+    """What the learner's code does that a reviewer should look at (monkeypatching, exits): flags only, never a score.
+    Its code is every code cell neither locked by the instructor nor a graded test."""
     found: list[str] = []
     modules = set(_WATCHED_MODULES)
-    for tree in filter(None, map(_parse, learner_code(nb))):
-        modules |= _imported_names(tree)  # cells run in order: later cells see earlier imports
+    mine = [c for c in nb.cells if c.cell_type == "code" and not notebooks.is_locked(c) and not notebooks.is_grade(c)]
+    for tree in filter(None, (_parse(notebooks.source(c)) for c in mine)):
+        imports = (n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom)))
+        modules |= {(a.asname or a.name).split(".")[0] for n in imports for a in n.names}  # later cells see them
         found += _flags(tree, modules)
     return sorted(set(found))
 
@@ -280,9 +256,10 @@ def was_edited(path: Path, release: nbformat.NotebookNode) -> bool:
     return nb is None or learner_part(nb, release) != learner_part(release, release)
 
 
-def choose_translation(sub: Submission, name: str, release: nbformat.NotebookNode) -> None:
+def choose_translation(sub: Submission, name: str, release: nbformat.NotebookNode) -> tuple[Path | None, str | None]:
     """Which of notebook ``name`` and its translations (nbgrader's exchange hands out both) is graded: the one edited;
-    none, the English one; more than one, ``sub`` is refused, in the translation's language."""
+    none, the English one. (its path, None), or (None, why ``sub`` is refused, in the translation's language) when
+    more than one was edited."""
     found = dict(sorted(sub.translations.get(name, {}).items()))
     if name in sub.files:
         found = {i18n.DEFAULT: sub.files[name], **found}
@@ -290,64 +267,72 @@ def choose_translation(sub: Submission, name: str, release: nbformat.NotebookNod
     if len(changed) > 1:
         lang = next(code for code in changed if code != i18n.DEFAULT)
         files = [f"{name}.ipynb" if code == i18n.DEFAULT else f"{code}/{name}.ipynb" for code in changed]
-        return _refuse(sub, reasons.translations_edited(files, lambda m: GRADING.gettext(m, lang)))
-    sub.files[name] = found[changed[0] if changed else next(iter(found))]
-    return None
+        return None, reasons.translations_edited(files, lambda m: GRADING.gettext(m, lang))
+    return found[changed[0] if changed else next(iter(found))], None
 
 
-def _refuse(sub: Submission, problem: str) -> None:
-    sub.status = "invalid"
-    sub.problems.append(problem)
+Checked = tuple[Status, list[str], list[str]]
+"""What checking one notebook showed: the submission's status by it, its problems, its notes."""
 
 
-def _prepare_notebook(sub: Submission, name: str, release: nbformat.NotebookNode, dest: Path) -> None:
-    """Check, repair and flag one of ``sub``'s notebooks, and write it to ``dest`` if it is one."""
-    nb, problem = read_notebook(sub.files[name])
+def _prepare_notebook(path: Path, name: str, release: nbformat.NotebookNode, dest: Path) -> Checked:
+    """Check, repair and flag the notebook at ``path``, and write it to ``dest`` if it is one."""
+    nb, problem = read_notebook(path)
     if nb is None:
-        return _refuse(sub, str(problem))
+        return "invalid", [str(problem)], []
     other = other_assignment(nb, release)
     if other is not None:
         translate = functools.partial(GRADING.gettext, lang=notebooks.language(nb))
-        return _refuse(sub, reasons.other_assignment(sub.files[name].name, other, name, translate))
+        return "invalid", [reasons.other_assignment(path.name, other, name, translate)], []
     cleared = strip_outputs(nb)
-    problem = check_size(nb)
-    if problem is not None:
-        return _refuse(sub, problem)
-    if cleared > NOTED_OUTPUT_BYTES:
-        sub.notes.append(reasons.outputs_stripped(cleared))
-    sub.notes += repair_metadata(nb, release)
+    size = len(nbformat.writes(nb).encode("utf-8"))
+    if size > MAX_CONTENT_BYTES:
+        return "invalid", [reasons.content_too_large(size, MAX_CONTENT_BYTES)], []
+    notes = [reasons.outputs_stripped(cleared)] if cleared > NOTED_OUTPUT_BYTES else []
+    notes += repair_metadata(nb, release)
     edited = edited_locked_cells(nb, release)  # after the metadata repair: the release's ids and flags
     if edited:
-        sub.notes.append(reasons.cells_put_back(edited))
-    if not any(c.source.strip() for c in nb.cells if c.cell_type == "code"):
-        sub.status = "empty"
-        sub.problems.append(reasons.EMPTY_NOTEBOOK)
+        notes.append(reasons.cells_put_back(edited))
+    empty = not any(c.source.strip() for c in nb.cells if c.cell_type == "code")
     restored = restore_cells(nb, release)
-    if restored and sub.status != "empty":
-        sub.notes.append(reasons.cells_restored(restored))
+    if restored and not empty:
+        notes.append(reasons.cells_restored(restored))
     flags = suspicious(nb)
     if flags:
-        sub.notes.append(reasons.flagged_for_review(flags))
+        notes.append(reasons.flagged_for_review(flags))
     dest.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(dest / f"{name}.ipynb"))
-    return None
+    return ("empty", [reasons.EMPTY_NOTEBOOK], notes) if empty else ("graded", [], notes)
 
 
-def prepare(subs: list[Submission], out: Path, assignment: str, releases: dict[str, nbformat.NotebookNode]) -> None:
-    """Write every found submission's notebooks, checked and repaired, into the working course's ``submitted/``."""
-    for sub in subs:
-        if sub.status != "graded":
-            continue
-        dest = out / "submitted" / sub.student / assignment
-        for name in sorted(set(sub.files) | set(sub.translations)):
-            choose_translation(sub, name, releases[name])
-        if sub.status == "graded":
-            for name in sub.files:
-                _prepare_notebook(sub, name, releases[name], dest)
-        if sub.status == "invalid":
-            shutil.rmtree(out / "submitted" / sub.student, ignore_errors=True)
-        elif sub.timestamp is not None:
-            shutil.copy2(sub.timestamp, dest / "timestamp.txt")
-            secret = sub.timestamp.with_name(SUBMISSION_SECRET)
-            if secret.is_file() and not secret.is_symlink() and secret.stat().st_size <= MAX_SECRET_BYTES:
-                shutil.copy2(secret, dest / SUBMISSION_SECRET)
+def _prepare(sub: Submission, folder: Path, assignment: str, releases: dict[str, nbformat.NotebookNode]) -> Submission:
+    """``sub`` checked (its status, problems and notes), its notebooks repaired into ``folder/<assignment>/``."""
+    names = sorted(set(sub.files) | set(sub.translations))
+    chosen = {name: choose_translation(sub, name, releases[name]) for name in names}
+    refused = [why for _, why in chosen.values() if why]
+    files = {name: path for name, (path, _) in chosen.items() if path}
+    checked = [] if refused else [_prepare_notebook(p, n, releases[n], folder / assignment) for n, p in files.items()]
+    problems = [*sub.problems, *refused, *(p for _, found, _ in checked for p in found)]
+    statuses = {status for status, _, _ in checked}
+    status: Status = "invalid" if refused or "invalid" in statuses else "empty" if "empty" in statuses else "graded"
+    sub = replace(
+        sub, files=files, status=status, problems=problems, notes=[*sub.notes, *(n for c in checked for n in c[2])]
+    )
+    if status == "invalid":
+        shutil.rmtree(folder, ignore_errors=True)
+    elif sub.timestamp is not None:
+        shutil.copy2(sub.timestamp, folder / assignment / "timestamp.txt")
+        secret = sub.timestamp.with_name(SUBMISSION_SECRET)
+        if secret.is_file() and not secret.is_symlink() and secret.stat().st_size <= MAX_SECRET_BYTES:
+            shutil.copy2(secret, folder / assignment / SUBMISSION_SECRET)
+    return sub
+
+
+def prepare(
+    subs: list[Submission], out: Path, assignment: str, releases: dict[str, nbformat.NotebookNode]
+) -> list[Submission]:
+    """Every found submission as checking it showed, its notebooks checked and repaired into the working course's
+    ``submitted/`` (one refused before, or by the check, writes none)."""
+    return [
+        _prepare(s, out / "submitted" / s.student, assignment, releases) if s.status == "graded" else s for s in subs
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +77,11 @@ def write_student_feedback(
     grades: Mapping[str, CellGrade],
     messages: dict[str, str],
     several: bool = False,
-) -> None:
-    """``sub``'s page for notebook ``name`` in ``out/feedback-html/``; a note says why if it cannot be written."""
+) -> str | None:
+    """``sub``'s page for notebook ``name`` in ``out/feedback-html/``: None, or the note saying why it was not written."""
     autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
     source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
-    why = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
-    if why:
-        sub.notes.append(why)
+    return write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
 
 
 def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
@@ -96,27 +95,28 @@ def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> d
 
 def explain(
     sub: Submission, report: StudentReport, out: Path, assignment: str, timeout: int, several: bool = False
-) -> None:
-    """Add to ``sub`` why it failed, or which cells lost points and what the re-check kept or zeroed; write its pages
+) -> Submission:
+    """``sub`` with why it failed, or which cells lost points and what the re-check kept or zeroed; its pages written
     (``several``: one per notebook, each named)."""
     if not report.success:
-        sub.status = "failed"
-        sub.problems.append(reasons.classify_failure(report.log + "\n" + report.error, timeout))
-        return
+        why = reasons.classify_failure(report.log + "\n" + report.error, timeout)
+        return replace(sub, status="failed", problems=[*sub.problems, why])
+    problems, notes, provisional = list(sub.problems), list(sub.notes), sub.provisional
     for name in sub.files:
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
         isolated = report.isolated.get(name) or {}
         grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)  # read once per notebook
-        sub.problems += cell_reasons(graded_cells(autograded), grades.grades, timeout, isolated)
-        sub.provisional |= any(g.needs_manual_grade for g in grades.grades)  # a cell waits for a human
+        problems += cell_reasons(graded_cells(autograded), grades.grades, timeout, isolated)
+        provisional |= any(g.needs_manual_grade for g in grades.grades)  # a cell waits for a human
         kept = report.isolated_kept.get(name)
         if kept:
-            sub.notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
-        write_student_feedback(sub, out, assignment, name, grades.cells, recheck_messages(isolated, kept), several)
+            notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
+        messages = recheck_messages(isolated, kept)
+        notes += filter(None, [write_student_feedback(sub, out, assignment, name, grades.cells, messages, several)])
+    return replace(sub, problems=problems, notes=notes, provisional=provisional)
 
 
 def write_csv(path: Path, subs: list[Submission]) -> None:
-    """``grades.csv``: one row per student, sorted by id."""
     rows = [[s.student, f"{s.score:g}", f"{s.max_score:g}", s.status, s.reason] for s in subs]
     csvfile.write_csv(path, CSV_FIELDS, sorted(rows))
 

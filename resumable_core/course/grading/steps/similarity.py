@@ -169,7 +169,6 @@ def _spans(slices: Any) -> list[tuple[int, int]]:
 
 
 def _marked(code: str, spans: list[tuple[int, int]]) -> str:
-    """``code`` escaped, the shared stretches in ``<mark>``."""
     out, at = [], 0
     for start, end in sorted(spans):
         start = max(start, at)

@@ -72,7 +72,6 @@ def write_course(root: Path, timeout: int, execution: Execution | None = None) -
 
 
 def find_source(assignment: str, source: str | Path | None, course: str | Path | None) -> Path:
-    """The folder with the assignment's source (instructor) notebooks."""
     if source:
         path = Path(source)
     else:
@@ -142,7 +141,6 @@ def release_assignment(
 
 
 def released_notebooks(out: Path, assignment: str) -> dict[str, nbformat.NotebookNode]:
-    """{notebook name: released notebook} of the working course ``out``."""
     released = sorted((out / "release" / assignment).glob("*.ipynb"))
     return {path.stem: nbformat.read(str(path), as_version=4) for path in released}
 
