@@ -69,6 +69,7 @@ import resumable_core as rc
 from resumable_core import crash
 from resumable_core.course import self_check, student_kit
 from resumable_core.course.assignments import REGISTRY, Assignment
+from resumable_core.course.checks import support
 from resumable_core.course.grading.notebook_cells import graded_sources, info, setup_cells
 from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
 from resumable_core.course.hidden import strategies as answers
@@ -503,6 +504,8 @@ def serve(requests: typing.TextIO, replies: typing.TextIO) -> None:
                 traceback.print_exc()
                 code = 1
             shutil.rmtree(tempfile.tempdir, ignore_errors=True)
+            # the checks' scratch root, made when this interpreter imported them: the next child makes it again
+            shutil.rmtree(support._SCRATCH_ROOT, ignore_errors=True)
             os._exit(code)
         _, status = os.waitpid(pid, 0)
         replies.write(f"{status}\n")
