@@ -12,6 +12,7 @@ from pathlib import Path
 import grading_samples as samples
 import nbformat
 import pytest
+import test_recheck_attacks as attacks  # tests/ is on sys.path under pytest (rootdir-relative import)
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
@@ -111,17 +112,27 @@ def test_a_call_in_a_hidden_block_is_not_visible():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
-def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path):
-    """The instructor's solution notebook passes every mapped test cell in a fresh process."""
-    report = _run(SOURCES[assignment], assignment, source=SOURCES[assignment], timeout=60)
+def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path_factory):
+    """The instructor's solution, its answers handed in in the release, passes every mapped test cell in a fresh process."""
+    report = attacks.honest(tmp_path_factory.getbasetemp(), assignment, BOX[0] if BOX else None)
     assert set(report) == _graded(assignment)
     assert _failed(report) == set()
 
 
+@pytest.fixture
+def rerun(tmp_path_factory) -> isolated.Report:
+    """The rerun-everything sample re-checked on every cell (only=None), once per session: two tests read it."""
+    return attacks.once_per_session(
+        tmp_path_factory.getbasetemp(),
+        "recheck-rerun",
+        lambda folder: _run(_submit(folder, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30),
+    )
+
+
 @pytest.mark.slow
-def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
+def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(rerun):
     """The rerun-everything solution loses in isolation exactly the points nbgrader takes from it (16 -> 11)."""
-    report = _run(_submit(tmp_path, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30)
+    report = rerun
     assert _failed(report) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     points = _points(RECONCILE)
     kept = sum(p for g, p in points.items() if g in report and not report[g])
@@ -130,10 +141,9 @@ def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_sample_monkeypatch_is_neutralised(tmp_path):
+def test_the_sample_monkeypatch_is_neutralised(tmp_path, rerun):
     """The monkeypatch sample's patches stay in the learner's process: it fails exactly what the plain rerun fails."""
     report = _run(_submit(tmp_path, samples.REAL_MONKEYPATCH), "reconcile", source=RECONCILE, timeout=30)
-    rerun = _run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == _failed(rerun) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     # a visible check fails in isolation where the patched kernel passed it; the hidden-only cell is an honest failure
     assert {"test_reconcile_C", "test_unknown_tool"} <= set(report.visible_failures)
