@@ -16,6 +16,7 @@ from pathlib import Path
 import exercise_cells  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
+import test_recheck_attacks as attacks  # the solution's re-check, run once per session (tests/ is on sys.path)
 from exercise_cells import Exercise, failure, require_fails
 from test_checks import GOOD_APPEND  # the sample class's correct append (tests/ is on sys.path under pytest)
 from test_checks import JOURNAL_CELLS as JOURNAL_TESTS  # the journal's test cells
@@ -338,26 +339,33 @@ def submitted(tmp_path: Path, answers: dict[str, str]) -> Path:
     return path
 
 
-def recheck(tmp_path: Path, answers: dict[str, str], backend) -> dict[str, str | None]:
-    """The journal cells' verdicts in the isolated re-check (grade_id -> why it failed, None when it passed)."""
+def needs_the_tracer() -> None:
+    """Skip, saying why, where strace cannot trace the learner's process."""
     unavailable = syscalls.available()
     if unavailable is not None:
         pytest.skip(unavailable)
+
+
+def recheck(
+    tmp_path: Path, answers: dict[str, str], backend, cells: tuple[str, ...] = JOURNAL_TESTS
+) -> dict[str, str | None]:
+    """The verdicts of ``cells`` (the journal's) in the isolated re-check (grade_id -> why it failed, None when it passed).
+
+    Each traced cell costs seconds of kills replayed from the trace: re-check only those a test reads.
+    """
+    needs_the_tracer()
     report = isolated.run(
-        submitted(tmp_path, answers),
-        "resume_skeleton",
-        source=SOURCE,
-        only=list(JOURNAL_TESTS),
-        timeout=60,
-        backend=backend,
+        submitted(tmp_path, answers), "resume_skeleton", source=SOURCE, only=list(cells), timeout=60, backend=backend
     )
-    return {gid: report[gid] for gid in JOURNAL_TESTS}
+    return {gid: report[gid] for gid in cells}  # a cell left unreported raises: never a pass, never a failure
 
 
 @pytest.mark.slow
-def test_the_solution_passes_the_traced_journal_checks(tmp_path, backend):
+def test_the_solution_passes_the_traced_journal_checks(tmp_path_factory, backend):
     """In the re-check the solution's appends, traced from outside, pass every journal cell."""
-    assert recheck(tmp_path, {}, backend) == dict.fromkeys(JOURNAL_TESTS)
+    needs_the_tracer()
+    report = attacks.honest(tmp_path_factory.getbasetemp(), "resume_skeleton", backend)  # the other files read it too
+    assert {gid: report.get(gid, "unreported") for gid in JOURNAL_TESTS} == dict.fromkeys(JOURNAL_TESTS)
 
 
 @pytest.mark.slow
@@ -371,7 +379,7 @@ def test_an_append_by_offsets_passes_the_traced_journal_checks(tmp_path, backend
 def test_a_wrong_append_fails_by_its_trace(tmp_path, backend, name):
     """A wrong append fails its cell in the re-check too, judged by what strace saw, not by the learner's process."""
     answers, cell = {**WRONG, **TRACED_ONLY}[name]
-    verdicts = recheck(tmp_path, answers, backend)
+    verdicts = recheck(tmp_path, answers, backend, (cell,))  # the cell its bug breaks, as a worker re-checks it alone
     assert verdicts[cell], f"{name} passed {cell} in the re-check"
     print(f"{name}: {cell} fails in the re-check: {verdicts[cell]}")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import grading_samples as samples
 import nbformat
 import pytest
+import test_recheck_attacks as attacks  # tests/ is on sys.path under pytest (rootdir-relative import)
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
@@ -111,17 +112,27 @@ def test_a_call_in_a_hidden_block_is_not_visible():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
-def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path):
-    """The instructor's solution notebook passes every mapped test cell in a fresh process."""
-    report = _run(SOURCES[assignment], assignment, source=SOURCES[assignment], timeout=60)
+def test_the_correct_solution_passes_every_check_in_isolation(assignment, tmp_path_factory):
+    """The instructor's solution, its answers handed in in the release, passes every mapped test cell in a fresh process."""
+    report = attacks.honest(tmp_path_factory.getbasetemp(), assignment, BOX[0] if BOX else None)
     assert set(report) == _graded(assignment)
     assert _failed(report) == set()
 
 
+@pytest.fixture
+def rerun(tmp_path_factory) -> isolated.Report:
+    """The rerun-everything sample re-checked on every cell (only=None), once per session: two tests read it."""
+    return attacks.once_per_session(
+        tmp_path_factory.getbasetemp(),
+        "recheck-rerun",
+        lambda folder: _run(_submit(folder, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30),
+    )
+
+
 @pytest.mark.slow
-def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
+def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(rerun):
     """The rerun-everything solution loses in isolation exactly the points nbgrader takes from it (16 -> 11)."""
-    report = _run(_submit(tmp_path, samples.REAL_RERUN), "reconcile", source=RECONCILE, timeout=30)
+    report = rerun
     assert _failed(report) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     points = _points(RECONCILE)
     kept = sum(p for g, p in points.items() if g in report and not report[g])
@@ -130,10 +141,9 @@ def test_rerun_everything_fails_exactly_the_cells_nbgrader_fails(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_sample_monkeypatch_is_neutralised(tmp_path):
+def test_the_sample_monkeypatch_is_neutralised(tmp_path, rerun):
     """The monkeypatch sample's patches stay in the learner's process: it fails exactly what the plain rerun fails."""
     report = _run(_submit(tmp_path, samples.REAL_MONKEYPATCH), "reconcile", source=RECONCILE, timeout=30)
-    rerun = _run(_submit(tmp_path, samples.REAL_RERUN, name="rerun"), "reconcile", source=RECONCILE, timeout=30)
     assert _failed(report) == _failed(rerun) == {"test_reconcile_C", "test_side_effect_tools", "test_unknown_tool"}
     # a visible check fails in isolation where the patched kernel passed it; the hidden-only cell is an honest failure
     assert {"test_reconcile_C", "test_unknown_tool"} <= set(report.visible_failures)
@@ -380,8 +390,8 @@ def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path
 
     nb = nbformat.v4.new_notebook()
     answer = (
-        "import os, uuid\nRUN = uuid.uuid4().hex  # once per process\ndef who():\n    return [RUN, os.getpid()]\n"
-        "def tested():\n    return globals().get('TESTED', False)"
+        "import os, uuid\nRUN = uuid.uuid4().hex  # once per process\n"
+        "def who():\n    return [RUN, os.getpid(), globals().get('TESTED', False)]"
     )
     test = "TESTED = True"
     nb.cells = [nbformat.v4.new_code_cell(answer), nbformat.v4.new_code_cell(test)]
@@ -392,12 +402,12 @@ def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path
         assert process.executed(1 << 20)[1] is None
         rpc, shared, restart = process.layout.host("rpc") / SOCKET, process.layout.host("shared"), process.restarter
         learner = Learner(str(rpc), shared, restart=str(restart.address))
-        who, tested = RemoteFunction(learner, "who"), RemoteFunction(learner, "tested")
+        who = RemoteFunction(learner, "who")  # one call tells the process and whether it ran the test cell
         loaded = who()
-        assert who()[0] == loaded[0] and tested() is True  # a fork of the loaded process: its uuid, its test cell
+        assert who()[0] == loaded[0] and loaded[2] is True  # a fork of the loaded process: its uuid, its test cell
         first, second = who.restarted()(), who.restarted()()
         assert len({loaded[0], first[0], second[0]}) == 3 and loaded[1] not in (first[1], second[1])
-        assert tested.restarted()() is False  # the new interpreter ran the cells but the tests
+        assert first[2] is False and second[2] is False  # each new interpreter ran the cells but the tests
     finally:
         process.stop()
 

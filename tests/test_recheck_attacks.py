@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import grading_samples as samples
 import nbformat
 import pytest
+from graded_classes import once  # tests/ is on sys.path under pytest (rootdir-relative import)
 
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
@@ -85,7 +87,9 @@ def targets(assignment: str) -> list[str]:
     ]
 
 
-def recheck(box, tmp_path: Path, assignment: str, answers: dict[str, str], *, timeout: int = 30) -> isolated.Report:
+def recheck(
+    box: Backend | None, tmp_path: Path, assignment: str, answers: dict[str, str], *, timeout: int = 30
+) -> isolated.Report:
     """The attacker's notebook (the release, ``answers`` in its solution cells) re-checked in the sandbox."""
     nb = samples.submission(nbformat.read(str(RELEASES[assignment]), as_version=4), answers)
     path = tmp_path / f"{assignment}.ipynb"
@@ -126,10 +130,40 @@ def solution_answers(assignment: str) -> dict[str, str]:
 # -- the control -------------------------------------------------------------------------------
 
 
+def once_per_session(base: Path, name: str, run: Callable[[Path], isolated.Report]) -> isolated.Report:
+    """``run(folder)``'s report, re-checked once per session by whichever worker asks first, read by every reader.
+
+    ``base``: the caller's basetemp (:func:`graded_classes.once`).
+    """
+
+    def write(folder: Path) -> None:
+        (folder / "report.json").write_text(run(folder).to_json(), encoding="utf-8")
+
+    data = json.loads((once(base, name, write) / "report.json").read_text(encoding="utf-8"))
+    return isolated.Report(
+        data["cells"],
+        load_errors=data["load_errors"],
+        inconclusive=data["inconclusive"],
+        visible_failures=data["visible_failures"],
+    )
+
+
+def honest(base: Path, assignment: str, backend: Backend | None) -> isolated.Report:
+    """The control's re-check: the release with the solution's answers filled in, every graded cell, on ``backend``.
+
+    test_recheck and test_journal_exercise read the same run for the solution's verdicts.
+    """
+    return once_per_session(
+        base,
+        f"honest-recheck-{assignment}",
+        lambda folder: recheck(backend, folder, assignment, solution_answers(assignment), timeout=60),
+    )
+
+
 @pytest.mark.parametrize("assignment", ASSIGNMENTS)
-def test_the_honest_solution_passes_every_cell(box, tmp_path, assignment):
+def test_the_honest_solution_passes_every_cell(box, tmp_path_factory, assignment):
     """Control: the release with the solution's answers filled in passes every cell (so a failure below is the attack's)."""
-    report = recheck(box, tmp_path, assignment, solution_answers(assignment), timeout=60)
+    report = honest(tmp_path_factory.getbasetemp(), assignment, box)
     assert set(report) == set(graded(assignment))
     assert {g: why for g, why in report.items() if why and g in targets(assignment)} == {}
     assert report.inconclusive is None and report.load_errors == []
