@@ -59,9 +59,10 @@ def load_errors(nb: dict) -> list[dict[str, Any]]:
 
 
 def preload() -> None:
-    """Import what every session would otherwise import again after its fork (anthropic's types, the kit's)."""
-    import anthropic.types  # noqa: F401  (the replies of the checker's client are rebuilt as these)
+    """Import what every session would otherwise import again after its fork (the kit's lazy names).
 
+    Not anthropic: the codec loads its types only where the notebook imported it (:data:`..boundary.ANTHROPIC`).
+    """
     import resumable_core
 
     for name in resumable_core.__all__:  # the package's lazy names
