@@ -43,6 +43,8 @@ from .leftovers import kill_leftovers
 from .shell import new_shell, run_cell, run_notebook
 
 MODULE = "resumable_core.course.grading.inside.learner_server"
+STOP_POLL = 0.02
+"""Seconds between looks for the stop mark: the host waits for this process's end before the next student."""
 
 
 def load_errors(nb: dict) -> list[dict[str, Any]]:
@@ -125,7 +127,7 @@ def serve(
     listener.listen(16)
     deadline = time.monotonic() + wall
     while not stop.exists() and time.monotonic() < deadline:
-        if not select.select([listener], [], [], 0.2)[0]:
+        if not select.select([listener], [], [], STOP_POLL)[0]:
             continue
         conn, _ = listener.accept()
         if os.fork() == 0:

@@ -47,7 +47,7 @@ TRACE_CAP = 256 << 20
 FRESH_MARGIN = 10.0
 """Seconds past one cell's timeout a freshly started process may live (the checker waits no longer for its call)."""
 STOP_GRACE = 15.0
-"""Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.2 s)."""
+"""Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.02 s)."""
 MARGIN = 30.0
 """Seconds past its wall clock that the host waits for a learner's process before it counts it ended."""
 RESULT_CAP = 16 << 20
