@@ -233,3 +233,35 @@ def test_a_restarted_call_takes_no_handed_path_and_needs_the_hosts_socket(tmp_pa
         learner.call_fresh("save", {"a": 1}, handed(tmp_path / "state.json"))
     with pytest.raises(RuntimeError, match="no restart socket"):
         learner.call_fresh("save", {"a": 1}, "plain data")
+
+
+LAZY_ANTHROPIC = """
+import sys
+from resumable_core.course.grading.inside.learner_server import preload
+from resumable_core.course.grading.recheck import boundary, rpc
+preload()
+codec = boundary.codec(rpc.NoHandles())
+assert codec.decode(codec.encode([1, "a", {"k": b"x"}])) == [1, "a", {"k": b"x"}]
+assert type(codec.decode_exception(codec.encode_exception(ValueError("v")))).__mro__[1] is ValueError
+assert "anthropic" not in sys.modules, "plain data imported anthropic"
+raised = codec.decode_exception({"name": "Bad", "known": ["anthropic.BadRequestError"], "message": "m"})
+import anthropic
+assert isinstance(raised, anthropic.BadRequestError), type(raised).__mro__
+message = {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [],
+           "stop_reason": "end_turn", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}}
+later = boundary.codec(rpc.NoHandles())  # made before anthropic's types are in its table
+wire = later.encode(anthropic.types.Message.model_validate(message))
+assert type(boundary.codec(rpc.NoHandles()).decode(wire)) is anthropic.types.Message
+known = later.encode_exception(anthropic.APIConnectionError(request=__import__("httpx").Request("GET", "http://x")))
+assert "anthropic.APIConnectionError" in known["known"], known
+"""
+
+
+def test_the_codec_imports_anthropic_only_for_a_value_of_its_own() -> None:
+    """A learner's process and a checker that carry plain data never import anthropic (seconds of every process's
+    start); its models and errors still cross both ways, the codec loading them on the first that needs them."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", LAZY_ANTHROPIC], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

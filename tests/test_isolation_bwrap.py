@@ -156,6 +156,45 @@ def test_what_a_grader_that_died_mid_run_left_is_removed_by_the_next_sandbox(lib
                 folder.rmdir()
 
 
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not any("freezer" in c for c in cgroup.cgroup_parents().values()),
+    reason="needs the cgroup freezer, as root",
+)
+def test_a_frozen_cgroup_left_behind_is_thawed_then_killed_and_removed(monkeypatch):
+    """A grader killed while a fresh process ran leaves the loaded one's cgroup frozen: the next sweep thaws it, so its
+    processes die and it goes (unthawed, SIGKILL never took, and every sandbox after it waited seconds in vain)."""
+    from resumable_core.course.grading.isolation import sweep
+
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])  # a zombie: the grader that died
+    while Path(f"/proc/{ended.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        time.sleep(0.05)
+    # parents of this test's own: the sweep sees no cgroup but the one planted here
+    parents = {p / f"resumable-test-{os.getpid()}": c for p, c in cgroup.cgroup_parents().items()}
+    folders = {p / f"resumable-sandbox-{ended.pid}-x": c for p, c in parents.items()}
+    monkeypatch.setattr(sweep, "cgroup_parents", lambda: parents)
+    frozen = subprocess.Popen(["sleep", "600"])
+    try:
+        for folder in [*parents, *folders]:
+            folder.mkdir()
+        for folder, controllers in folders.items():
+            (folder / "cgroup.procs").write_text(str(frozen.pid))
+            if "freezer" in controllers:
+                cgroup._freeze(folder, True)
+        sweep.sweep_left_behind()
+        assert frozen.wait(timeout=30) == -9
+        assert [f for f in folders if f.exists()] == []
+    finally:
+        ended.wait()
+        for folder, controllers in folders.items():
+            if folder.exists() and "freezer" in controllers:
+                cgroup._freeze(folder, False)
+        frozen.kill()
+        frozen.wait()
+        for folder in [*folders, *parents]:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
 def test_cgroup_v2_limits_and_out_of_memory_are_read_from_its_files(tmp_path):
     """In a cgroup v2 folder: memory.max is the memory limit, no swap, pids.max the process cap; an OOM names memory."""
     for name in ("memory.max", "memory.swap.max", "pids.max"):

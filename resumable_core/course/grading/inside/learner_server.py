@@ -43,6 +43,8 @@ from .leftovers import kill_leftovers
 from .shell import new_shell, run_cell, run_notebook
 
 MODULE = "resumable_core.course.grading.inside.learner_server"
+STOP_POLL = 0.02
+"""Seconds between looks for the stop mark: the host waits for this process's end before the next student."""
 
 
 def load_errors(nb: dict) -> list[dict[str, Any]]:
@@ -58,10 +60,15 @@ def load_errors(nb: dict) -> list[dict[str, Any]]:
     ]
 
 
-def preload() -> None:
-    """Import what every session would otherwise import again after its fork (anthropic's types, the kit's)."""
-    import anthropic.types  # noqa: F401  (the replies of the checker's client are rebuilt as these)
+def preload(anthropic_types: bool = False) -> None:
+    """Import what every session would otherwise import again after its fork (the kit's lazy names).
 
+    anthropic (seconds of CPU) only when asked: the codec loads its types in a session that needs them
+    (:data:`..boundary.ANTHROPIC`), where a test cell that ran imported them already, so only the
+    re-check's own learner's process, whose test cells are blank, asks for them (:func:`..recheck.driver.run`).
+    """
+    if anthropic_types:
+        import anthropic.types  # noqa: F401  (the replies of the checker's client are rebuilt as these)
     import resumable_core
 
     for name in resumable_core.__all__:  # the package's lazy names
@@ -124,7 +131,7 @@ def serve(
     listener.listen(16)
     deadline = time.monotonic() + wall
     while not stop.exists() and time.monotonic() < deadline:
-        if not select.select([listener], [], [], 0.2)[0]:
+        if not select.select([listener], [], [], STOP_POLL)[0]:
             continue
         conn, _ = listener.accept()
         if os.fork() == 0:
@@ -187,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "--serve-handed", help="as a freshly started process: run the cells but the tests, serve what this socket hands"
     )
     p.add_argument("--output-cap", type=int, default=None, help="bytes the executed notebook may hold")
+    p.add_argument("--anthropic", action="store_true", help="import anthropic's types before the cells")
     p.add_argument("--stop", type=Path, help="it stops serving when this file appears (default: SOCKET.stop)")
     p.add_argument(
         "--kill-leftovers", action="store_true", help="after each cell, kill what it left running (sandbox only)"
@@ -200,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--out, --socket and --wall are required (unless --serve-handed is given)")
     held = _quiet()
     started = time.monotonic()
-    preload()
+    preload(args.anthropic)
     nb = json.loads(args.notebook.read_text(encoding="utf-8"))
     shell = new_shell(Path.cwd())
 

@@ -193,7 +193,6 @@ class Cgroup:
                 _freeze(folder, frozen)
 
     def kill_and_remove(self) -> None:
-        self.freeze(False)  # a frozen process dies of SIGKILL only once thawed
         kill_and_remove(self.folders)
         self.folders = {}
 
@@ -221,8 +220,15 @@ def _freeze(folder: Path, frozen: bool) -> None:
 
 
 def kill_and_remove(folders: Iterable[Path]) -> None:
-    """SIGKILL every process in the cgroup ``folders`` (one per hierarchy) until none is left, then remove them."""
+    """Thaw, then SIGKILL every process in the cgroup ``folders`` (one per hierarchy) until none is left; remove them.
+
+    A frozen process dies of SIGKILL only once thawed, and a grader killed while a fresh process ran
+    leaves the loaded one's cgroup frozen: unthawed, every sweep after it waited seconds in vain.
+    """
     folders = list(folders)
+    for folder in folders:
+        if (folder / "cgroup.freeze").exists() or (folder / "freezer.state").exists():
+            _freeze(folder, False)
     for _ in range(100):
         pids = {pid for folder in folders for pid in (folder / "cgroup.procs").read_text().split()}
         if not pids:

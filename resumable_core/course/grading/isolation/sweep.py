@@ -20,12 +20,15 @@ def sweep_left_behind() -> None:
     temp folders removed. Only names :func:`._names.owned` made are touched, and only when that
     process has ended.
     """
+    left: dict[str, list[Path]] = {}  # a cgroup's folder in each hierarchy: its freezer's thawed with the others
     for parent in cgroup_parents():
         with contextlib.suppress(OSError):
             for folder in parent.glob("resumable-*"):
                 if gone(folder.name):
-                    with contextlib.suppress(OSError):
-                        kill_and_remove([folder])
+                    left.setdefault(folder.name, []).append(folder)
+    for folders in left.values():
+        with contextlib.suppress(OSError):
+            kill_and_remove(folders)
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/mounts").read_text().splitlines():
             point = Path(line.split()[1])

@@ -37,10 +37,8 @@ from . import rpc
 # -- the table of what crosses ------------------------------------------------------------------
 
 
-def _models() -> dict[str, type]:
-    from anthropic.types import Message
-
-    return {"Checkpoint": Checkpoint, "PendingToolUse": PendingToolUse, "Message": Message}
+MODELS: dict[str, type] = {"Checkpoint": Checkpoint, "PendingToolUse": PendingToolUse}
+"""Models that cross, but anthropic's (:data:`ANTHROPIC`)."""
 
 
 ENUMS: dict[str, type[Any]] = {"Effect": Effect}
@@ -78,8 +76,6 @@ _BUILTIN_ERRORS = [
 
 
 def _exceptions() -> dict[str, type[Exception]]:
-    import anthropic
-
     table: dict[str, type[Exception]] = {name: getattr(builtins, name) for name in _BUILTIN_ERRORS}
     table.update(
         {
@@ -88,10 +84,24 @@ def _exceptions() -> dict[str, type[Exception]]:
             if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == kit_errors.__name__
         }
     )
-    for name in ("APIError", "APIStatusError", "APIConnectionError", "APITimeoutError", "BadRequestError"):
-        table[f"anthropic.{name}"] = getattr(anthropic, name)
     table["json.JSONDecodeError"] = json.JSONDecodeError
     return table
+
+
+_ANTHROPIC_ERRORS = ("APIError", "APIStatusError", "APIConnectionError", "APITimeoutError", "BadRequestError")
+
+
+def _anthropic_table() -> tuple[dict[str, type], dict[str, type[Exception]]]:
+    import anthropic
+    from anthropic.types import Message
+
+    return {"Message": Message}, {f"anthropic.{name}": getattr(anthropic, name) for name in _ANTHROPIC_ERRORS}
+
+
+ANTHROPIC = rpc.Later(
+    "anthropic", frozenset({"Message", *(f"anthropic.{name}" for name in _ANTHROPIC_ERRORS)}), _anthropic_table
+)
+"""anthropic's models and errors: importing anthropic costs a process seconds, and most re-checks never need it."""
 
 
 CLIENT_ARGUMENTS = frozenset(
@@ -103,7 +113,7 @@ CLIENT_ARGUMENTS = frozenset(
 
 def codec(handles: rpc.Handles) -> rpc.Codec:
     """The codec both sides use, with one side's handles."""
-    return rpc.Codec(models=_models(), enums=ENUMS, exceptions=_exceptions(), handles=handles)
+    return rpc.Codec(models=MODELS, enums=ENUMS, exceptions=_exceptions(), handles=handles, later=ANTHROPIC)
 
 
 # -- the checker's side: handles it issues, and the operations it serves on them -----------------

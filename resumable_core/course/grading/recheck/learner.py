@@ -47,7 +47,7 @@ TRACE_CAP = 256 << 20
 FRESH_MARGIN = 10.0
 """Seconds past one cell's timeout a freshly started process may live (the checker waits no longer for its call)."""
 STOP_GRACE = 15.0
-"""Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.2 s)."""
+"""Seconds a learner's process has to end once the host's stop mark appears (it polls for it every 0.02 s)."""
 MARGIN = 30.0
 """Seconds past its wall clock that the host waits for a learner's process before it counts it ended."""
 RESULT_CAP = 16 << 20
@@ -144,7 +144,9 @@ def start(layout: Layout, side: str, job: Job, ended: Path | None = None) -> Cal
     return wait
 
 
-def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: bool, output_cap: int) -> list[str]:
+def _argv_of_learner(
+    layout: Layout, timeout: int, wall: float, kill_leftovers: bool, output_cap: int, anthropic: bool
+) -> list[str]:
     # -P: the working folder (the learner's) is not first on sys.path: no module of theirs stands in for the kit's
     argv = [sys.executable, "-P", "-m", LEARNER_MODULE, layout.path("learner", "notebook.ipynb")]
     argv += [
@@ -155,7 +157,7 @@ def _argv_of_learner(layout: Layout, timeout: int, wall: float, kill_leftovers: 
     ]
     argv += ["--timeout", str(int(timeout)), "--wall", str(wall), "--output-cap", str(int(output_cap))]
     argv += ["--stop", f"{layout.backend.inside(Mount(layout.host('control'), CONTROL))}/{STOP}"]
-    return argv + (["--kill-leftovers"] if kill_leftovers else [])
+    return argv + (["--kill-leftovers"] if kill_leftovers else []) + (["--anthropic"] if anthropic else [])
 
 
 @dataclass
@@ -190,11 +192,13 @@ class LearnerProcess:
         backend: Backend,
         loopless: bool = False,
         output_cap: int = RESULT_CAP,
+        anthropic: bool = False,
     ) -> LearnerProcess:
         """Run the nbformat notebook ``nb`` (with a copy of ``folder``'s files beside it) for at most ``wall`` seconds.
 
         ``loopless``: on the library view whose loop refuses to run (:func:`..learner_view.learner_library`).
         ``output_cap``: the bytes its executed notebook may hold (it stops at the cell that floods past them).
+        ``anthropic``: it imports anthropic's types before the cells (:func:`..inside.learner_server.preload`).
         """
         stack = contextlib.ExitStack()
         own = Path(
@@ -216,7 +220,8 @@ class LearnerProcess:
         import nbformat  # here, not at the top: the checker imports this package and never needs it
 
         layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
-        argv = _argv_of_learner(layout, timeout, wall, Guarantee.NOTHING_OUTLIVES in backend.guarantees(), output_cap)
+        nothing_outlives = Guarantee.NOTHING_OUTLIVES in backend.guarantees()
+        argv = _argv_of_learner(layout, timeout, wall, nothing_outlives, output_cap, anthropic)
         tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
         # the loaded process's own copy: no inode it can lock or open is one a fresh process sees

@@ -87,9 +87,9 @@ class Restarter:
 
     def _accept(self) -> None:
         while not self._closed.is_set():
-            ready, _, _ = select.select([self._listener], [], [], 0.2)
-            if not ready or self._closed.is_set():
-                continue
+            select.select([self._listener], [], [])  # close() wakes it: a shut-down listener reads as ready
+            if self._closed.is_set():
+                return
             try:
                 conn, _ = self._listener.accept()
             except OSError:  # closed under us
@@ -143,8 +143,9 @@ class Restarter:
         """
         self._closed.set()
         with contextlib.suppress(OSError):
-            self._listener.close()
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread at once
         self._thread.join(1.0)
+        self._listener.close()
         until = time.monotonic() + grace
         for thread in self._jobs:
             thread.join(max(0.0, until - time.monotonic()))

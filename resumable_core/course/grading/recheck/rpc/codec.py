@@ -14,7 +14,9 @@ from __future__ import annotations
 import base64
 import enum
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .errors import NotDataError, ProtocolError
@@ -49,6 +51,20 @@ def _name_of(value: Any) -> str:
     return type(value).__qualname__
 
 
+@dataclass(frozen=True)
+class Later:
+    """Entries of the table whose module costs seconds to import (anthropic's): loaded only when one is needed.
+
+    An instance of ``module``'s classes exists only once ``module`` is imported, so the way out loads
+    them only then; the way in loads them when a value or an exception names one of ``names``.
+    """
+
+    module: str
+    names: frozenset[str]
+    load: Callable[[], tuple[Mapping[str, type], Mapping[str, type[Exception]]]]
+    """The models and exceptions to add to the table."""
+
+
 class Codec:
     """Encode and decode values with one table of models, enums and exceptions, and one side's handles."""
 
@@ -59,13 +75,26 @@ class Codec:
         enums: Mapping[str, type[enum.Enum]] | None = None,
         exceptions: Mapping[str, type[Exception]] | None = None,
         handles: Handles | None = None,
+        later: Later | None = None,
     ) -> None:
         self.models = dict(models or {})
         self.enums = dict(enums or {})
         self.exceptions = dict(exceptions or {})
         self.handles: Handles = handles or NoHandles()
+        self._later = later
         self._model_names = {cls: name for name, cls in self.models.items()}
         self._enum_names = {cls: name for name, cls in self.enums.items()}
+
+    def _grow(self, *, named: object = None) -> None:
+        """Load the :class:`Later` entries if their module is imported, or if ``named`` is one of theirs."""
+        later = self._later
+        if later is None or (later.module not in sys.modules and named not in later.names):
+            return
+        self._later = None
+        models, exceptions = later.load()
+        self.models.update(models)
+        self.exceptions.update(exceptions)
+        self._model_names = {cls: name for name, cls in self.models.items()}
 
     # -- out -----------------------------------------------------------------------------------
 
@@ -88,6 +117,8 @@ class Codec:
             return {"$bytes": base64.b64encode(value).decode()}
         if t in self._enum_names:
             return {"$enum": [self._enum_names[t], self.encode(value.value, depth + 1)]}
+        if t not in self._model_names:
+            self._grow()
         if t in self._model_names:
             return {"$model": [self._model_names[t], value.model_dump(mode="json")]}
         handle = self.handles.export(value)
@@ -97,6 +128,7 @@ class Codec:
 
     def encode_exception(self, e: BaseException) -> dict[str, Any]:
         """An exception as data: its class's name, the names of the table's classes it is an instance of, its text."""
+        self._grow()
         known = [name for name, cls in self.exceptions.items() if isinstance(e, cls)]
         known.sort(key=lambda name: -len(self.exceptions[name].__mro__))  # the most specific first
         try:
@@ -159,6 +191,8 @@ class Codec:
                 return self.enums[name](self.decode(data, depth + 1))
             if tag == "$model":
                 if name not in self.models:
+                    self._grow(named=name)
+                if name not in self.models:
                     raise ProtocolError(f"no model {name[:80]!r} crosses")
                 return self.models[name].model_validate(data)  # type: ignore[attr-defined]  # every model of the table is pydantic
             if type(data) is not int:
@@ -178,6 +212,8 @@ class Codec:
         base: type[Exception] = Exception
         known = body.get("known")
         for name in known if type(known) is list else []:
+            if type(name) is str and name not in self.exceptions:
+                self._grow(named=name)
             if type(name) is str and name in self.exceptions:
                 base = self.exceptions[name]
                 break
