@@ -15,6 +15,7 @@ import contextlib
 import copy
 import json
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -146,13 +147,14 @@ def die() -> None:
 
 
 def _remove_scratch_root(owner: int, root: Path) -> None:
-    if os.getpid() == owner:  # a forked child inherits this handler; only the process that made the root removes it
+    if os.getpid() == owner:  # a forked child inherits this handler; only the process that named the root removes it
         shutil.rmtree(root, ignore_errors=True)
 
 
-_SCRATCH_ROOT = Path(tempfile.mkdtemp(prefix="resumable-checks-"))
-"""The one folder this process's scratch folders go in, made at import: a child forked before any check made one
-(it leaves with ``os._exit``, no atexit) puts its folders here too, and the process that made it removes it."""
+_SCRATCH_ROOT = Path(tempfile.gettempdir()) / f"resumable-checks-{os.getpid()}-{secrets.token_hex(8)}"
+"""The one folder this process's scratch folders go in: named at import, made at the first use, so a child forked
+before any check made it (it leaves with ``os._exit``, no atexit) puts its folders in the same one, which the
+process that imported this module removes; a process killed before any check made it leaves nothing."""
 atexit.register(_remove_scratch_root, os.getpid(), _SCRATCH_ROOT)
 
 
