@@ -142,13 +142,13 @@ def run_in_child(fn: Callable[[], object], *, kill_after: float | None = None, t
     finally:
         os.close(read_end)
     if status is None:
-        raise CrashError(f"the crashing run was still going after {timeout:g} s and was killed")
+        raise CrashError("the crashing run was still going after {timeout} s and was killed", timeout=f"{timeout:g}")
     if os.WIFSIGNALED(status):
         if os.WTERMSIG(status) != signal.SIGKILL:
-            raise CrashError(f"child died of signal {os.WTERMSIG(status)}, not SIGKILL")
+            raise CrashError("child died of signal {signal}, not SIGKILL", signal=os.WTERMSIG(status))
         return "killed"
     if os.WEXITSTATUS(status) != 0:
-        raise CrashError(f"the crashing run failed before its crash point:\n{detail or '(no traceback)'}")
+        raise CrashError("the crashing run failed before its crash point:\n{detail}", detail=detail or "(no traceback)")
     return "exited"
 
 

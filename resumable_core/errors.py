@@ -7,7 +7,16 @@ from pathlib import Path
 
 
 class ResumableError(Exception):
-    """Base class of every error raised by resumable_core."""
+    """Base class of every error raised by resumable_core.
+
+    With ``data``, the message is a template of their names (kept as ``template``, with ``data``):
+    the core imports no catalog, so the lab says the error in the learner's language from the two.
+    """
+
+    def __init__(self, message: str = "", **data: object) -> None:
+        super().__init__(message.format(**data) if data else message)
+        self.template = message if data else None
+        self.data = data
 
 
 class Problem(str):
@@ -35,11 +44,10 @@ class CheckpointError(ResumableError):
 
     def __init__(self, path: str | Path | None, reason: str, **data: object) -> None:
         self.path = Path(path) if path is not None else None
-        self.template = reason if data else None
+        self.reason = reason.format(**data) if data else reason
+        Exception.__init__(self, f"{self.path}: {self.reason}" if self.path else self.reason)
+        self.template = reason if data else None  # the reason's, not the message's: the path is not words
         self.data = data
-        reason = reason.format(**data) if data else reason
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}" if self.path else reason)
 
 
 class CheckpointCorruptError(CheckpointError):
@@ -139,10 +147,10 @@ class UnknownToolError(ToolError, KeyError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        ToolError.__init__(self, f"unknown tool {name!r}")
+        ToolError.__init__(self, "unknown tool {name}", name=repr(name))
 
     def __str__(self) -> str:  # KeyError would quote the message
-        return f"unknown tool {self.name!r}"
+        return str(self.args[0])
 
 
 class ToolTimeoutError(ToolError):
@@ -165,7 +173,10 @@ class IdempotencyConflictError(ToolError):
         self.stored_hash = stored_hash
         self.new_hash = new_hash
         super().__init__(
-            f"idempotency key {key!r} was first used with other input ({stored_hash[:12]} != {new_hash[:12]})"
+            "idempotency key {key} was first used with other input ({stored} != {new})",
+            key=repr(key),
+            stored=stored_hash[:12],
+            new=new_hash[:12],
         )
 
 
@@ -180,10 +191,15 @@ class UnknownStrategyError(ResumableError, ValueError):
         self.name = name
         self.choices = choices
         close = difflib.get_close_matches(name, choices, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
         super().__init__(
-            f"no strategy named {name!r}; {hint}choose one of {', '.join(choices)}, "
+            "no strategy named {name}; did you mean {close}? choose one of {choices}, "
             "or pass your own reconcile(cp, tools) function instead of a name"
+            if close
+            else "no strategy named {name}; choose one of {choices}, "
+            "or pass your own reconcile(cp, tools) function instead of a name",
+            name=repr(name),
+            close=repr(close[0]) if close else "",
+            choices=", ".join(choices),
         )
 
 
@@ -196,9 +212,12 @@ class ReconcileResultError(ResumableError, TypeError):
     def __init__(self, reconcile_name: str, returned: object) -> None:
         self.reconcile_name = reconcile_name
         self.returned = returned
-        what = "None" if returned is None else f"a {type(returned).__name__}"
         super().__init__(
-            f"{reconcile_name} returned {what}, not a Checkpoint: end it with `return cp`, the checkpoint it was given"
+            "{name} returned None, not a Checkpoint: end it with `return cp`, the checkpoint it was given"
+            if returned is None
+            else "{name} returned a {type}, not a Checkpoint: end it with `return cp`, the checkpoint it was given",
+            name=reconcile_name,
+            type=type(returned).__name__,
         )
 
 
@@ -212,6 +231,8 @@ class ReconcileMissingError(ResumableError):
         self.tool_name = tool_name
         self.tool_use_id = tool_use_id
         super().__init__(
-            f"the checkpoint has a pending {tool_name} call ({tool_use_id}) and no reconcile was given: "
-            "pass reconcile= (a strategy's .reconcile or your own reconcile(cp, tools) function)"
+            "the checkpoint has a pending {tool} call ({id}) and no reconcile was given: "
+            "pass reconcile= (a strategy's .reconcile or your own reconcile(cp, tools) function)",
+            tool=tool_name,
+            id=tool_use_id,
         )

@@ -175,7 +175,7 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     import resumable_core as rc
     import resumable_core.course.hidden.strategies as answers
     from resumable_core import checkpoint as checkpoint_module
-    from resumable_core import errors, lease, loop
+    from resumable_core import crash, errors, lease, loop
     from resumable_core.crash import CRASH_POINT_HELP, run_in_child
     from resumable_core.lab.core_words import CORE_WORDS
     from resumable_core.loop import RunResult
@@ -198,26 +198,33 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
     shown |= {*typing.get_args(typing.get_type_hints(RunResult)["status"]), *(e.value for e in Effect)}
     shown |= {"killed", "exited"}  # run_in_child's answers
     assert '``"killed"`` or ``"exited"``' in (inspect.getdoc(run_in_child) or "")
-    modules = (checkpoint_module, errors, lease, loop)
+    modules = (checkpoint_module, errors, lease, loop, crash)
     calls = [c for m in modules for c in ast.walk(ast.parse(inspect.getsource(m))) if isinstance(c, ast.Call)]
-    # each refusal's reason as the core writes it: an error's constant second argument, or its template
+
+    def constants(node: ast.expr) -> set[str]:  # a string, or either string of `a if test else b`
+        nodes = (node.body, node.orelse) if isinstance(node, ast.IfExp) else (node,)
+        return {n.value for n in nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+    def an_errors(call: ast.Call) -> bool:  # `SomeError(...)`, or `super().__init__(...)` in an error's class
+        return getattr(call.func, "id", "").endswith("Error") or getattr(call.func, "attr", "") == "__init__"
+
+    # each refusal's reason as the core writes it (an error's constant second argument), and each error's
+    # template (a constant argument of an error's call that passes data)
     refusals = {
         call.args[1].value
         for call in calls
         if getattr(call.func, "id", "").endswith("Error") and len(call.args) > 1
         if isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str)
     }
-    refusals |= {
-        "checkpoint version {found}, this code reads version {expected}",  # in CheckpointVersionError itself
-        "checkpoint is for task {found}, not {expected}; refusing to resume it",
-        "at least {size} bytes, over the {limit}-byte cap; pass max_bytes= to load a larger file",
-    }
+    refusals |= {t for call in calls if an_errors(call) and call.keywords for arg in call.args for t in constants(arg)}
+    refusals.add("(no traceback)")  # crash's {detail} when the child printed none
+    assert '"(no traceback)"' in inspect.getsource(crash)
     problems = {  # each Problem the core words: its template
         call.args[0].value
         for call in calls
         if getattr(call.func, "id", None) == "Problem" and isinstance(call.args[0], ast.Constant)
     }
-    assert len(problems) == 12 and len(refusals) == 25
+    assert len(problems) == 12 and len(refusals) == 36
     # what a refusal's {why} or {kind} may be
     problems |= {*checkpoint_module._OS_REASONS.values(), *checkpoint_module._KINDS.values(), "not a regular file"}
     assert shown | refusals | problems == set(CORE_WORDS)
@@ -564,3 +571,52 @@ def test_the_korean_lessons_rendered_words_and_simulates_help_are_korean(
     assert {name: prose for name, prose in left.items() if prose} == {}
     assert not [name for name, text in rendered.items() if re.search(r"을\(를\)|이\(가\)|은\(는\)|\(으\)로", text)]
     assert _english_prose("체크포인트: The run is finished, report it") == ["The run is finished"]  # not blind
+
+
+@pytest.mark.slow
+def test_a_core_error_escaping_a_cell_is_said_in_the_notebooks_language() -> None:
+    """A learner's cell that lets a core error escape (a misspelt strategy, a reconcile with no `return cp`, a resume
+    with no reconcile) shows IPython's traceback, its last line in Korean in a Korean notebook, English in English."""
+    import subprocess
+
+    program = """
+import os
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("from resumable_core import lab, errors")  # the lab's import installs the hook, as a lesson's does
+for lang in ("ko", "en"):
+    os.environ["RESUMABLE_LANG"] = lang
+    for cell in (
+        "raise errors.UnknownStrategyError('rerun_', ['none', 'rerun'])",
+        "raise errors.ReconcileResultError('my_reconcile', None)",
+        "raise errors.ReconcileMissingError('send_email', 'toolu_1')",
+        "raise errors.CrashError('child died of signal {signal}, not SIGKILL', signal=15)",
+    ):
+        print("=== " + lang)
+        assert shell.run_cell(cell).error_in_exec is not None
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=True
+    ).stdout
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    ko, en = (ansi.sub("", part) for part in out.split("=== ko", 1)[1].split("=== en", 1))
+    for english, korean in (
+        ("no strategy named 'rerun_'; did you mean 'rerun'?", "이름이 'rerun_'인 전략은 없습니다. 'rerun'을 뜻했나요?"),
+        ("my_reconcile returned None, not a Checkpoint", "my_reconcile이 Checkpoint가 아니라 None을 돌려주었습니다"),
+        ("has a pending send_email call (toolu_1)", "대기 중인 send_email 호출(toolu_1)이 있는데"),
+        ("child died of signal 15, not SIGKILL", "시그널 15번으로 죽었습니다"),
+    ):
+        assert korean in ko and english not in ko
+        assert english in en and korean not in en
+    for error in ("UnknownStrategyError", "ReconcileResultError", "ReconcileMissingError", "CrashError"):
+        assert f"{error}: " in ko and f"{error}: " in en  # IPython's traceback still names the error
+
+
+def test_a_checks_message_says_a_core_error_the_learners_code_raised_in_korean(korean: None) -> None:
+    """A check that quotes the learner's exception quotes a core error (resume with no reconcile) in Korean."""
+    from resumable_core.course.checks.support import error_text
+    from resumable_core.errors import ReconcileMissingError
+
+    said = error_text(ReconcileMissingError("send_email", "toolu_1"))
+    assert said.startswith("ReconcileMissingError: 체크포인트에 대기 중인 send_email 호출(toolu_1)이 있는데")
+    assert "no reconcile was given" not in said

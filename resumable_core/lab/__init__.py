@@ -14,7 +14,7 @@ explicitly; :mod:`~resumable_core.lab.cli` holds ``matrix``, ``simulate`` and ``
 from __future__ import annotations
 
 from .columns import pad
-from .core_words import core, reason, say
+from .core_words import core, message, reason, say, speak_in_tracebacks
 from .crash_test import crash_test, crash_test_journal
 from .exercise_checkpoints import ACTIONS, actions_text, load_exercise_checkpoint
 from .figures import crash_loop_chart, resume_vs_restart_chart, save_timeline, turn_diagram
@@ -24,6 +24,8 @@ from .predict import reveal
 from .resumers import crash_loop, race_resumers
 from .run_client import client_for_run
 from .source import show_source, source_listing, verbatim
+
+speak_in_tracebacks()  # a core error a learner's cell lets escape: its traceback in the notebook's language
 
 __all__ = [
     "ACTIONS",
@@ -38,6 +40,7 @@ __all__ = [
     "crash_test_journal",
     "formative_check",
     "load_exercise_checkpoint",
+    "message",
     "pad",
     "race_resumers",
     "reason",

@@ -8,10 +8,12 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
-from ..errors import CheckpointError, Problem
+from typing import Any
+
+from ..errors import CheckpointError, Problem, ResumableError
 from .i18n import LESSONS, N_, _
 
-__all__ = ["CORE_WORDS", "core", "reason", "say"]
+__all__ = ["CORE_WORDS", "core", "message", "reason", "say", "speak_in_tracebacks"]
 
 CORE_WORDS: frozenset[str] = frozenset(
     {
@@ -120,6 +122,24 @@ CORE_WORDS: frozenset[str] = frozenset(
             "messages.{i}: recorded results {recorded} then pending calls {pending} are not the last message's tool_use ids {ids}, in block order"
         ),
         N_("messages.{i}: pending_tool_uses differs from the tool_use block {id}"),
+        # errors: the others a learner's cell may let escape (`message` says them, and so do tracebacks)
+        N_(
+            "no strategy named {name}; did you mean {close}? choose one of {choices}, or pass your own reconcile(cp, tools) function instead of a name"
+        ),
+        N_(
+            "no strategy named {name}; choose one of {choices}, or pass your own reconcile(cp, tools) function instead of a name"
+        ),
+        N_("{name} returned None, not a Checkpoint: end it with `return cp`, the checkpoint it was given"),
+        N_("{name} returned a {type}, not a Checkpoint: end it with `return cp`, the checkpoint it was given"),
+        N_(
+            "the checkpoint has a pending {tool} call ({id}) and no reconcile was given: pass reconcile= (a strategy's .reconcile or your own reconcile(cp, tools) function)"
+        ),
+        N_("unknown tool {name}"),
+        N_("idempotency key {key} was first used with other input ({stored} != {new})"),
+        N_("the crashing run was still going after {timeout} s and was killed"),
+        N_("child died of signal {signal}, not SIGKILL"),
+        N_("the crashing run failed before its crash point:\n{detail}"),
+        N_("(no traceback)"),
     }
 )
 """Every core text the lab shows, as written in the core."""
@@ -155,3 +175,39 @@ def reason(error: CheckpointError) -> str:
     if error.template in CORE_WORDS:
         return _filled(error.template, error.data)
     return core(error.reason)
+
+
+def message(error: ResumableError) -> str:
+    """Any of the core's errors in now's language, as ``str(error)`` says it in English (a refused checkpoint
+    keeps its path in front); its own text where it is not the kit's words (a tool's failure, a learner's error)."""
+    if isinstance(error, CheckpointError):
+        said = reason(error)
+        return f"{error.path}: {said}" if error.path else said
+    if error.template in CORE_WORDS:
+        return _filled(error.template, error.data)
+    return str(error)
+
+
+def _in_words(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
+    # IPython's own traceback, its message in now's language. IPython ignores what this returns (9.x),
+    # so it shows the traceback itself; the args are the learner's exception's again once shown.
+    english = value.args
+    value.args = (message(value) if isinstance(value, ResumableError) else str(value),)
+    try:
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+    finally:
+        value.args = english
+
+
+def speak_in_tracebacks() -> None:
+    """In an IPython kernel, show a core error that escapes a cell in now's language (a Korean notebook's traceback).
+
+    The core imports no catalog, so its exceptions carry English messages and their template with the data;
+    this hook, not the core, puts them in words, at the only place a learner reads them raw.
+    """
+    import sys
+
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is not None:
+        shell.set_custom_exc((ResumableError,), _in_words)
