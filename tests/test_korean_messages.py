@@ -594,12 +594,20 @@ for lang in ("ko", "en"):
     ):
         print("=== " + lang)
         assert shell.run_cell(cell).error_in_exec is not None
+# an error whose words cannot be said (its data taken away) still shows its traceback
+shell.run_cell("e = errors.ReconcileMissingError('refund', 'toolu_9')")
+shell.run_cell("e.data = {}")
+print("=== broken")
+assert shell.run_cell("raise e").error_in_exec is not None
 """
     out = subprocess.run(
         [sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=True
     ).stdout
     ansi = re.compile(r"\x1b\[[0-9;]*m")
-    ko, en = (ansi.sub("", part) for part in out.split("=== ko", 1)[1].split("=== en", 1))
+    out, broken = ansi.sub("", out).split("=== broken", 1)
+    assert "ReconcileMissingError: the checkpoint has a pending refund call (toolu_9)" in broken
+    assert "Custom TB Handler failed" not in out + broken
+    ko, en = out.split("=== ko", 1)[1].split("=== en", 1)
     for english, korean in (
         ("no strategy named 'rerun_'; did you mean 'rerun'?", "이름이 'rerun_'인 전략은 없습니다. 'rerun'을 뜻했나요?"),
         ("my_reconcile returned None, not a Checkpoint", "my_reconcile이 Checkpoint가 아니라 None을 돌려주었습니다"),
@@ -620,3 +628,6 @@ def test_a_checks_message_says_a_core_error_the_learners_code_raised_in_korean(k
     said = error_text(ReconcileMissingError("send_email", "toolu_1"))
     assert said.startswith("ReconcileMissingError: 체크포인트에 대기 중인 send_email 호출(toolu_1)이 있는데")
     assert "no reconcile was given" not in said
+    broken = ReconcileMissingError("refund", "toolu_9")
+    broken.data = {}  # the learner's code may change what it raises: said as it says itself, never a KeyError
+    assert error_text(broken) == f"ReconcileMissingError: {broken}"

@@ -8,6 +8,7 @@ fails when the core's texts and these copies differ, so a new or changed text ca
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from ..errors import CheckpointError, Problem, ResumableError
@@ -177,26 +178,35 @@ def reason(error: CheckpointError) -> str:
     return core(error.reason)
 
 
-def message(error: ResumableError) -> str:
+def message(error: BaseException) -> str:
     """Any of the core's errors in now's language, as ``str(error)`` says it in English (a refused checkpoint
-    keeps its path in front); its own text where it is not the kit's words (a tool's failure, a learner's error)."""
-    if isinstance(error, CheckpointError):
-        said = reason(error)
-        return f"{error.path}: {said}" if error.path else said
-    if error.template in CORE_WORDS:
-        return _filled(error.template, error.data)
+    keeps its path in front); any other error's own text, and where the words are not the kit's (a tool's failure)."""
+    # the learner's code may hand over any object of these classes, its template and data changed at will
+    with contextlib.suppress(Exception):
+        if isinstance(error, CheckpointError):
+            said = reason(error)
+            return f"{error.path}: {said}" if error.path else said
+        if isinstance(error, ResumableError) and error.template in CORE_WORDS:
+            return _filled(error.template, error.data)
     return str(error)
 
 
 def _in_words(shell: Any, etype: type, value: BaseException, tb: Any, tb_offset: int | None = None) -> None:
     # IPython's own traceback, its message in now's language. IPython ignores what this returns (9.x),
-    # so it shows the traceback itself; the args are the learner's exception's again once shown.
-    english = value.args
-    value.args = (message(value) if isinstance(value, ResumableError) else str(value),)
+    # so it shows the traceback itself, and never raises: IPython would drop the traceback, and a test
+    # cell with no error shown scores as passed. An error whose words cannot be said (a learner's
+    # object changed or subclassed at will) shows as IPython says it.
+    try:
+        english = value.args
+        value.args = (message(value),)
+    except Exception:  # noqa: BLE001 - a learner's object may refuse: its traceback as IPython says it
+        english = None
     try:
         shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
     finally:
-        value.args = english
+        if english is not None:
+            with contextlib.suppress(Exception):
+                value.args = english
 
 
 def speak_in_tracebacks() -> None:

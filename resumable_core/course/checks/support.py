@@ -27,7 +27,6 @@ from typing import Any
 
 from ...checkpoint import Checkpoint, PendingToolUse, consistency_problem, pending_calls, text_of
 from ...crash import CrashPlan, kill_self, run_in_child
-from ...errors import ResumableError
 from ...lab.core_words import core, message
 from ...lab.i18n import N_
 from ...ledger import Ledger
@@ -359,7 +358,7 @@ def call_learner(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def error_text(e: BaseException) -> str:
     """The learner's exception as a message says it: ``Type: message`` (``Type`` alone when it has no message),
     then where in the learner's cells it was raised, as the notebook's traceback names it."""
-    said = message(e) if isinstance(e, ResumableError) else str(e)  # the core's error in now's language
+    said = message(e)  # a core error in now's language
     text = f"{type(e).__name__}: {said}" if said else type(e).__name__
     where = _raised_in_cell(e)
     return f"{text} ({where})" if where else text
