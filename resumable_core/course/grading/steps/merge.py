@@ -21,6 +21,13 @@ DONE = "done"
 log = logging.getLogger(__name__)
 
 
+def write_json(path: Path, data: object) -> None:
+    """The one writer of a run's JSON records (a report, a student done, a result): whole or not at all."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
 def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> dict[str, StudentReport]:
     """``reports`` less (logged, never fatal) every one not of a student this run prepared, filed under its id."""
     prepared = prepared_students(out)
@@ -56,11 +63,8 @@ def merge_student(out: Path, assignment: str, report: StudentReport, prepared: s
     if src_dir.is_dir():
         shutil.rmtree(out / "autograded" / student, ignore_errors=True)
         shutil.copytree(src_dir, out / "autograded" / student)
-    folder = out / DONE
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f".{student}.json.tmp"
-    tmp.write_text(json.dumps({"digest": submission_digest(out, student), "report": asdict(report)}))
-    os.replace(tmp, folder / f"{student}.json")
+    (out / DONE).mkdir(exist_ok=True)
+    write_json(out / DONE / f"{student}.json", {"digest": submission_digest(out, student), "report": asdict(report)})
     return True
 
 

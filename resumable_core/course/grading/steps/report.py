@@ -15,7 +15,7 @@ from resumable_core.lab.columns import table
 from ... import notebooks
 from .. import csvfile, reasons
 from ..gradebook import GradeValues, gradebook_url, notebook_grades
-from ..model import CellGrade, StudentReport, Submission
+from ..model import StudentReport, Submission
 from ..progress import cut
 from .feedback import FEEDBACK, failure_message, write_page
 
@@ -69,21 +69,6 @@ def cell_reasons(
     return out
 
 
-def write_student_feedback(
-    sub: Submission,
-    out: Path,
-    assignment: str,
-    name: str,
-    grades: Mapping[str, CellGrade],
-    messages: dict[str, str],
-    several: bool = False,
-) -> str | None:
-    """``sub``'s page for notebook ``name`` in ``out/feedback-html/``: None, or the note saying why it was not written."""
-    autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
-    source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
-    return write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
-
-
 def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
     """What the feedback page says of the cells the isolated re-check zeroed or could not confirm."""
     out = dict(isolated)  # a failed hidden check, a visible check that disagreed, a cell left for review: one wording
@@ -112,7 +97,9 @@ def explain(
         if kept:
             notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
         messages = recheck_messages(isolated, kept)
-        notes += filter(None, [write_student_feedback(sub, out, assignment, name, grades.cells, messages, several)])
+        source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
+        page = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades.cells, messages)
+        notes += [page] if page else []
     return replace(sub, problems=problems, notes=notes, provisional=provisional)
 
 

@@ -37,6 +37,7 @@ from ..reasons import (
 from ..recheck import driver as recheck
 from . import execute
 from .execute import SandboxedExecute
+from .merge import write_json
 from .workspace import DEFAULT_TIMEOUT, Execution, write_course
 
 WORKER_MODULE = "resumable_core.course.grading.steps.workers"
@@ -193,12 +194,9 @@ def backend_of(config: Any) -> Backend | None:
 
 
 def write_report(root: Path, report: StudentReport) -> None:
-    """``reports/<student>.json``, written whole or not at all."""
-    folder = root / "reports"
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f".{report.student}.json.tmp"
-    tmp.write_text(json.dumps(asdict(report)))
-    os.replace(tmp, folder / f"{report.student}.json")
+    """``reports/<student>.json``."""
+    (root / "reports").mkdir(exist_ok=True)
+    write_json(root / "reports" / f"{report.student}.json", asdict(report))
 
 
 def worker_main(argv: list[str]) -> int:
