@@ -42,11 +42,6 @@ def prepared_students(out: Path) -> set[str]:
     return {d.name for d in (out / "submitted").iterdir()} if (out / "submitted").is_dir() else set()
 
 
-def submission_digest(out: Path, student: str) -> str:
-    """The content hash of ``out/submitted/<student>/`` as prepared: the bytes a grade was made from."""
-    return tree_digest(out / "submitted" / student)
-
-
 def merge_student(out: Path, assignment: str, report: StudentReport, prepared: set[str]) -> bool:
     """Merge one student's gradebook rows and ``autograded/`` from their worker into ``out``, then mark them done.
 
@@ -64,7 +59,8 @@ def merge_student(out: Path, assignment: str, report: StudentReport, prepared: s
         shutil.rmtree(out / "autograded" / student, ignore_errors=True)
         shutil.copytree(src_dir, out / "autograded" / student)
     (out / DONE).mkdir(exist_ok=True)
-    write_json(out / DONE / f"{student}.json", {"digest": submission_digest(out, student), "report": asdict(report)})
+    digest = tree_digest(out / "submitted" / student)  # the bytes the grade was made from
+    write_json(out / DONE / f"{student}.json", {"digest": digest, "report": asdict(report)})
     return True
 
 
@@ -77,7 +73,7 @@ def finished(out: Path, assignment: str, students: list[str]) -> dict[str, Stude
         try:
             record = json.loads(path.read_text())
             report = StudentReport(**record["report"])
-            same = record["digest"] == submission_digest(out, student)
+            same = record["digest"] == tree_digest(out / "submitted" / student)
         except (OSError, ValueError, TypeError, KeyError):
             continue
         if report.student != student or not same:
