@@ -115,15 +115,13 @@ def format_table(subs: list[Submission]) -> str:
 
 
 def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:
-    """A histogram of the scores (matplotlib, Agg)."""
-    import matplotlib  # imported here: only the end of a run draws
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    """A histogram of the scores."""
+    from matplotlib.figure import Figure  # imported here: only the end of a run draws; no pyplot, no backend to set
     from matplotlib.ticker import MaxNLocator
 
     max_score = max((s.max_score for s in subs), default=0) or 1
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    fig = Figure(figsize=(6, 3.5), dpi=100)
+    ax = fig.subplots()
     bins = [x - 0.5 for x in range(int(max_score) + 2)]
     ax.hist([s.score for s in subs], bins=bins, color="#4C72B0", edgecolor="white")
     ax.set_xlabel(f"score (out of {max_score:g})")
@@ -134,4 +132,3 @@ def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:
         locator.set_params(integer=True)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
