@@ -29,7 +29,7 @@ from resumable_core.course.grading.model import CellGrade, StudentReport, Submis
 from resumable_core.course.grading.steps import prepare as prep
 from resumable_core.course.grading.steps import report, workers
 from resumable_core.course.grading.steps.collect import collect, student_id
-from resumable_core.course.grading.steps.feedback import CSP, page_path, render_feedback, write_feedback
+from resumable_core.course.grading.steps.feedback import CSP, page_path, render_feedback, write_feedback, write_page
 from resumable_core.course.grading.steps.merge import trusted_reports
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,8 +177,8 @@ def test_a_notebook_cannot_name_whose_feedback_it_is(tmp_path):
     bob = out / "feedback-html" / "bob.html"
     bob.parent.mkdir(parents=True)
     bob.write_text("bob's page")
-    sub = Submission("eve", files={"reconcile": autograded})
-    why = report.write_student_feedback(sub, out, "reconcile", "reconcile", {}, {})  # no grades: the path is tested
+    source = out / "source" / "reconcile" / "reconcile.ipynb"
+    why = write_page(out / "feedback-html", autograded, source, "eve", "reconcile", False, {})  # the path is tested
     assert bob.read_text() == "bob's page"
     pages = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.html"))
     assert pages == ["feedback-html/bob.html", "feedback-html/eve.html"]

@@ -40,7 +40,6 @@ def _class_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--course",
-        default=None,
         help=(
             "the nbgrader course (the folder of its nbgrader_config.py) holding solutions/<assignment>, "
             "whose gradebook holds the grades (default: this repository)"
@@ -82,13 +81,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="students graded in parallel (default: 1)")
     p.add_argument(
         "--scheduler",
-        default=None,
         metavar="tcp://HOST:PORT",
         help="grade each student as a task on this Dask distributed cluster instead of --jobs local workers",
     )
     p.add_argument(
         "--out",
-        default=None,
         help=(
             "a dry run in this working course folder: the course's gradebook is left alone "
             "(default: work in ./grading-<assignment>/, wiped if made by an earlier run, then publish into the course)"
@@ -101,19 +98,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"seconds a cell may run before it is interrupted and scores 0 (default: {DEFAULT_TIMEOUT})",
     )
     p.add_argument(
-        "--source",
-        default=None,
-        help="folder with the assignment's source notebooks (default: <course>/solutions/<assignment>)",
+        "--source", help="folder with the assignment's source notebooks (default: <course>/solutions/<assignment>)"
     )
     p.add_argument(
         "--lms",
         choices=sorted(PARSERS),
-        default=None,
         help="the files are this LMS's download: read its names (and write its grade import file beside grades.csv)",
     )
     p.add_argument(
         "--roster",
-        default=None,
         metavar="CSV",
         help="map the LMS's ids to the course's: a CSV with lms_id and student_id columns (unmapped files are refused)",
     )
@@ -127,7 +120,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--class-dir",
-        default=None,
         metavar="DIR",
         help=(
             "where the whole class's grades.csv, scores.png, feedback pages, item analysis, similarity report "
@@ -164,13 +156,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     add_arguments(p)
     p.set_defaults(func=main)
-    add_grades_parser(subparsers)
-    return p
-
-
-def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """The ``grades`` subcommand: grades.csv rewritten from the course gradebook (after manual grading)."""
-    p = subparsers.add_parser(
+    grades = subparsers.add_parser(
         "grades",
         help=_("write grades.csv and feedback pages from the course's gradebook, manual grades included"),
         description=(
@@ -181,16 +167,15 @@ def add_grades_parser(subparsers: Any) -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    _class_options(p)
-    p.add_argument(
+    _class_options(grades)
+    grades.add_argument(
         "--out",
-        default=None,
         help=(
             "folder written: grades.csv, feedback-html/<student>.html, the item analysis, the similarity report "
             "and the LMS import file (default: ./grades-<assignment>/)"
         ),
     )
-    p.set_defaults(func=grades_main)
+    grades.set_defaults(func=grades_main)
     return p
 
 

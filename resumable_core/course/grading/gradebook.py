@@ -38,12 +38,8 @@ def _open(db_url: str, course_id: str | None = None) -> Gradebook:
 
 def passed_cells(db_url: str, notebook: str, assignment: str, student: str) -> list[str]:
     """The autograded test cells of one notebook that scored in the learner's kernel ([] without a submission)."""
-    with _open(db_url) as gb:
-        try:
-            grades = gb.find_submission_notebook(notebook, assignment, student).grades
-        except MissingEntry:
-            return []
-        return sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
+    grades = notebook_grades(db_url, assignment, student, notebook).grades
+    return sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
 
 
 def zero_cells(db_url: str, cells: list[str], notebook: str, assignment: str, student: str) -> None:

@@ -60,19 +60,9 @@ NOT_UTF8 = N_("{file} is not UTF-8 text: open it in Jupyter and save it again, a
 OTHER_ASSIGNMENT = N_("{file} is the {other} assignment's notebook: submit {notebook}.ipynb")
 
 
-def translations_edited(files: Iterable[str], translate: Callable[[str], str] = str) -> str:
-    """A submission holding a notebook and its translation, both edited: refused, in the learner's language."""
-    return NOT_GRADED + translate(TRANSLATIONS_EDITED).format(files=", ".join(files))
-
-
-def not_utf8(file_name: str, translate: Callable[[str], str] = str) -> str:
-    """A submitted file whose bytes are no UTF-8 (a notebook saved as Latin-1, say)."""
-    return NOT_GRADED + translate(NOT_UTF8).format(file=file_name)
-
-
-def other_assignment(file_name: str, other: str, notebook: str, translate: Callable[[str], str] = str) -> str:
-    """A notebook of another assignment of the course, by its cells: refused with the file to submit."""
-    return NOT_GRADED + translate(OTHER_ASSIGNMENT).format(file=file_name, other=other, notebook=notebook)
+def refused(sentence: str, translate: Callable[[str], str] = str, **fields: str) -> str:
+    """A submission refused in the learner's language (``translate``): ``sentence``, a catalog id, with ``fields``."""
+    return NOT_GRADED + translate(sentence).format(**fields)
 
 
 not_json = ("{} is " + NOT_A_NOTEBOOK + "not JSON").format

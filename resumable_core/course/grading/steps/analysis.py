@@ -111,16 +111,14 @@ def write_csv(path: Path, result: ItemAnalysis) -> None:
 
 def plot(path: Path, result: ItemAnalysis, assignment: str) -> None:
     """``item-analysis.png``: the students x checks heatmap (score / max) beside the class's score histogram."""
-    import matplotlib  # imported here: only the end of a run draws
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # imported here: only the end of a run draws; no pyplot, no backend to set
 
     students = sorted(result.fractions)
     names = [c.check for c in result.checks]
     grid = [[result.fractions[s].get(c, float("nan")) for c in names] for s in students]
     height = max(3.0, 0.25 * len(students) + 1.5)
-    fig, (heat, hist) = plt.subplots(1, 2, figsize=(max(8.0, 0.45 * len(names) + 5), height), width_ratios=(3, 1))
+    fig = Figure(figsize=(max(8.0, 0.45 * len(names) + 5), height))
+    heat, hist = fig.subplots(1, 2, width_ratios=(3, 1))
     image = heat.imshow(grid or [[float("nan")]], aspect="auto", cmap="RdYlGn", vmin=0, vmax=1, interpolation="nearest")
     heat.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=7)
     heat.set_yticks(range(len(students)), students, fontsize=7 if len(students) < 40 else 4)
@@ -131,7 +129,6 @@ def plot(path: Path, result: ItemAnalysis, assignment: str) -> None:
     hist.set_xlabel("score (autograded checks)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_html(path: Path, result: ItemAnalysis, assignment: str, picture: str) -> None:

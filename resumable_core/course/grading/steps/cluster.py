@@ -18,7 +18,7 @@ import resumable_core
 from ..errors import GradingError
 from ..isolation import library_copy, make_backend, owned, sweep_left_behind
 from ..model import StudentReport
-from .workers import WORKER_EXITED, read_report, start_worker
+from .workers import LOG_TAIL, WORKER_EXITED, read_report, start_worker
 from .workspace import Execution, tree_digest, write_course
 
 SCHEMES = ("tcp://", "tls://", "inproc://")
@@ -26,8 +26,6 @@ CONNECT_TIMEOUT = "10s"
 """How long ``grade`` waits for the scheduler before it refuses to start."""
 STOP_POLL = 1.0
 """Seconds a task waits on the run's stop event between looks at its grading process."""
-LOG_TAIL = 20000
-"""Bytes of a task's worker log that come back (the cause of a failure is at its end)."""
 _libraries: dict[str, Path] = {}
 """Per worker process: the library copy made for each digest (one per process, not one per task)."""
 

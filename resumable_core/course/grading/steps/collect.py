@@ -248,7 +248,7 @@ def _lms_claims(root: Path, notebooks: list[str], names: lms_names.Names) -> tup
     refused = [_refused(e.label, reasons.not_graded(str(e))) for e in bad]
     claims = []
     for lms_id, group in sorted(found.items()):
-        sid = roster.student_id(lms_id) if roster else lms_id
+        sid = roster.ids.get(lms_id) if roster else lms_id
         label = ", ".join(str(f.path.relative_to(flat)) for f in group)
         if sid is None:
             refused.append(_refused(label, lms_names.unmapped(lms, group)))

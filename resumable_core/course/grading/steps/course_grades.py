@@ -7,7 +7,6 @@ A student's recorded result (:func:`record_results`) gives their reason while th
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from ..gradebook import StudentGrades, assignment_grades
 from ..model import StudentReport, Submission
 from . import analysis, lms, similarity
 from .feedback import FEEDBACK, failure_message, write_page
+from .merge import write_json
 from .publish import reached
 from .report import cell_reasons, graded_cells, recheck_messages, write_csv
 
@@ -41,10 +41,8 @@ def record_results(folder: Path, subs: list[Submission], reports: Mapping[str, S
         if report is not None:
             names = set(report.isolated) | set(report.isolated_kept)
             messages = {n: recheck_messages(report.isolated.get(n) or {}, report.isolated_kept.get(n)) for n in names}
-        name = check_id(sub.student)
-        tmp = results / f".{name}.json.tmp"
-        tmp.write_text(json.dumps({**{f: getattr(sub, f) for f in RECORDED}, "messages": messages}))
-        os.replace(tmp, results / f"{name}.json")
+        record = {**{f: getattr(sub, f) for f in RECORDED}, "messages": messages}
+        write_json(results / f"{check_id(sub.student)}.json", record)
 
 
 def recorded_result(folder: Path, student: str) -> tuple[Submission, dict[str, dict[str, str]]] | None:

@@ -141,9 +141,6 @@ class Roster:
             ids[lms_id], seen[sid.casefold()] = sid, lms_id
         return cls(ids)
 
-    def student_id(self, lms_id: str) -> str | None:
-        return self.ids.get(lms_id)
-
 
 @dataclass(frozen=True)
 class Names:

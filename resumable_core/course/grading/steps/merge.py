@@ -21,6 +21,13 @@ DONE = "done"
 log = logging.getLogger(__name__)
 
 
+def write_json(path: Path, data: object) -> None:
+    """The one writer of a run's JSON records (a report, a student done, a result): whole or not at all."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
 def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> dict[str, StudentReport]:
     """``reports`` less (logged, never fatal) every one not of a student this run prepared, filed under its id."""
     prepared = prepared_students(out)
@@ -33,11 +40,6 @@ def trusted_reports(out: Path, reports: dict[str, StudentReport]) -> dict[str, S
 def prepared_students(out: Path) -> set[str]:
     """The students this run prepared (``out/submitted/<student>/``, named from the instructor's files)."""
     return {d.name for d in (out / "submitted").iterdir()} if (out / "submitted").is_dir() else set()
-
-
-def submission_digest(out: Path, student: str) -> str:
-    """The content hash of ``out/submitted/<student>/`` as prepared: the bytes a grade was made from."""
-    return tree_digest(out / "submitted" / student)
 
 
 def merge_student(out: Path, assignment: str, report: StudentReport, prepared: set[str]) -> bool:
@@ -56,11 +58,9 @@ def merge_student(out: Path, assignment: str, report: StudentReport, prepared: s
     if src_dir.is_dir():
         shutil.rmtree(out / "autograded" / student, ignore_errors=True)
         shutil.copytree(src_dir, out / "autograded" / student)
-    folder = out / DONE
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f".{student}.json.tmp"
-    tmp.write_text(json.dumps({"digest": submission_digest(out, student), "report": asdict(report)}))
-    os.replace(tmp, folder / f"{student}.json")
+    (out / DONE).mkdir(exist_ok=True)
+    digest = tree_digest(out / "submitted" / student)  # the bytes the grade was made from
+    write_json(out / DONE / f"{student}.json", {"digest": digest, "report": asdict(report)})
     return True
 
 
@@ -73,7 +73,7 @@ def finished(out: Path, assignment: str, students: list[str]) -> dict[str, Stude
         try:
             record = json.loads(path.read_text())
             report = StudentReport(**record["report"])
-            same = record["digest"] == submission_digest(out, student)
+            same = record["digest"] == tree_digest(out / "submitted" / student)
         except (OSError, ValueError, TypeError, KeyError):
             continue
         if report.student != student or not same:

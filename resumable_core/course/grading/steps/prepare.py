@@ -68,8 +68,9 @@ def read_notebook(path: Path) -> tuple[nbformat.NotebookNode | None, str | None]
         text = raw.decode("utf-8")
         data = json.loads(text)
     except UnicodeDecodeError:  # JSON in another encoding (Latin-1, UTF-16) is a notebook saved wrong; a PDF is none
-        why = reasons.not_utf8(path.name, _in_language_of(path)) if _json_text(raw) else reasons.not_json(path.name)
-        return None, why
+        if not _json_text(raw):
+            return None, reasons.not_json(path.name)
+        return None, reasons.refused(reasons.NOT_UTF8, _in_language_of(path), file=path.name)
     except json.JSONDecodeError:
         return None, reasons.not_json(path.name)
     if not isinstance(data, dict) or "cells" not in data:
@@ -266,8 +267,10 @@ def choose_translation(sub: Submission, name: str, release: nbformat.NotebookNod
     changed = [lang for lang, path in found.items() if was_edited(path, release)] if len(found) > 1 else list(found)
     if len(changed) > 1:
         lang = next(code for code in changed if code != i18n.DEFAULT)
-        files = [f"{name}.ipynb" if code == i18n.DEFAULT else f"{code}/{name}.ipynb" for code in changed]
-        return None, reasons.translations_edited(files, lambda m: GRADING.gettext(m, lang))
+        files = ", ".join(f"{name}.ipynb" if code == i18n.DEFAULT else f"{code}/{name}.ipynb" for code in changed)
+        return None, reasons.refused(
+            reasons.TRANSLATIONS_EDITED, functools.partial(GRADING.gettext, lang=lang), files=files
+        )
     return found[changed[0] if changed else next(iter(found))], None
 
 
@@ -282,8 +285,9 @@ def _prepare_notebook(path: Path, name: str, release: nbformat.NotebookNode, des
         return "invalid", [str(problem)], []
     other = other_assignment(nb, release)
     if other is not None:
-        translate = functools.partial(GRADING.gettext, lang=notebooks.language(nb))
-        return "invalid", [reasons.other_assignment(path.name, other, name, translate)], []
+        words = functools.partial(GRADING.gettext, lang=notebooks.language(nb))
+        why = reasons.refused(reasons.OTHER_ASSIGNMENT, words, file=path.name, other=other, notebook=name)
+        return "invalid", [why], []
     cleared = strip_outputs(nb)
     size = len(nbformat.writes(nb).encode("utf-8"))
     if size > MAX_CONTENT_BYTES:

@@ -15,7 +15,7 @@ from resumable_core.lab.columns import table
 from ... import notebooks
 from .. import csvfile, reasons
 from ..gradebook import GradeValues, gradebook_url, notebook_grades
-from ..model import CellGrade, StudentReport, Submission
+from ..model import StudentReport, Submission
 from ..progress import cut
 from .feedback import FEEDBACK, failure_message, write_page
 
@@ -69,21 +69,6 @@ def cell_reasons(
     return out
 
 
-def write_student_feedback(
-    sub: Submission,
-    out: Path,
-    assignment: str,
-    name: str,
-    grades: Mapping[str, CellGrade],
-    messages: dict[str, str],
-    several: bool = False,
-) -> str | None:
-    """``sub``'s page for notebook ``name`` in ``out/feedback-html/``: None, or the note saying why it was not written."""
-    autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
-    source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
-    return write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
-
-
 def recheck_messages(isolated: dict[str, str], kept: dict[str, str] | None) -> dict[str, str]:
     """What the feedback page says of the cells the isolated re-check zeroed or could not confirm."""
     out = dict(isolated)  # a failed hidden check, a visible check that disagreed, a cell left for review: one wording
@@ -112,7 +97,9 @@ def explain(
         if kept:
             notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
         messages = recheck_messages(isolated, kept)
-        notes += filter(None, [write_student_feedback(sub, out, assignment, name, grades.cells, messages, several)])
+        source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
+        page = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades.cells, messages)
+        notes += [page] if page else []
     return replace(sub, problems=problems, notes=notes, provisional=provisional)
 
 
@@ -128,15 +115,13 @@ def format_table(subs: list[Submission]) -> str:
 
 
 def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:
-    """A histogram of the scores (matplotlib, Agg)."""
-    import matplotlib  # imported here: only the end of a run draws
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    """A histogram of the scores."""
+    from matplotlib.figure import Figure  # imported here: only the end of a run draws; no pyplot, no backend to set
     from matplotlib.ticker import MaxNLocator
 
     max_score = max((s.max_score for s in subs), default=0) or 1
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+    fig = Figure(figsize=(6, 3.5), dpi=100)
+    ax = fig.subplots()
     bins = [x - 0.5 for x in range(int(max_score) + 2)]
     ax.hist([s.score for s in subs], bins=bins, color="#4C72B0", edgecolor="white")
     ax.set_xlabel(f"score (out of {max_score:g})")
@@ -147,4 +132,3 @@ def plot_scores(path: Path, subs: list[Submission], assignment: str) -> None:
         locator.set_params(integer=True)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)

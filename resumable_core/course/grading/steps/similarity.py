@@ -43,12 +43,8 @@ class _Literals(ast.NodeTransformer):
 def normalise(code: str) -> str:
     """``code`` through the AST (comments, layout and numbers gone); as it is when it does not parse."""
     try:
-        tree = ast.parse(code)
+        return ast.unparse(_Literals().visit(ast.parse(code)))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return code
-    try:
-        return ast.unparse(_Literals().visit(tree))
-    except RecursionError:
         return code
 
 

@@ -37,11 +37,12 @@ from ..reasons import (
 from ..recheck import driver as recheck
 from . import execute
 from .execute import SandboxedExecute
-from .workspace import DEFAULT_TIMEOUT, Execution, write_course
+from .merge import write_json
+from .workspace import Execution, write_course
 
 WORKER_MODULE = "resumable_core.course.grading.steps.workers"
 LOG_TAIL, ERROR_TAIL = 20000, 5000
-"""How much of nbgrader's log and error a worker passes back (the cause is at the end)."""
+"""How much of nbgrader's log and error a worker passes back, and of a cluster task's log (the cause is at the end)."""
 WHY_WIDTH = 160
 """Characters of a re-check's reason kept in a cell's phrase (its first line)."""
 REPORT_CAP = 200_000
@@ -52,14 +53,6 @@ log = logging.getLogger(__name__)
 
 
 # --- inside a worker process -------------------------------------------------------------------
-
-
-def timeout_of(config: Any) -> int:
-    """The course's per-cell timeout (``Execute.timeout``)."""
-    try:
-        return int(config.Execute.timeout)
-    except (AttributeError, TypeError, ValueError):
-        return DEFAULT_TIMEOUT
 
 
 def recheck_outcome(
@@ -115,7 +108,7 @@ def recheck_isolated(
         if not passed:
             continue
         source = root / "source" / assignment / f"{name}.ipynb"
-        learner = execute.take_learner(student, assignment, name)  # None: it ended early; a fresh one serves
+        learner = execute.RUNNING.pop((student, assignment, name), None)  # None: ended early; a fresh one serves
         if source.is_file():
             report = recheck.run(
                 nb_path,
@@ -193,12 +186,9 @@ def backend_of(config: Any) -> Backend | None:
 
 
 def write_report(root: Path, report: StudentReport) -> None:
-    """``reports/<student>.json``, written whole or not at all."""
-    folder = root / "reports"
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f".{report.student}.json.tmp"
-    tmp.write_text(json.dumps(asdict(report)))
-    os.replace(tmp, folder / f"{report.student}.json")
+    """``reports/<student>.json``."""
+    (root / "reports").mkdir(exist_ok=True)
+    write_json(root / "reports" / f"{report.student}.json", asdict(report))
 
 
 def worker_main(argv: list[str]) -> int:
@@ -214,7 +204,7 @@ def worker_main(argv: list[str]) -> int:
     for student in students:
         started = time.monotonic()
         try:
-            report = autograde_student(api, root, assignment, student, timeout_of(config), backend_of(config))
+            report = autograde_student(api, root, assignment, student, int(config.Execute.timeout), backend_of(config))
         except Exception as e:  # the next student is graded all the same
             log.exception("grading %s failed", student)
             error = f"{GRADING_STOPPED}: {type(e).__name__}: {e}"[:ERROR_TAIL]

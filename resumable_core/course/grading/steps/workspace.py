@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -126,20 +127,6 @@ def release_key(source: Path, assignment: str) -> str:
     return tree_digest(source, f"{assignment}\0{nbgrader.__version__}\0{CONFIG}")[:32]
 
 
-def release_assignment(
-    out: Path, source: Path, assignment: str, timeout: int, execution: Execution | None = None
-) -> dict[str, nbformat.NotebookNode]:
-    """Make ``out`` the working course and release the assignment there (its gradebook gets the tests, hidden ones
-    too, which autograde restores edited tests from); {notebook name: released notebook}."""
-    write_course(out, timeout, execution)
-    shutil.rmtree(out / "source" / assignment, ignore_errors=True)
-    shutil.copytree(
-        source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
-    )
-    nbgrader(["generate_assignment", assignment, "--force"], out)
-    return released_notebooks(out, assignment)
-
-
 def released_notebooks(out: Path, assignment: str) -> dict[str, nbformat.NotebookNode]:
     released = sorted((out / "release" / assignment).glob("*.ipynb"))
     return {path.stem: nbformat.read(str(path), as_version=4) for path in released}
@@ -148,44 +135,39 @@ def released_notebooks(out: Path, assignment: str) -> dict[str, nbformat.Noteboo
 def cached_release(
     out: Path, source: Path, assignment: str, timeout: int, execution: Execution | None = None
 ) -> dict[str, nbformat.NotebookNode]:
-    """:func:`release_assignment`, its ``release/`` and fresh gradebook copied from the cache when the content is unchanged
-    (a cache entry is made whole, then renamed into place). A resumed folder keeps its gradebook: same key only."""
+    """Make ``out`` the working course and release the assignment there (its gradebook gets the tests, hidden ones
+    too, which autograde restores edited tests from); {notebook name: released notebook}. ``release/`` and the fresh
+    gradebook come from the cache when the content is unchanged (an entry is made whole, then renamed into place).
+    A resumed folder keeps its gradebook: same key only."""
     key = release_key(source, assignment)
     held = out / RELEASE_KEY
-    if (out / "gradebook.db").is_file() and held.is_file():  # a resumed run: its gradebook holds its students
-        if held.read_text().strip() != key:
-            raise GradingError(
-                f"the source of {assignment!r} changed since the interrupted run in {out}; grade again without --resume"
-            )
-        write_course(out, timeout, execution)  # this run's sandbox library and timeout
+    resumed = (out / "gradebook.db").is_file() and held.is_file()  # its gradebook holds its students
+    if resumed and held.read_text().strip() != key:
+        raise GradingError(
+            f"the source of {assignment!r} changed since the interrupted run in {out}; grade again without --resume"
+        )
+    write_course(out, timeout, execution)  # this run's sandbox library and timeout
+    if resumed:
         return released_notebooks(out, assignment)
     for stale in ("source", "release", "gradebook.db"):  # a run interrupted while it released: start it again
-        target = out / stale
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            target.unlink()
+        shutil.rmtree(out / stale) if (out / stale).is_dir() else (out / stale).unlink(missing_ok=True)
+    shutil.copytree(
+        source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
+    )
     entry = cache_root() / key
     if (entry / "gradebook.db").is_file() and (entry / "release" / assignment).is_dir():
-        write_course(out, timeout, execution)
-        shutil.copytree(
-            source, out / "source" / assignment, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__")
-        )
         shutil.copytree(entry / "release", out / "release")
         shutil.copy2(entry / "gradebook.db", out / "gradebook.db")
-        held.write_text(key + "\n")
-        return released_notebooks(out, assignment)
-    releases = release_assignment(out, source, assignment, timeout, execution)
-    try:
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=entry.parent))
-        shutil.copytree(out / "release", staging / "release")
-        shutil.copy2(out / "gradebook.db", staging / "gradebook.db")
-        try:
-            os.rename(staging, entry)
-        except OSError:  # another run stored it first: theirs is the same content
-            shutil.rmtree(staging, ignore_errors=True)
-    except OSError:  # an unwritable cache costs the next run a release, never this one
-        pass
+    else:
+        nbgrader(["generate_assignment", assignment, "--force"], out)
+        with suppress(OSError):  # an unwritable cache costs the next run a release, never this one
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=entry.parent))
+            shutil.copytree(out / "release", staging / "release")
+            shutil.copy2(out / "gradebook.db", staging / "gradebook.db")
+            try:
+                os.rename(staging, entry)
+            except OSError:  # another run stored it first: theirs is the same content
+                shutil.rmtree(staging, ignore_errors=True)
     held.write_text(key + "\n")
-    return releases
+    return released_notebooks(out, assignment)
