@@ -225,7 +225,12 @@ def test_a_class_is_graded_once_for_all_the_sessions_workers(tmp_path, monkeypat
     inside.wait()
     second = threading.Thread(target=worker, args=("gw1",))
     second.start()
-    second.join(1)  # time to reach the lock, and, were there none, to grade again
+    lock = f":{(tmp_path / 'graded-classes' / 'reconcile.lock').stat().st_ino} "
+
+    def waiting() -> bool:  # /proc/locks marks a request blocked on a lock held "->"
+        return any("->" in line and lock in line for line in Path("/proc/locks").read_text().splitlines())
+
+    assert wait_for(lambda: waiting() or len(graded) > 1, 60), "the second worker neither waited nor graded"
     finish.set()
     first.join()
     second.join()
