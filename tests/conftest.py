@@ -35,7 +35,8 @@ LONGEST_FIRST = (
 """The files that take longest (measured one file at a time, a graded class of ``graded_classes`` counted only in
 test_grading.py, which asks for both first), handed out first so that no worker is left alone with one at the end;
 the others follow in xdist's order (most tests first). A stale order costs time, never a result. The other readers
-of a graded class (test_grading_reasons.py, test_postgres_gradebook.py) come late: they would wait on its grading."""
+of a graded class (test_grading_reasons.py, test_korean_grading.py, test_postgres_gradebook.py) come late: they would
+wait on its grading."""
 
 
 def xdist_scope(nodeid: str) -> str:

@@ -77,6 +77,8 @@ def _graded(
     def grade(root: Path) -> None:
         path = root / ("class.zip" if layout == "zip" else "class")
         expected = samples.write_class(SOURCE, path, layout=layout, students=students)
+        if layout == "submitted":  # the Korean class, in the same run: one run's fixed cost, not two
+            expected |= samples.write_korean_class(path / "submitted")
         (root / "expected.json").write_text(json.dumps(expected))
         sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]  # the scores hold either way
         args = ["grade", str(path), "--assignment", "reconcile", "--out", str(root / "out")]
@@ -88,7 +90,8 @@ def _graded(
 
 
 def folder_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Every sample as a ``submitted/`` folder, graded with ``--jobs 2``."""
+    """Every sample, and the Korean class (``grading_samples.BOTH_FETCHED``), as a ``submitted/`` folder, graded with
+    ``--jobs 2``."""
     from resumable_core.__main__ import main as cli_main
 
     return _graded(
