@@ -35,7 +35,8 @@ LONGEST_FIRST = (
 """The files that take longest (measured one file at a time, a graded class of ``graded_classes`` counted only in
 test_grading.py, which asks for both first), handed out first so that no worker is left alone with one at the end;
 the others follow in xdist's order (most tests first). A stale order costs time, never a result. The other readers
-of a graded class (test_grading_reasons.py, test_postgres_gradebook.py) come late: they would wait on its grading."""
+of a graded class (test_grading_reasons.py, test_korean_grading.py, test_postgres_gradebook.py) come late: they would
+wait on its grading."""
 
 
 def xdist_scope(nodeid: str) -> str:
@@ -130,11 +131,21 @@ def folder_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def zip_run(tmp_path_factory):
-    """One sample of each way a notebook ends, as a zip, graded once per session (read-only)."""
+def zip_run(tmp_path_factory, request):
+    """One sample of each way a notebook ends, as a zip, graded once per session on the Dask cluster (read-only)."""
     import graded_classes
 
-    return graded_classes.zip_run(tmp_path_factory)
+    return graded_classes.zip_run(tmp_path_factory, lambda: request.getfixturevalue("dask"))
+
+
+@pytest.fixture(scope="session")
+def dask(tmp_path_factory):
+    """A real Dask cluster (``tests/dask_cluster.py``), started once per session by the first test that needs it."""
+    pytest.importorskip("distributed", reason="Dask distributed is in the class extra (make setup)")
+    from dask_cluster import running_cluster
+
+    with running_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
 
 
 def pytest_configure(config: pytest.Config) -> None:

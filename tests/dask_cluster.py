@@ -73,6 +73,13 @@ def running_cluster(folder: Path) -> Iterator[Cluster]:
             cluster.kill(name)
 
 
+def left_in(tmp: Path) -> list[str]:
+    """What tasks left in the workers' TMPDIR: all but the library copy each live worker keeps."""
+    from resumable_core.course.grading.isolation import _names
+
+    return [p.name for p in tmp.iterdir() if _names.gone(p.name) or not p.name.startswith("resumable-lib-")]
+
+
 def _processes() -> dict[int, tuple[int, str, str]]:
     """Every running process: its parent, its start time (with the pid, who it is) and its command line."""
     found = {}

@@ -12,10 +12,15 @@ import fcntl
 import json
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from dask_cluster import Cluster
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "solutions" / "reconcile" / "reconcile.ipynb"
@@ -25,7 +30,9 @@ box. A looping cell waits this long."""
 ZIP_STUDENTS = ("correct", "rerun_everything", "monkeypatch", "os_exit")
 """One of each way a graded notebook ends: full marks, failed checks, zeroed by the isolated re-check,
 a dead kernel (graded before the next student in the same worker); ``not_a_notebook`` and ``empty``
-come too. The other samples differ only in what their notebook holds, which no layout or --jobs changes."""
+come too. The other samples differ only in what their notebook holds, which no layout, --jobs or cluster changes."""
+KILLED = "killed.json"
+"""In ``zip_run``'s folder: what became of the Dask worker SIGKILLed mid-run (``dask_cluster.kill_while_grading``)."""
 
 Run = tuple[dict[str, float], Path, dict[str, dict[str, str]]]
 """A graded class: every student's expected score, grade's ``--out`` folder, and grades.csv's rows by student."""
@@ -55,30 +62,68 @@ def once(base: Path, name: str, grade: Callable[[Path], None]) -> Path:
     return folder
 
 
-def _graded(tmp_path_factory: pytest.TempPathFactory, layout: str, jobs: int, students: tuple[str, ...] | None) -> Run:
+def _graded(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    layout: str,
+    students: tuple[str, ...] | None,
+    how: Callable[[Path, list[str]], int],
+) -> Run:
+    """The class graded once this session by ``how(root, grade's arguments)``, which returns grade's exit code."""
     import grading_samples as samples  # here: it reads the course's reconcile, which the core suite may lack
 
-    from resumable_core.__main__ import main as cli_main
     from resumable_core.course.grading.isolation import BwrapBackend
 
     def grade(root: Path) -> None:
         path = root / ("class.zip" if layout == "zip" else "class")
         expected = samples.write_class(SOURCE, path, layout=layout, students=students)
+        if layout == "submitted":  # the Korean class, in the same run: one run's fixed cost, not two
+            expected |= samples.write_korean_class(path / "submitted")
         (root / "expected.json").write_text(json.dumps(expected))
         sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]  # the scores hold either way
-        args = ["grade", str(path), "--assignment", "reconcile", "--jobs", str(jobs), "--out", str(root / "out")]
-        if cli_main([*args, "--timeout", str(TIMEOUT), *sandbox]) != 0:
+        args = ["grade", str(path), "--assignment", "reconcile", "--out", str(root / "out")]
+        if how(root, [*args, "--timeout", str(TIMEOUT), *sandbox]) != 0:
             raise RuntimeError(f"grade of the {layout} class exited non-zero")
 
-    root = once(tmp_path_factory.getbasetemp(), f"reconcile-{layout}-jobs{jobs}", grade)
+    root = once(tmp_path_factory.getbasetemp(), name, grade)
     return json.loads((root / "expected.json").read_text()), root / "out", rows(root / "out" / "grades.csv")
 
 
 def folder_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Every sample as a ``submitted/`` folder, graded with ``--jobs 2``."""
-    return _graded(tmp_path_factory, "submitted", 2, None)
+    """Every sample, and the Korean class (``grading_samples.BOTH_FETCHED``), as a ``submitted/`` folder, graded with
+    ``--jobs 2``."""
+    from resumable_core.__main__ import main as cli_main
+
+    return _graded(
+        tmp_path_factory, "reconcile-submitted", "submitted", None, lambda _, a: cli_main([*a, "--jobs", "2"])
+    )
 
 
-def zip_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """The ``ZIP_STUDENTS`` as a zip of flat ``<student>.ipynb`` files, graded with ``--jobs 1``."""
-    return _graded(tmp_path_factory, "zip", 1, ZIP_STUDENTS)
+def zip_run(tmp_path_factory: pytest.TempPathFactory, cluster: Callable[[], Cluster]) -> Run:
+    """The ``ZIP_STUDENTS`` as a zip of flat ``<student>.ipynb`` files, graded on the Dask cluster ``cluster()`` (asked
+    for only by the caller that grades) while its worker w1 is SIGKILLed mid-student: ``KILLED`` says what became of it.
+
+    One run for two proofs: a zip graded anywhere scores as the same students in a folder do (``folder_run``), and a
+    run that loses a worker still grades every student as that run does."""
+    from dask_cluster import kill_while_grading, left_in
+
+    from resumable_core.__main__ import main as cli_main
+
+    def on_cluster(root: Path, args: list[str]) -> int:
+        dask = cluster()
+        killed: list[str] = []
+        left: list[set] = []
+        watcher = threading.Thread(target=kill_while_grading, args=(dask, "w1", killed, left))
+        watcher.start()
+        code = cli_main([*args, "--scheduler", dask.address])
+        watcher.join()
+        facts = {"killed": killed, "left": [sorted(s) for s in left], "left_in_tmp": left_in(dask.tmp)}
+        (root / KILLED).write_text(json.dumps(facts))
+        return code
+
+    return _graded(tmp_path_factory, "reconcile-zip-dask", "zip", ZIP_STUDENTS, on_cluster)
+
+
+def killed(run: Run) -> dict[str, list]:
+    """What became of ``zip_run``'s killed worker: the tasks it ran, its processes alive 10 s after, what its tasks left."""
+    return json.loads((run[1].parent / KILLED).read_text())

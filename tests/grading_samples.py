@@ -8,9 +8,10 @@ built from any source notebook whose solution cell defines ``my_reconcile(cp, to
 
 from __future__ import annotations
 
+import json
 import re
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import nbformat
@@ -248,7 +249,59 @@ The expected scores are what the course's tests should give; the grading tests a
 BLANK_WRITTEN = ("renamed", "flood")
 """The samples whose written answer is left as released, and emptied."""
 
-EXPECTED_STATUS = {"not_a_notebook": "invalid", "empty": "empty", "not_json": "invalid"}
+EXPECTED_STATUS = {"not_a_notebook": "invalid", "empty": "empty", "not_json": "invalid", "both-edited": "invalid"}
+
+
+# --- one class, two languages: the released notebook and its Korean edition, as nbgrader's exchange hands them out ----
+
+SAY_LANGUAGE = 'import os\nprint("kernel speaks", os.environ.get("RESUMABLE_LANG"))'
+"""A cell the Korean class's learners add after their first answer: it shows the language their kernel was given."""
+
+BOTH_FETCHED: dict[str, dict[str, str]] = {
+    "english": {"reconcile.ipynb": "answered"},
+    "korean": {"reconcile.ipynb": "korean answered"},
+    "korean-beside-english": {"reconcile.ipynb": "release", "ko/reconcile.ipynb": "korean answered"},
+    "both-edited": {"reconcile.ipynb": "answered", "ko/reconcile.ipynb": "korean answered"},
+}
+"""The Korean class, each file as a student left it ("answered", "korean answered" or the "release"):
+``rerun_everything``'s answers in the English release, in the Korean one, in the Korean one beside the untouched
+English one (graded in Korean), and in both (refused)."""
+
+
+def hand_in(folder: Path, files: Mapping[str, dict | Path]) -> None:
+    """``folder/reconcile/<name>`` for each file: a notebook's JSON, or a release copied as fetched."""
+    for name, content in files.items():
+        path = folder / "reconcile" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            path.write_bytes(content.read_bytes())
+        else:
+            path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
+
+
+def write_korean_class(submitted: Path) -> dict[str, float]:
+    """``BOTH_FETCHED`` handed in under ``submitted/``; every student's expected score (none without a Korean release)."""
+    from resumable_core.course import release as course
+
+    english = course.notebook_path(NOTEBOOK, course.COURSE_ROOT, course.RELEASE_DIR)
+    korean = course.translated_path(NOTEBOOK, "ko", course.COURSE_ROOT, course.RELEASE_DIR)
+    if not korean.exists():  # tests/test_korean_grading.py skips and says why
+        return {}
+
+    def answered(release: Path) -> dict:
+        nb = course.fill_in(release, answers(REAL_RERUN))
+        at = next(i for i, c in enumerate(nb["cells"]) if c.get("id") == "level1_actions") + 1
+        nb["cells"].insert(at, {**nbformat.v4.new_code_cell(SAY_LANGUAGE), "id": "learner-added"})
+        return nb
+
+    made: dict[str, dict | Path] = {
+        "answered": answered(english),
+        "korean answered": answered(korean),
+        "release": english,
+    }
+    for student, files in BOTH_FETCHED.items():
+        hand_in(submitted / student, {name: made[what] for name, what in files.items()})
+    return {s: 0.0 if s in EXPECTED_STATUS else SAMPLES["rerun_everything"][2] for s in BOTH_FETCHED}
 
 
 def _strip_solution_and_hidden(source: str) -> str:

@@ -2,7 +2,8 @@
 
 The class is graded twice (``folder_run`` and ``zip_run``, once per session: ``tests/graded_classes.py``): the whole
 class as a ``submitted/`` folder with ``--jobs 2``, and one student of each way a submission can end
-(``ZIP_STUDENTS``) as a zip of flat ``<student>.ipynb`` files with ``--jobs 1``; every score is asserted on both.
+(``ZIP_STUDENTS``) as a zip of flat ``<student>.ipynb`` files on a Dask cluster that loses a worker mid-run; every
+score is asserted on both.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import graded_classes  # tests/ is on sys.path under pytest (rootdir-relative im
 import grading_samples as samples
 import nbformat
 import pytest
-from dask_cluster import naming, wait_for  # the suite's process helpers (tests/ is on sys.path)
+from dask_cluster import left_in, naming, wait_for  # the suite's process helpers (tests/ is on sys.path)
 
 from resumable_core.__main__ import main as cli_main
 from resumable_core.course import nbgrader_cli, notebooks
@@ -56,7 +57,8 @@ def test_every_score_is_as_expected(run, request):
 @pytest.mark.slow
 @pytest.mark.nbgrader
 def test_jobs_2_gives_the_same_grades_as_jobs_1(folder_run, zip_run):
-    """--jobs 2 (folder) and --jobs 1 (zip) give the same grades.csv row, reason included, to every zip student."""
+    """--jobs 2 (folder) and the cluster that lost a worker (zip) give the same grades.csv row, reason included, to
+    every zip student (tests/test_regrade.py: --jobs 1 gives --jobs 2's rows)."""
     a = {s: dict(r) for s, r in folder_run[2].items()}
     b = {s: dict(r) for s, r in zip_run[2].items()}
     assert set(b) == {*ZIP_STUDENTS, "not_a_notebook", "empty"}
@@ -225,7 +227,12 @@ def test_a_class_is_graded_once_for_all_the_sessions_workers(tmp_path, monkeypat
     inside.wait()
     second = threading.Thread(target=worker, args=("gw1",))
     second.start()
-    second.join(1)  # time to reach the lock, and, were there none, to grade again
+    lock = f":{(tmp_path / 'graded-classes' / 'reconcile.lock').stat().st_ino} "
+
+    def waiting() -> bool:  # /proc/locks marks a request blocked on a lock held "->"
+        return any("->" in line and lock in line for line in Path("/proc/locks").read_text().splitlines())
+
+    assert wait_for(lambda: waiting() or len(graded) > 1, 60), "the second worker neither waited nor graded"
     finish.set()
     first.join()
     second.join()
@@ -384,23 +391,6 @@ def test_worker_reports_of_other_ids_are_ignored(tmp_path, caplog):
     assert "it names student 'ann'" in caplog.text and "cy.json" in caplog.text
 
 
-@pytest.fixture(scope="module")
-def dask(tmp_path_factory):
-    """A real Dask cluster (``tests/dask_cluster.py``) for this module's tests."""
-    pytest.importorskip("distributed", reason="Dask distributed is in the class extra (make setup)")
-    from dask_cluster import running_cluster
-
-    with running_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
-        yield cluster
-
-
-def _left_in(tmp: Path) -> list[str]:
-    """What tasks left in the workers' TMPDIR: all but the library copy each live worker keeps."""
-    from resumable_core.course.grading.isolation import _names
-
-    return [p.name for p in tmp.iterdir() if _names.gone(p.name) or not p.name.startswith("resumable-lib-")]
-
-
 @pytest.mark.slow
 @pytest.mark.nbgrader
 def test_ctrl_c_of_a_dask_run_ends_its_tasks_grading(dask, tmp_path):
@@ -424,31 +414,20 @@ def test_ctrl_c_of_a_dask_run_ends_its_tasks_grading(dask, tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130 and err.decode().splitlines()[-1:] == [cli.INTERRUPTED]
-    assert wait_for(lambda: not naming(str(dask.tmp)) and not _left_in(dask.tmp), 20), "the task graded on"
+    assert wait_for(lambda: not naming(str(dask.tmp)) and not left_in(dask.tmp), 20), "the task graded on"
 
 
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1(zip_run, dask, tmp_path):
-    """--scheduler, w1's worker SIGKILLed mid-student: nothing of it runs on or stays in TMPDIR; grades as --jobs 1."""
-    from dask_cluster import kill_while_grading
-
-    _, _, local = zip_run
-    path = tmp_path / "class.zip"
-    samples.write_class(SOURCE, path, layout="zip", students=ZIP_STUDENTS)
-    sandbox = [] if BwrapBackend().available() is None else ["--no-sandbox"]
-    killed: list[str] = []
-    left: list[set] = []
-    watcher = threading.Thread(target=kill_while_grading, args=(dask, "w1", killed, left))
-    watcher.start()
-    args = ["grade", str(path), "--assignment", "reconcile", "--scheduler", dask.address]
-    code = cli_main([*args, "--out", str(tmp_path / "out"), "--timeout", str(TIMEOUT), *sandbox])
-    watcher.join()
-    assert killed, "w1 was never seen grading a student"
-    assert left == [set()], "the killed worker's grading process or sandbox lived on"
-    assert _left_in(dask.tmp) == []
-    assert code == 0
-    assert _rows(tmp_path / "out" / "grades.csv") == local
+def test_a_dask_cluster_with_a_worker_killed_mid_run_grades_as_jobs_1(zip_run):
+    """--scheduler, w1's worker SIGKILLed mid-student (``zip_run``, which exits 0): nothing of it runs on or stays in
+    TMPDIR; every student scores as expected (test_jobs_2_gives_the_same_grades_as_jobs_1: as a local run, row by row)."""
+    expected, _, rows = zip_run
+    killed = graded_classes.killed(zip_run)
+    assert killed["killed"], "w1 was never seen grading a student"
+    assert killed["left"] == [[]], "the killed worker's grading process or sandbox lived on"
+    assert killed["left_in_tmp"] == []
+    assert {s: float(r["score"]) for s, r in rows.items()} == expected
 
 
 @pytest.mark.slow

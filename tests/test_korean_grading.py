@@ -10,11 +10,13 @@ Korean markdown is put back.
 nbgrader's exchange hands out both notebooks (``reconcile.ipynb`` and ``ko/reconcile.ipynb``) and a
 submission holds both: the one the learner edited is graded, and a submission with both edited is
 refused. A third student hands in both, the Korean one answered; a fourth, both answered.
+
+The class is graded in ``folder_run``'s run (``tests/graded_classes.py``, once per session, ``--jobs 2``): its students
+(``grading_samples.BOTH_FETCHED``) beside the samples, so the class costs no run of its own.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections.abc import Mapping
@@ -23,12 +25,9 @@ from pathlib import Path
 import grading_samples as samples  # tests/ is on sys.path under pytest (rootdir-relative import)
 import nbformat
 import pytest
-from graded_classes import TIMEOUT  # tests/ is on sys.path under pytest
 
-from resumable_core.__main__ import main as cli_main
 from resumable_core.course import notebooks
 from resumable_core.course import release as course
-from resumable_core.course.grading.isolation import BwrapBackend
 from resumable_core.course.grading.steps import prepare as prep
 from resumable_core.course.grading.steps.collect import collect
 from resumable_core.course.grading.steps.execute import SandboxedExecute
@@ -38,8 +37,6 @@ ENGLISH = course.notebook_path("reconcile", course.COURSE_ROOT, course.RELEASE_D
 KOREAN = course.translated_path("reconcile", "ko", course.COURSE_ROOT, course.RELEASE_DIR)
 ANSWERS = samples.answers(samples.REAL_RERUN)
 EXPECTED = samples.SAMPLES["rerun_everything"][2]
-SAY_LANGUAGE = 'import os\nprint("kernel speaks", os.environ.get("RESUMABLE_LANG"))'
-"""A cell both learners add after their first answer: it shows the language the learner's kernel was given."""
 
 needs_korean = pytest.mark.skipif(not KOREAN.exists(), reason="no Korean release of reconcile: run make release")
 
@@ -53,48 +50,11 @@ def test_the_notebook_metadata_chooses_the_learner_kernels_language() -> None:
     assert backend.env == {"RESUMABLE_LANG": "ko"}
 
 
-def _answered(release: Path) -> dict:
-    """The release with the sample answers and the cell that says the kernel's language."""
-    nb = course.fill_in(release, ANSWERS)
-    at = next(i for i, c in enumerate(nb["cells"]) if c.get("id") == "level1_actions") + 1
-    nb["cells"].insert(at, {**nbformat.v4.new_code_cell(SAY_LANGUAGE), "id": "learner-added"})
-    return nb
-
-
-def _hand_in(folder: Path, files: Mapping[str, dict | Path]) -> None:
-    """``folder/reconcile/<name>`` for each file: a notebook's JSON, or a release copied as fetched."""
-    for name, content in files.items():
-        path = folder / "reconcile" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, Path):
-            path.write_bytes(content.read_bytes())
-        else:
-            path.write_text(json.dumps(content, ensure_ascii=False), encoding="utf-8")
-
-
-BOTH_FETCHED: dict[
-    str, dict[str, str | Path]
-] = {  # what the exchange hands out, each as a student left it: "<name>" (answered) or the release
-    "english": {"reconcile.ipynb": "answered"},
-    "korean": {"reconcile.ipynb": "korean answered"},
-    "korean-beside-english": {"reconcile.ipynb": ENGLISH, "ko/reconcile.ipynb": "korean answered"},
-    "both-edited": {"reconcile.ipynb": "answered", "ko/reconcile.ipynb": "korean answered"},
-}
-
-
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, dict[str, str]]]:
-    """The class graded with --jobs 2: the out folder and grades.csv's rows by student."""
-    root = tmp_path_factory.mktemp("class-two-languages")
-    made = {"answered": _answered(ENGLISH), "korean answered": _answered(KOREAN)}
-    for student, files in BOTH_FETCHED.items():
-        _hand_in(root / "submitted" / student, {n: made[f] if isinstance(f, str) else f for n, f in files.items()})
-    out = root / "out"
-    args = ["grade", str(root / "submitted"), "--assignment", "reconcile", "--jobs", "2", "--out", str(out)]
-    args += ["--timeout", str(TIMEOUT), *([] if BwrapBackend().available() is None else ["--no-sandbox"])]
-    assert cli_main(args) == 0
-    with open(out / "grades.csv", newline="") as f:
-        return out, {row["student_id"]: row for row in csv.DictReader(f)}
+@pytest.fixture
+def graded(folder_run) -> tuple[Path, dict[str, dict[str, str]]]:
+    """The class graded in ``folder_run``: the out folder and grades.csv's rows by student."""
+    _, out, rows = folder_run
+    return out, rows
 
 
 @needs_korean
@@ -178,7 +138,7 @@ def test_each_learner_kernel_speaks_its_notebooks_language(graded: tuple[Path, d
 
 def _prepared(tmp_path: Path, files: Mapping[str, dict | Path]) -> tuple[dict, dict]:
     """One student's folder handed in, collected and prepared: (the Submission's fields, the notebook written)."""
-    _hand_in(tmp_path / "class" / "kim", files)
+    samples.hand_in(tmp_path / "class" / "kim", files)
     (sub,) = collect(tmp_path / "class", "reconcile", ["reconcile"])
     (sub,) = prep.prepare(
         [sub], tmp_path / "out", "reconcile", {"reconcile": nbformat.read(str(ENGLISH), as_version=4)}
@@ -203,7 +163,7 @@ def _ran(release: Path) -> dict:
 @needs_korean
 def test_collect_keeps_the_korean_notebook_beside_the_english_one(tmp_path: Path) -> None:
     """`ko/reconcile.ipynb` is the translation of the assignment's notebook, not a second or renamed notebook."""
-    _hand_in(tmp_path / "kim", {"reconcile.ipynb": ENGLISH, "ko/reconcile.ipynb": KOREAN})
+    samples.hand_in(tmp_path / "kim", {"reconcile.ipynb": ENGLISH, "ko/reconcile.ipynb": KOREAN})
     (sub,) = collect(tmp_path, "reconcile", ["reconcile"])
     folder = tmp_path / "kim" / "reconcile"
     assert sub.files == {"reconcile": folder / "reconcile.ipynb"}

@@ -121,7 +121,8 @@ def _start(args: list[str]) -> subprocess.Popen[bytes]:
 def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monkeypatch, folder_run) -> None:
     """SIGKILL of `grade` mid-student: no worker or sandbox lives on; `--resume` skips who finished, same grades.
 
-    The same grades: the whole class's rows of these students (tests/test_grading.py: rows hold across --jobs)."""
+    The same grades: the whole class's rows of these students, graded with --jobs 2 (so --jobs 1 gives --jobs 2's rows;
+    tests/test_grading.py: a cluster gives them too)."""
     klass = tmp_path / "class"
     whole = {s: folder_run[2][s] for s in _class(klass, ("correct", "rerun_everything"))}
     tmp = _temp_folder(tmp_path, monkeypatch)
