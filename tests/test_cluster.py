@@ -1,8 +1,8 @@
 """Grading across machines (``grade --scheduler``): the task's bytes, its refusals, and the one-line errors.
 
-The run on a real cluster, one worker SIGKILLed mid-run and grades compared with ``--jobs 1``, is
-in ``tests/test_grading.py`` (it shares that module's ``--jobs 1`` run); the cluster is
-``tests/dask_cluster.py``.
+The run on a real cluster, one worker SIGKILLed mid-run, is ``tests/test_grading.py``'s ``zip_run``
+(its grades compared with ``folder_run``'s ``--jobs 2`` rows, which ``tests/test_regrade.py`` compares
+with a ``--jobs 1`` run); the cluster is ``tests/dask_cluster.py``.
 """
 
 from __future__ import annotations
