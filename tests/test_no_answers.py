@@ -355,6 +355,31 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
                     call.run(nothing)
 
 
+def best_alone(
+    function: str, arity: int, alone: list[Cell], candidates: dict[str, Callable[..., Any]], *, shared: bool
+) -> tuple[tuple[int, str, list[str]], dict[str, Callable[..., Any]]]:
+    """(the best (points, candidate, cells passed) of ``function``'s own cells ``alone``, the candidates left for the
+    cells it ``shared`` with others) among the ``candidates`` that fit ``arity``: those that pass one of ``alone``, or
+    all if it has none."""
+    fitting = {name: fn for name, fn in candidates.items() if _fits(fn, arity)}
+    best: tuple[int, str, list[str]] = (0, "", [])
+    passing: dict[str, Callable[..., Any]] = {}
+    refused: list[tuple[int, list[str]]] | None = None  # the calls the stand-in got, once it ran
+    with tempfile.NamedTemporaryFile(prefix="no-answers-calls-") as log:
+        stand_in = {REFUSED: refusal(log.name)} if arity == ANY_ARITY and not shared else {}
+        for name, fn in {**stand_in, **fitting}.items():  # the stand-in first: the calls' shapes, then the rest
+            if refused is not None and refuses_each(fn, refused):
+                continue  # it runs as the stand-in ran: the stand-in's cells are its cells
+            got = passed_cells(alone, {function: fn})
+            if name == REFUSED:
+                with contextlib.suppress(ValueError):  # a torn line: every candidate is graded
+                    refused = [(n, k) for n, k in map(json.loads, Path(log.name).read_text().splitlines())]
+            if got:
+                passing[name] = fn
+            best = max(best, (sum(c.points for c in alone if c.grade_id in got), name, got))
+    return best, passing if alone else fitting
+
+
 def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]) -> Score:
     """An upper bound of what binding the notebook's functions to ``candidates`` scores.
 
@@ -375,27 +400,7 @@ def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]
     grouped = {f for c in g.cells if len(c.functions) > 1 for f in c.functions}
     for function, arity in g.arity.items():
         alone = [c for c in g.cells if c.functions == {function} and not c.takes_data]
-        fitting = {name: fn for name, fn in candidates.items() if _fits(fn, arity)}
-        best: tuple[int, str, list[str]] = (0, "", [])
-        passing: dict[str, Callable[..., Any]] = {}
-        with tempfile.NamedTemporaryFile(prefix="no-answers-calls-") as log:
-            if (
-                arity == ANY_ARITY and function not in grouped
-            ):  # its calls' shapes are not typed: the stand-in shows them
-                fitting = {REFUSED: refusal(log.name), **fitting}
-            refused: list[tuple[int, list[str]]] | None = None  # the calls the stand-in got, once it ran
-            for name, fn in fitting.items():
-                if refused is not None and refuses_each(fn, refused):
-                    continue  # it runs as the stand-in ran: the stand-in's cells are its cells
-                got = passed_cells(alone, {function: fn})
-                if name == REFUSED:
-                    with contextlib.suppress(ValueError):  # a torn line: every candidate is graded
-                        refused = [(n, k) for n, k in map(json.loads, Path(log.name).read_text().splitlines())]
-                if got:
-                    passing[name] = fn
-                points = sum(c.points for c in alone if c.grade_id in got)
-                best = max(best, (points, name, got))
-        survivors[function] = passing if alone else fitting
+        best, survivors[function] = best_alone(function, arity, alone, candidates, shared=function in grouped)
         for cell in alone:
             if cell.grade_id in best[2]:
                 score.add(cell.grade_id, cell.points, f"{function}={best[1]}")
@@ -754,24 +759,33 @@ def test_passes_each_stops_at_the_first_cell_that_fails(tmp_path):
     assert not passes_each([_a_cell(fails), _a_cell(marks)], {"f": print}) and not later.exists()
 
 
-@pytest.mark.slow
 def test_a_candidate_refusing_each_call_is_scored_by_the_stand_in(monkeypatch):
-    """resume's cells call it with four arguments and keywords: a one-argument function is never run, the
-    stand-in that refuses every call is, and earns nothing."""
-    bound: list[Binding] = []
+    """A function typed ``Callable[..., X]`` that its cell calls with four arguments and a keyword: a one-argument
+    candidate is not run, the stand-in refusing every call is (and passes nothing), a four-argument one passes.
+    Shared with another function in some cell, every candidate is run."""
+    bound: list[Callable[..., Any]] = []
     real = passed_cells
 
     def spy(cells: list[Cell], binding: Binding) -> list[str]:
-        bound.append(binding)
+        bound.append(binding["f"])
         return real(cells, binding)
+
+    def resumes(f: Callable[..., Any]) -> None:
+        f("path", "task", "tools", "client", reconcile=None)
 
     def one(path: str) -> str:
         return path
 
+    def four(path, task, tools, client, *, reconcile=None):
+        return path
+
     monkeypatch.setattr(sys.modules[__name__], "passed_cells", spy)
-    score = best_score(REGISTRY["resume"], {"one": one})
-    assert [list(b) for b in bound] == [["resume"]] and bound[0]["resume"] is not one, bound
-    assert score.earned == {}, score.earned
+    candidates: dict[str, Callable[..., Any]] = {"one": one, "four": four}
+    best, left = best_alone("f", ANY_ARITY, [_a_cell(resumes)], candidates, shared=False)
+    assert bound[1:] == [four] and bound[0] not in (one, four), bound
+    assert best == (1, "four", ["resumes"]) and left == {"four": four}
+    bound.clear()
+    assert best_alone("f", ANY_ARITY, [_a_cell(resumes)], candidates, shared=True)[0] == best and bound == [one, four]
 
 
 @pytest.mark.slow
