@@ -24,6 +24,18 @@ cells still to earn. The bound stays an upper bound: no combination that could p
 skipped, only those whose run up to that cell is already known. A cell that hangs past the course's
 cell timeout fails, as nbgrader interrupts it.
 
+A function typed ``Callable[[X, Y], Z]`` is called with two positional arguments, and a candidate that
+cannot take them is not graded. One typed ``Callable[..., X]`` says nothing of its calls: before its
+candidates, a stand-in is graded that refuses every call by TypeError, noting each call's shape (how
+many arguments, which keywords). A candidate whose own signature binds none of those shapes (a plain
+function, or a class built by object's or BaseException's ``__new__`` and a plain ``__init__``) raises
+TypeError at the same call before a line of it runs, so its run is the stand-in's, call for call, and is
+not forked again: the stand-in's cells count as its cells. The checks tell an error by its class and
+read nothing else of a function but to refuse it (the own-loop guard reads its code), so such a
+candidate passes no cell the stand-in fails: the bound stays an upper bound. Only for a function that no
+cell shares with another, whose every call the stand-in's run shows (a partner could lead a check to
+calls the stand-in never got).
+
 The lesson definitions and the kit's imports are made once per test worker, in one lean interpreter
 (:func:`serve`), and each assignment is graded in a child forked from it: every assignment starts from
 the state a fresh interpreter reaches after that build, whatever was graded before it, so sharing
@@ -167,8 +179,54 @@ def probe(*args: Any, **kwargs: Any) -> None:
     raise AssertionError("a screened partner was called")
 
 
-def _grade_in_child(cells: list[Cell], binding: Binding, out: int, workdir: str) -> None:
-    """In the forked child, in ``workdir``: run each cell's checks, writing whether the cell passed, one byte each."""
+REFUSED = "(any candidate refusing each call)"
+"""The name of :func:`refusal`'s stand-in among a function's candidates."""
+
+
+def refusal(log: str) -> Callable[..., Any]:
+    """A stand-in that refuses its arguments as a signature does, by TypeError, having added the call's shape to ``log``.
+
+    The shape goes to a file because a check may call the function in a child it forks. The writes are
+    bound here, so a check that spies on the names in a function's globals does not see them.
+    """
+
+    def refuse(*args: Any, _write: Any = os.write, _open: Any = os.open, _close: Any = os.close, **kwargs: Any) -> None:
+        fd = _open(log, os.O_WRONLY | os.O_APPEND)
+        _write(fd, (json.dumps([len(args), sorted(kwargs)]) + "\n").encode())
+        _close(fd)
+        raise TypeError("the arguments were refused")
+
+    return refuse
+
+
+def refuses_each(candidate: Callable[..., Any], shapes: list[tuple[int, list[str]]]) -> bool:
+    """Whether calling ``candidate`` in each of ``shapes`` (positional count, keyword names) raises TypeError
+    before a line of its own runs.
+
+    So for a plain function whose own signature binds none of them, and for a class that type's own call
+    builds with object's or BaseException's ``__new__`` (neither runs the class's code) and a plain
+    ``__init__`` that binds none: Python binds the arguments before it runs the body. Anything else (a
+    wrapper, a callable object, a declared ``__signature__``) is graded.
+    """
+    function: Any = candidate
+    receiver: tuple[None, ...] = ()
+    if isinstance(candidate, type):
+        if type(candidate) is not type or candidate.__new__ not in (object.__new__, BaseException.__new__):
+            return False  # a metaclass or a __new__ of its own may run code before __init__ binds
+        function, receiver = candidate.__init__, (None,)  # type: ignore[misc]  # the class's own, read as such
+    if not inspect.isfunction(function) or "__signature__" in vars(function):
+        return False
+    signature = inspect.signature(function, follow_wrapped=False)
+    for count, keywords in shapes:
+        with contextlib.suppress(TypeError):
+            signature.bind(*receiver, *range(count), **dict.fromkeys(keywords))
+            return False
+    return True
+
+
+def _grade_in_child(cells: list[Cell], binding: Binding, out: int, workdir: str, until_failure: bool) -> None:
+    """In the forked child, in ``workdir``: run each cell's checks, writing whether the cell passed, one byte each
+    (``until_failure``: up to the first that fails)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
@@ -180,6 +238,8 @@ def _grade_in_child(cells: list[Cell], binding: Binding, out: int, workdir: str)
                 call.run(binding)
         except BaseException:  # noqa: BLE001 - any failure, exit or interrupt fails the cell
             os.write(out, b"0")
+            if until_failure:
+                break
         else:
             os.write(out, b"1")
     os._exit(0)
@@ -201,6 +261,13 @@ def passed_cells(cells: list[Cell], binding: Binding) -> list[str]:
     return passed
 
 
+def passes_each(cells: list[Cell], binding: Binding) -> bool:
+    """Whether every one of ``cells`` passes on ``binding``: run in order in one forked child, stopped at the first
+    that fails (or hangs, or dies), since no cell after it can make the answer yes."""
+    answered, _ = _run_child(cells, binding, until_failure=True)
+    return len(answered) == len(cells) and all(answered)
+
+
 def screen(cells: list[Cell], binding: Binding) -> tuple[list[str], int]:
     """(the cells passed, how many cells were decided) of ``cells`` on ``binding``, its partners bound to :func:`probe`.
 
@@ -213,8 +280,9 @@ def screen(cells: list[Cell], binding: Binding) -> tuple[list[str], int]:
     return passed, len(answered) + (0 if reached or len(answered) == len(cells) else 1)
 
 
-def _run_child(cells: list[Cell], binding: Binding) -> tuple[list[bool], bool]:
-    """(whether each cell passed, in order, until the child stopped answering; whether it stopped on a probe)."""
+def _run_child(cells: list[Cell], binding: Binding, *, until_failure: bool = False) -> tuple[list[bool], bool]:
+    """(whether each cell passed, in order, until the child stopped answering or, ``until_failure``, a cell
+    failed; whether it stopped on a probe)."""
     read_end, write_end = os.pipe()
     answered: list[bool] = []
     reached = False
@@ -222,7 +290,7 @@ def _run_child(cells: list[Cell], binding: Binding) -> tuple[list[bool], bool]:
         pid = crash._fork()  # the kit's own fork: the child runs this code only, and leaves with os._exit
         if pid == 0:
             os.close(read_end)
-            _grade_in_child(cells, binding, write_end, workdir)
+            _grade_in_child(cells, binding, write_end, workdir, until_failure)
         os.close(write_end)
         try:
             with os.fdopen(read_end, "rb", buffering=0) as answers:
@@ -287,6 +355,31 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
                     call.run(nothing)
 
 
+def best_alone(
+    function: str, arity: int, alone: list[Cell], candidates: dict[str, Callable[..., Any]], *, shared: bool
+) -> tuple[tuple[int, str, list[str]], dict[str, Callable[..., Any]]]:
+    """(the best (points, candidate, cells passed) of ``function``'s own cells ``alone``, the candidates left for the
+    cells it ``shared`` with others) among the ``candidates`` that fit ``arity``: those that pass one of ``alone``, or
+    all if it has none."""
+    fitting = {name: fn for name, fn in candidates.items() if _fits(fn, arity)}
+    best: tuple[int, str, list[str]] = (0, "", [])
+    passing: dict[str, Callable[..., Any]] = {}
+    refused: list[tuple[int, list[str]]] | None = None  # the calls the stand-in got, once it ran
+    with tempfile.NamedTemporaryFile(prefix="no-answers-calls-") as log:
+        stand_in = {REFUSED: refusal(log.name)} if arity == ANY_ARITY and not shared else {}
+        for name, fn in {**stand_in, **fitting}.items():  # the stand-in first: the calls' shapes, then the rest
+            if refused is not None and refuses_each(fn, refused):
+                continue  # it runs as the stand-in ran: the stand-in's cells are its cells
+            got = passed_cells(alone, {function: fn})
+            if name == REFUSED:
+                with contextlib.suppress(ValueError):  # a torn line: every candidate is graded
+                    refused = [(n, k) for n, k in map(json.loads, Path(log.name).read_text().splitlines())]
+            if got:
+                passing[name] = fn
+            best = max(best, (sum(c.points for c in alone if c.grade_id in got), name, got))
+    return best, passing if alone else fitting
+
+
 def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]) -> Score:
     """An upper bound of what binding the notebook's functions to ``candidates`` scores.
 
@@ -304,18 +397,10 @@ def best_score(assignment: Assignment, candidates: dict[str, Callable[..., Any]]
     if g.manual_points:
         score.add("manual", g.manual_points, "assumed")
     survivors: dict[str, dict[str, Callable[..., Any]]] = {}
+    grouped = {f for c in g.cells if len(c.functions) > 1 for f in c.functions}
     for function, arity in g.arity.items():
         alone = [c for c in g.cells if c.functions == {function} and not c.takes_data]
-        fitting = {name: fn for name, fn in candidates.items() if _fits(fn, arity)}
-        best: tuple[int, str, list[str]] = (0, "", [])
-        passing: dict[str, Callable[..., Any]] = {}
-        for name, fn in fitting.items():
-            got = passed_cells(alone, {function: fn})
-            if got:
-                passing[name] = fn
-            points = sum(c.points for c in alone if c.grade_id in got)
-            best = max(best, (points, name, got))
-        survivors[function] = passing if alone else fitting
+        best, survivors[function] = best_alone(function, arity, alone, candidates, shared=function in grouped)
         for cell in alone:
             if cell.grade_id in best[2]:
                 score.add(cell.grade_id, cell.points, f"{function}={best[1]}")
@@ -618,6 +703,89 @@ def test_an_answer_planted_in_a_lesson_is_caught(tmp_path):
 
 def _refuses(path: Any) -> list[Any]:
     raise TypeError("not this one")
+
+
+class _Built:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+class _Made:
+    def __new__(cls, *args: Any) -> _Made:
+        return super().__new__(cls)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+
+def test_a_candidate_refuses_a_call_only_where_python_binds_before_its_code_runs():
+    """A plain function or a plainly built class whose signature takes none of the calls refuses them; a wrapper,
+    a class with its own ``__new__`` or a signature that takes one of the calls is graded."""
+    calls = [(4, ["reconcile"]), (4, ["max_turns", "reconcile"])]
+
+    def one(path: str) -> str:
+        return path
+
+    def four(path, task, tools, client, *, reconcile=None, max_turns=1):
+        return path
+
+    @functools.wraps(one)
+    def wrapped(*args: Any, **kwargs: Any) -> str:
+        return one(*args, **kwargs)
+
+    assert refuses_each(one, calls) and refuses_each(_Built, calls) and refuses_each(one, [])
+    assert not refuses_each(four, calls) and not refuses_each(four, calls[:1])
+    assert not refuses_each(wrapped, calls) and not refuses_each(_Made, calls) and not refuses_each(print, calls)
+    assert not refuses_each(ValueError, calls)
+    assert not refuses_each(functools.partial(one), calls)
+
+
+def _a_cell(check: Callable[..., None]) -> Cell:
+    return Cell(check.__name__, 1, (CheckCall(check, (("name", "f"),)),), frozenset({"f"}), False)
+
+
+def test_passes_each_stops_at_the_first_cell_that_fails(tmp_path):
+    """The cells after a failed one are not run: whatever they do, not every cell passes."""
+    later = tmp_path / "ran"
+
+    def fails(f: Callable[..., Any]) -> None:
+        raise AssertionError("no")
+
+    def marks(f: Callable[..., Any]) -> None:
+        later.touch()
+
+    assert passes_each([_a_cell(marks)], {"f": print}) and later.exists()
+    later.unlink()
+    assert not passes_each([_a_cell(fails), _a_cell(marks)], {"f": print}) and not later.exists()
+
+
+def test_a_candidate_refusing_each_call_is_scored_by_the_stand_in(monkeypatch):
+    """A function typed ``Callable[..., X]`` that its cell calls with four arguments and a keyword: a one-argument
+    candidate is not run, the stand-in refusing every call is (and passes nothing), a four-argument one passes.
+    Shared with another function in some cell, every candidate is run."""
+    bound: list[Callable[..., Any]] = []
+    real = passed_cells
+
+    def spy(cells: list[Cell], binding: Binding) -> list[str]:
+        bound.append(binding["f"])
+        return real(cells, binding)
+
+    def resumes(f: Callable[..., Any]) -> None:
+        f("path", "task", "tools", "client", reconcile=None)
+
+    def one(path: str) -> str:
+        return path
+
+    def four(path, task, tools, client, *, reconcile=None):
+        return path
+
+    monkeypatch.setattr(sys.modules[__name__], "passed_cells", spy)
+    candidates: dict[str, Callable[..., Any]] = {"one": one, "four": four}
+    best, left = best_alone("f", ANY_ARITY, [_a_cell(resumes)], candidates, shared=False)
+    assert bound[1:] == [four] and bound[0] not in (one, four), bound
+    assert best == (1, "four", ["resumes"]) and left == {"four": four}
+    bound.clear()
+    assert best_alone("f", ANY_ARITY, [_a_cell(resumes)], candidates, shared=True)[0] == best and bound == [one, four]
 
 
 @pytest.mark.slow
