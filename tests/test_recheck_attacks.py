@@ -984,13 +984,9 @@ COVERT_CHANNELS = {
     "opens of the standard library's files, watched with inotify": _covert(
         SALT_OVER_OPENS.replace(LIBRARY_FILES, STDLIB_FILES)
     ),
-    "flock()s held on the standard library's files": pytest.param(
-        _covert(SALT_OVER_A_LOCK.replace(LIBRARY_FILES, STDLIB_FILES) + "_RUN = _salt()"),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="a frozen process still holds its flock()s, and the system's and the venv's files are the same "
-            "inodes in every sandbox: closing it needs private copies of them (an overlay) or the loaded process gone",
-        ),
+    # the same on the standard library: each sandbox sees it through an overlay of its own, other inodes
+    "flock()s held on the standard library's files": _covert(
+        SALT_OVER_A_LOCK.replace(LIBRARY_FILES, STDLIB_FILES) + "_RUN = _salt()"
     ),
 }
 """Ways a salt would cross from the loaded process to the fresh one were both to run at once on the same inodes."""
@@ -1055,14 +1051,10 @@ _RUN = _receive() if os.path.exists("/grading/hand") else _send(uuid.uuid4().int
 """A salt the loaded process leaves in the page cache of the interpreter's files before it is frozen."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the page cache of files every sandbox shares outlives the freeze: closing it needs private copies of "
-    "them (an overlay per sandbox) or no RWF_NOWAIT/fadvise (a seccomp filter)",
-)
 def test_postmortem_the_page_cache_hands_no_salt_to_the_fresh_process(box, tmp_path):
     """The loaded process reads a file for a 1 and drops it from the page cache for a 0; the fresh one tests each
-    with preadv2(RWF_NOWAIT): a salted key must still pay twice (measured: it passed the whole class run, +6)."""
+    with preadv2(RWF_NOWAIT): a salted key must still pay twice (once it is frozen, every page of every file a sandbox
+    opened is cached again)."""
     report = _refund_recheck(box, tmp_path, _covert(SALT_IN_THE_PAGE_CACHE), ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
 
