@@ -114,6 +114,12 @@ class _Opened:
                 self.live.discard(number)
                 self.lost.discard(number)
 
+    def _found(self, link: str) -> set[Path]:
+        """The host's files an overlay's file may be: ``link`` names it from the host's root or from the overlay's."""
+        named = Path(link)
+        found = {t / link.lstrip("/") for t in self.trees} | {named for t in self.trees if named.is_relative_to(t)}
+        return {p for p in found if p.is_file()}
+
     def read(self) -> None:
         """Record the files the queued events name (each as found in every tree); lost events mark the live jobs."""
         while True:
@@ -128,9 +134,8 @@ class _Opened:
                 if fd < 0:
                     continue
                 try:
-                    if stat.S_ISREG(os.fstat(fd).st_mode):  # the path is the overlay's: from its root
-                        name = os.readlink(f"/proc/self/fd/{fd}").lstrip("/")
-                        self.files.update(tree / name for tree in self.trees if (tree / name).is_file())
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        self.files.update(self._found(os.readlink(f"/proc/self/fd/{fd}")))
                 finally:
                     os.close(fd)
 
