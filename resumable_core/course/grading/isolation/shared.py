@@ -82,6 +82,8 @@ class _Opened:
         self.group = -1
         self.trees: set[Path] = set()
         self.files: set[Path] = set()
+        self.links: set[str] = set()
+        """What the events named, each looked up once: every sandbox opens much the same files."""
         self.live: set[int] = set()
         """The jobs running now (their numbers), and the ones running when events were lost."""
         self.lost: set[int] = set()
@@ -95,7 +97,14 @@ class _Opened:
                 _check(-1, "fanotify_init")
             if self.group >= 0:
                 os.close(self.group)
-            self.pid, self.group, self.files, self.live, self.lost = os.getpid(), fd, set(), set(), set()
+            self.pid, self.group, self.files, self.links, self.live, self.lost = (
+                os.getpid(),
+                fd,
+                set(),
+                set(),
+                set(),
+                set(),
+            )
         return self.group
 
     @contextlib.contextmanager
@@ -134,8 +143,10 @@ class _Opened:
                 if fd < 0:
                     continue
                 try:
-                    if stat.S_ISREG(os.fstat(fd).st_mode):
-                        self.files.update(self._found(os.readlink(f"/proc/self/fd/{fd}")))
+                    link = os.readlink(f"/proc/self/fd/{fd}")
+                    if link not in self.links and stat.S_ISREG(os.fstat(fd).st_mode):
+                        self.links.add(link)
+                        self.files.update(self._found(link))
                 finally:
                     os.close(fd)
 
