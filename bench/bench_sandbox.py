@@ -7,6 +7,9 @@ interleaved, the median shown:
 * ``learner``    the floor of every notebook: a bare learner's process (``recheck.LearnerProcess``) of a
                  one-cell notebook (``pass``): ``start``, ``executed()`` (its cells ran and it serves),
                  ``stop()``, in the sandbox (as ``SandboxedExecute`` starts it) against the ``plain`` backend;
+* ``settle``     what a freshly started learner's process waits for once the loaded one is frozen:
+                 ``Backend.settle()`` after a bare learner's process ran (every page of every file a
+                 sandbox opened cached again, ``isolation/shared.py``), against the plain backend's;
 * ``grade``      one correct submission through the whole ``grade(..., jobs=1)``, sandboxed against
                  ``sandbox=False``;
 * ``breakdown``  one sandboxed ``grade`` of ``--students`` correct submissions with the worker run in
@@ -70,7 +73,7 @@ load_samples, table = _GRADING.load_samples, _GRADING.table
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"
 SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-PARTS = ("start", "learner", "grade", "breakdown")
+PARTS = ("start", "learner", "settle", "grade", "breakdown")
 RESULT_CAP: int = execute.SandboxedExecute.result_cap.default_value
 """Bytes of the executed notebook read back, as ``SandboxedExecute`` reads it."""
 
@@ -116,6 +119,14 @@ def _time_learner(box: Backend) -> float:
             + stopped.stderr.decode(errors="replace")[-300:]
         )
     return took
+
+
+def _time_settle(box: Backend) -> float:
+    """Seconds for ``box.settle()`` once a bare learner's process ran on it (what a fresh process waits for)."""
+    _time_learner(box)
+    started = time.perf_counter()
+    box.settle()
+    return time.perf_counter() - started
 
 
 # --- one submission through the whole grade -----------------------------------------------------
@@ -458,7 +469,7 @@ def _learner_sandbox(tmp: Path) -> Backend:
 
 def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> list[list[str]]:
     """One row per part: what, sandbox s, no sandbox s, ratio."""
-    box = _learner_sandbox(tmp) if sandboxed and "learner" in parts else PlainBackend()
+    box = _learner_sandbox(tmp) if sandboxed and {"learner", "settle"} & set(parts) else PlainBackend()
     measures: dict[str, tuple[str, Callable[[bool, int], float]]] = {
         "start": (
             "bwrap + python start (python -c pass)",
@@ -467,6 +478,10 @@ def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> li
         "learner": (
             "bare learner's process, one `pass` cell",
             lambda boxed, i: _time_learner(box if boxed else PlainBackend()),
+        ),
+        "settle": (
+            "settle() before a fresh process",
+            lambda boxed, i: _time_settle(box if boxed else PlainBackend()),
         ),
     }
     if "grade" in parts:
@@ -481,7 +496,8 @@ def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> li
         if part in parts and part in measures:
             what, measure = measures[part]
             s, p = _medians(measure, sandboxed, repeats)
-            rows.append([what, "-" if s is None else f"{s:.3f}", f"{p:.3f}", "-" if s is None else f"{s / p:.2f}x"])
+            ratio = "-" if s is None or p < 1e-4 else f"{s / p:.2f}x"  # the plain backend's settle() does nothing
+            rows.append([what, "-" if s is None else f"{s:.3f}", f"{p:.3f}", ratio])
     return rows
 
 

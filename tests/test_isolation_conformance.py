@@ -483,3 +483,80 @@ with open(f"{shared}/tick-{{sys.argv[1]}}", "ab", buffering=0) as f:
     finally:
         (out / "stop").touch()
         ended.join(30)
+
+
+MARKS = """
+import fcntl, glob, os, sys, time
+dropped = sorted(glob.glob(os.path.dirname(os.__file__) + "/idlelib/idle_test/*.py"))[:16]
+for path in ["{input}", os.__file__, "/dev/null"]:  # locks held on an input, the standard library, a device
+    fcntl.flock(os.open(path, os.O_RDONLY), fcntl.LOCK_EX)
+for path in dropped:  # pages dropped from the page cache
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+open("{out}/ready", "w").close()
+while not os.path.exists("{out}/stop"):
+    time.sleep(0.05)
+"""
+
+PROBE = """
+import fcntl, glob, os
+import ctypes, mmap
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+
+
+def _cached(path):
+    # mincore() of a mapping of the file's first page: preadv2(RWF_NOWAIT) is refused through an overlay
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        at = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        vec = ctypes.create_string_buffer(1)
+        _libc.mincore(at, 4096, vec)
+        _libc.munmap(at, 4096)
+        return bool(vec.raw[0] & 1)
+    finally:
+        os.close(fd)
+
+dropped = sorted(glob.glob(os.path.dirname(os.__file__) + "/idlelib/idle_test/*.py"))[:16]
+for path in ["{input}", os.__file__, "/dev/null"]:
+    try:
+        fcntl.flock(os.open(path, os.O_RDONLY), fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("locked:", path)
+for path in dropped:
+    if not _cached(path):
+        print("not cached:", path)
+print("probed")
+"""
+
+
+@pytest.mark.slow
+@guarantee(Guarantee.UNMARKED_FILES)
+def test_a_frozen_job_leaves_no_lock_and_no_dropped_page_for_the_next(make, tmp_path):
+    """A job holds locks on an input, the standard library and /dev/null and drops library pages from the page cache;
+    frozen, then settle(): a job started next sees none of its locks and every page cached."""
+    backend = make()
+    given, out = tmp_path / "input.txt", tmp_path / "out"
+    given.write_text("data"), out.mkdir()
+    mounts = (Mount(given, "/in/input.txt"), Mount(out, "/out", writable=True))
+    names = {"input": backend.inside(mounts[0]), "out": backend.inside(mounts[1])}
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    marking = Job((sys.executable, "-c", MARKS.format(**names)), tmp_path / "a", mounts)
+    ended = threading.Thread(target=backend.run, args=(marking,))
+    ended.start()
+    try:
+        while ended.is_alive() and not (out / "ready").exists():
+            threading.Event().wait(0.05)
+        assert (out / "ready").exists(), "the marking job never got ready"
+        with marking.freezer.frozen():
+            backend.settle()
+            probed = backend.run(Job((sys.executable, "-c", PROBE.format(**names)), tmp_path / "b", mounts))
+    finally:
+        (out / "stop").touch()
+        ended.join(30)
+    assert probed.stdout.decode().split("\n") == ["probed", ""], (probed.stdout, probed.stderr)

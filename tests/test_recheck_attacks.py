@@ -984,13 +984,9 @@ COVERT_CHANNELS = {
     "opens of the standard library's files, watched with inotify": _covert(
         SALT_OVER_OPENS.replace(LIBRARY_FILES, STDLIB_FILES)
     ),
-    "flock()s held on the standard library's files": pytest.param(
-        _covert(SALT_OVER_A_LOCK.replace(LIBRARY_FILES, STDLIB_FILES) + "_RUN = _salt()"),
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="a frozen process still holds its flock()s, and the system's and the venv's files are the same "
-            "inodes in every sandbox: closing it needs private copies of them (an overlay) or the loaded process gone",
-        ),
+    # the same on the standard library: each sandbox sees it through an overlay of its own, other inodes
+    "flock()s held on the standard library's files": _covert(
+        SALT_OVER_A_LOCK.replace(LIBRARY_FILES, STDLIB_FILES) + "_RUN = _salt()"
     ),
 }
 """Ways a salt would cross from the loaded process to the fresh one were both to run at once on the same inodes."""
@@ -1015,18 +1011,25 @@ def test_postmortem_a_fresh_process_that_dies_or_stops_fails_closed(box, tmp_pat
 
 # -- 6. what the red team of issue 31 found ----------------------------------------------------------
 
-SALT_IN_THE_PAGE_CACHE = """import glob, os, sys, uuid
+SALT_IN_THE_PAGE_CACHE = """import ctypes, glob, mmap, os, sys, uuid
 
 _FILES = sorted(glob.glob(sys.base_prefix + "/lib/python3*/idlelib/idle_test/*.py"))[:33]  # never imported
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 def _cached(path):
+    # mincore() of a mapping of the file's first page: preadv2(RWF_NOWAIT) is refused through an overlay
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.preadv(fd, [bytearray(1)], 0, os.RWF_NOWAIT)  # EAGAIN unless the page is in the page cache
-        return True
-    except BlockingIOError:
-        return False
+        at = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        vec = ctypes.create_string_buffer(1)
+        _libc.mincore(at, 4096, vec)
+        _libc.munmap(at, 4096)
+        return bool(vec.raw[0] & 1)
     finally:
         os.close(fd)
 
@@ -1055,14 +1058,10 @@ _RUN = _receive() if os.path.exists("/grading/hand") else _send(uuid.uuid4().int
 """A salt the loaded process leaves in the page cache of the interpreter's files before it is frozen."""
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the page cache of files every sandbox shares outlives the freeze: closing it needs private copies of "
-    "them (an overlay per sandbox) or no RWF_NOWAIT/fadvise (a seccomp filter)",
-)
 def test_postmortem_the_page_cache_hands_no_salt_to_the_fresh_process(box, tmp_path):
     """The loaded process reads a file for a 1 and drops it from the page cache for a 0; the fresh one tests each
-    with preadv2(RWF_NOWAIT): a salted key must still pay twice (measured: it passed the whole class run, +6)."""
+    with mincore(): a salted key must still pay twice (once it is frozen, every page of every file a sandbox
+    opened is cached again)."""
     report = _refund_recheck(box, tmp_path, _covert(SALT_IN_THE_PAGE_CACHE), ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
 

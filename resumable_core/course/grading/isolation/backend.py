@@ -49,6 +49,10 @@ class Guarantee(enum.Enum):
     OUTPUT = "its output stops at the output cap"
     WALL = "it is killed at the wall clock"
     FREEZE = "it can be frozen: none of its processes runs until it is thawed"
+    UNMARKED_FILES = (
+        "no lock it holds on a file every job sees, nor a page of one it drops from or reads into the page cache, "
+        "reaches a job started (after settle()) while it is frozen or gone"
+    )
 
 
 class Freezer:
@@ -158,6 +162,10 @@ class Backend(Protocol):
 
     def inside(self, mount: Mount) -> str:
         """Where a job sees ``mount``'s host path."""
+
+    def settle(self) -> None:
+        """Before a job that must learn nothing from the jobs now frozen or ended: erase what they left in what every
+        job shares (:attr:`Guarantee.UNMARKED_FILES`); raises when it cannot, and the caller does not start that job."""
 
     def run(self, job: Job) -> Outcome:
         """Run ``job`` until it ends or hits a limit; whatever it started is dealt with per :meth:`guarantees`."""

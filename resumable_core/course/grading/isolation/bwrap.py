@@ -16,6 +16,7 @@ the output it may write to its pipes. Why and what it still lets through: ``docs
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -28,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import shared
 from ._names import owned
 from ._process import limit_from_exit, processes_of_this_user, start_and_wait
 from .backend import Guarantee, IsolationUnavailable, Job, Mount, Outcome
@@ -67,6 +69,14 @@ ALWAYS = frozenset(
     }
 )
 """What bwrap holds on any host it runs on; the rest depends on the cgroups and mounts the grader may make."""
+
+
+def _system_trees() -> list[Path]:
+    """The host folders every sandbox sees read-only: ``/usr``, the ``/lib*`` folders, the interpreter's prefixes, ``/etc``."""
+    lib = [Path("/", n) for n in ("bin", "sbin", "lib", "lib32", "lib64", "libx32")]
+    prefixes = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
+    outside = [p for p in sorted(prefixes) if not str(p).startswith("/usr/")]
+    return [Path("/usr"), *(p for p in lib if p.is_dir() and not p.is_symlink()), *outside, Path("/etc")]
 
 
 def _system_binds() -> list[str]:
@@ -156,6 +166,8 @@ class BwrapBackend:
             more.add(Guarantee.PROCESSES)
         if os.geteuid() == 0:  # the scratch tmpfs is mounted by the grader, which needs root
             more.add(Guarantee.DISK)
+        if shared.available():  # so are the overlays
+            more.add(Guarantee.UNMARKED_FILES)
         return ALWAYS | more
 
     def inside(self, mount: Mount) -> str:
@@ -164,9 +176,14 @@ class BwrapBackend:
     def command(self, job: Job, scratch: Path, etc: Path, library: Path | None) -> list[str]:
         """The ``bwrap`` command line running ``job`` with ``scratch`` writable at :data:`SCRATCH`.
 
-        ``etc``: an empty folder for the sandbox's own ``/etc/passwd`` and ``/etc/group``. The job's
-        mounts go after all others.
+        ``etc``: an empty folder for the sandbox's own ``/etc/passwd`` and ``/etc/group`` (and, where
+        it holds :attr:`Guarantee.UNMARKED_FILES`, its device nodes and copies of its read-only files).
+        The job's mounts go after all others.
         """
+        private = Guarantee.UNMARKED_FILES in self.guarantees()
+        if private:  # what :func:`.shared.enter` mounts on
+            for folder in ("empty", "dev"):
+                (etc / folder).mkdir(exist_ok=True)
         uid, gid = os.getuid(), os.getgid()
         (etc / "passwd").write_text(PASSWD.format(uid=uid, gid=gid))
         (etc / "group").write_text(f"learner:x:{gid}:\n")
@@ -178,16 +195,26 @@ class BwrapBackend:
         args += _system_binds()
         args += ["--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
+        if private:  # the nodes of the sandbox's own overlay of /dev (:func:`.shared.enter`): their own locks
+            for node in shared.DEVICES:
+                args += ["--dev-bind-try", str(etc / "dev" / node), f"/dev/{node}"]
         if library is not None:
             args += ["--ro-bind", str(library), LIBRARY]
         args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
-        for mount in job.mounts:
-            args += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.inside]
+        for i, mount in enumerate(job.mounts):
+            host = mount.host
+            if private and not mount.writable and host.is_file():  # an input other jobs see: a copy of its own
+                host = Path(shutil.copyfile(host, etc / f"mount-{i}"))
+            args += ["--bind" if mount.writable else "--ro-bind", str(host), mount.inside]
         args += ["--remount-ro", "/"]  # bwrap's root is an uncapped tmpfs in memory: nothing may be written there
         args += ["--clearenv"]
         for k, v in sorted(_environment(self.env).items()):
             args += ["--setenv", k, v]
         return [*args, "--", *job.argv]
+
+    def settle(self) -> None:
+        if Guarantee.UNMARKED_FILES in self.guarantees():
+            shared.settle()
 
     def run(self, job: Job) -> Outcome:
         """Run ``job`` in the sandbox until it ends or hits a limit; whatever it started dies with it.
@@ -213,13 +240,18 @@ class BwrapBackend:
                     cmd = [*job.tracer, PRLIMIT, f"--fsize={size}:{size}", "--", *cmd]
                 enforced = cgroup.controllers if cgroup else frozenset()
                 nproc = limits.processes + (0 if "pids" in enforced else processes_of_this_user())
-                setup = functools.partial(_child_setup, limits, nproc, cgroup, cap_file_size=not job.tracer)
-                # bwrap (the sandbox's pid 1, whose /proc/1/environ the job can read) and the tracer get
-                # only these variables: --clearenv cleans the job's, not bwrap's own.
+                trees = shared.trees(_system_trees(), library) if shared.available() else []
                 if cgroup is not None and "freezer" in enforced:
                     job.freezer.attach(cgroup.freeze)
                 try:
-                    returncode, stdout, stderr, limit = start_and_wait(cmd, limits, env=LAUNCH_ENV, preexec=setup)
+                    with shared.job(trees) if trees else contextlib.nullcontext(-1) as group:
+                        private = (trees, group, Path(etc, "empty"), Path(etc, "dev")) if trees else None
+                        setup = functools.partial(
+                            _child_setup, limits, nproc, cgroup, private, cap_file_size=not job.tracer
+                        )
+                        # bwrap (the sandbox's pid 1, whose /proc/1/environ the job can read) and the tracer get
+                        # only these variables: --clearenv cleans the job's, not bwrap's own.
+                        returncode, stdout, stderr, limit = start_and_wait(cmd, limits, env=LAUNCH_ENV, preexec=setup)
                 finally:
                     job.freezer.attach(None)
                 limit = limit or (cgroup.hit() if cgroup else None)
@@ -239,7 +271,14 @@ class BwrapBackend:
         return Outcome(returncode, stdout, stderr, limits.describe(limit) if limit else None, seconds, limit)
 
 
-def _child_setup(limits: Limits, nproc: int, cgroup: Cgroup | None, *, cap_file_size: bool = True) -> None:
+def _child_setup(
+    limits: Limits,
+    nproc: int,
+    cgroup: Cgroup | None,
+    private: tuple[list[Path], int, Path, Path] | None,
+    *,
+    cap_file_size: bool = True,
+) -> None:
     """In the child, before ``exec bwrap``: the limits every process of the sandbox inherits.
 
     ``cap_file_size=False`` when a tracer runs first: its output may outgrow the learner's file cap,
@@ -253,6 +292,8 @@ def _child_setup(limits: Limits, nproc: int, cgroup: Cgroup | None, *, cap_file_
     """
     if cgroup is not None:
         cgroup.enter()
+    if private is not None:  # the shared trees behind overlays of its own (:func:`.shared.enter`)
+        shared.enter(*private)
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     if cap_file_size:

@@ -243,7 +243,7 @@ class LearnerProcess:
             )
 
         freezer = Freezer()
-        restarter = Restarter(layout.host("restart"), backend.run, fresh_job, freezer)
+        restarter = Restarter(layout.host("restart"), backend, fresh_job, freezer)
         stack.callback(restarter.close, 0.0)  # stop() closed it already; this is for the folders' sake
         job = Job(
             tuple(argv),

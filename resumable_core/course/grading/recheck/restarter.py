@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..isolation import Freezer, Job, Mount, Outcome
+from ..isolation import Backend, Freezer, Job, Mount
 
 RESTART = "/grading/restart"
 """Where the checker finds the host's restart socket (a folder of the host's, read-only)."""
@@ -62,14 +62,14 @@ def _listen(path: Path, backlog: int) -> socket.socket:
 class Restarter:
     """The host's end of restarted calls: a socket the checker dials, a freshly started learner's job per connection.
 
-    ``folder``: a folder of the host's (the checker sees it read-only at :data:`RESTART`); ``run``
-    runs a job on the backend; ``job_of`` builds each one; ``loaded``: the loaded process's freezer,
-    frozen while any fresh job runs (where the backend holds ``Guarantee.FREEZE``).
+    ``folder``: a folder of the host's (the checker sees it read-only at :data:`RESTART`); ``backend``
+    runs each job; ``job_of`` builds each one; ``loaded``: the loaded process's freezer, frozen while
+    any fresh job runs (where the backend holds ``Guarantee.FREEZE``).
     """
 
-    def __init__(self, folder: Path, run: Callable[[Job], Outcome], job_of: JobOf, loaded: Freezer) -> None:
+    def __init__(self, folder: Path, backend: Backend, job_of: JobOf, loaded: Freezer) -> None:
         self.folder = folder
-        self._run = run
+        self._backend = backend
         self._job_of = job_of
         self._loaded = loaded
         self._numbers = itertools.count(1)
@@ -104,9 +104,12 @@ class Restarter:
         If the job never asks (it died, stopped or hung in its cells), ``conn`` is closed when it
         ends: the checker's call then fails as one whose process ended, never passes. The loaded
         process is frozen from before the job starts until it ended: nothing it does meanwhile (an
-        open, a write) can reach the job; a freeze that fails closes ``conn`` unserved.
+        open, a write) can reach the job; and what it did before to what every sandbox shares (the
+        page cache) is erased once it is frozen (``Backend.settle``). A freeze or an erasure that
+        fails closes ``conn`` unserved.
         """
         with self._turns, conn, self._loaded.frozen():
+            self._backend.settle()
             own = self.folder.parent / f"fresh-{next(self._numbers)}"
             hand = own / "hand"
             hand.mkdir(parents=True)
@@ -117,7 +120,7 @@ class Restarter:
 
                     def run() -> None:
                         try:
-                            self._run(job)
+                            self._backend.run(job)
                         finally:
                             ended.set()
 
