@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from english_prose import english_runs
+from english_prose import english_lines, english_runs
 
 from resumable_core.__main__ import main as cli
 from resumable_core.course.i18n import COURSE
@@ -56,6 +56,13 @@ def test_a_fenced_block_is_code_and_the_prose_after_it_counts() -> None:
     with contextlib.redirect_stdout(io.StringIO()) as out:
         lab.verbatim("# the results go back in this order\nDone: I emailed the conclusion to the team.")
     assert english_runs(out.getvalue() + "the fence is closed here\n") == ["the fence is closed here"]
+
+
+def test_a_line_of_english_words_and_no_korean_is_counted() -> None:
+    """A label or a short sentence in English (fewer words than a run) is an English line; beside Korean it is not."""
+    text = '--- checkpoint A\n--- 체크포인트 A\nlast message: role=assistant\n  send_email({"to": "x"}) id=toolu_1'
+    assert english_runs(text) == []
+    assert english_lines(text) == ["--- checkpoint A", "last message: role=assistant"]
 
 
 def test_a_planted_english_translation_is_counted(korean: None, monkeypatch: pytest.MonkeyPatch) -> None:
