@@ -199,6 +199,19 @@ def test_fill_in_replaces_cells_by_grade_id():
         course.fill_in(nb, {"no_such_cell": ""})
 
 
+def test_describe_checkpoint_speaks_korean_in_korean(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In Korean, describe_checkpoint's labels come from the catalog: no line of it is English alone."""
+    from english_prose import english_lines
+
+    from resumable_core import lab
+    from resumable_core.lab.render import describe_checkpoint
+
+    monkeypatch.setenv("RESUMABLE_LANG", "ko")
+    said = {name: describe_checkpoint(lab.load_exercise_checkpoint(name)) for name in "ABCDEF"}
+    assert {name: lines for name, text in said.items() if (lines := english_lines(text))} == {}
+    assert "마지막 메시지: role=assistant, 블록: text, tool_use read_file" in said["B"]
+
+
 def test_describe_shows_the_pending_call():
     """describe_checkpoint() names the last message's blocks and the pending call of a checkpoint."""
     from resumable_core import lab

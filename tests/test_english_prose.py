@@ -1,4 +1,5 @@
-"""What a Korean learner reads holds no English prose: `check`, `check --all`, the commands' help, `simulate`.
+"""What a Korean learner reads holds no English prose: `check`, `check --all`, the commands' help, `simulate`,
+what the Korean releases' locked cells print.
 
 Each text is counted by :func:`english_prose.english_runs`; the Korean lessons' outputs are counted
 where tests/test_lessons.py executes them.
@@ -8,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 from pathlib import Path
 
 import nbformat
 import pytest
-from english_prose import english_runs
+from english_prose import english_lines, english_runs
 
 from resumable_core.__main__ import main as cli
+from resumable_core.course import notebooks
+from resumable_core.course import release as course
 from resumable_core.course.i18n import COURSE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +62,13 @@ def test_a_fenced_block_is_code_and_the_prose_after_it_counts() -> None:
     assert english_runs(out.getvalue() + "the fence is closed here\n") == ["the fence is closed here"]
 
 
+def test_a_line_of_english_words_and_no_korean_is_counted() -> None:
+    """A label or a short sentence in English (fewer words than a run) is an English line; beside Korean it is not."""
+    text = '--- checkpoint A\n--- 체크포인트 A\nlast message: role=assistant\n  send_email({"to": "x"}) id=toolu_1'
+    assert english_runs(text) == []
+    assert english_lines(text) == ["--- checkpoint A", "last message: role=assistant"]
+
+
 def test_a_planted_english_translation_is_counted(korean: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A catalog entry whose Korean is English prose shows up in `check`'s words and is counted."""
     from resumable_core.course.self_check import next_steps
@@ -90,3 +101,27 @@ def test_simulate_tells_its_story_in_korean(korean: None, capsys) -> None:
     """`simulate`'s text output, one real crash and resume, is Korean."""
     said = _said(["simulate", "--crash-at", "after_tool", "--tool", "send_email", "--strategy", "rerun"], capsys)
     assert english_runs(said) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", ["postmortem", "reconcile", "resume", "resume_skeleton"])
+def test_a_korean_releases_locked_cells_print_korean(
+    assignment: str, korean: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Korean release's locked cells, run in order with the source's answers as a learner's kernel runs them,
+    print no English prose and no line of English alone (a label, a short sentence)."""
+    released = json.loads(course.translated_path(assignment, "ko", ROOT, course.RELEASE_DIR).read_text("utf-8"))
+    answers = {c["id"]: c for c in json.loads(course.translated_path(assignment, "ko").read_text("utf-8"))["cells"]}
+    monkeypatch.chdir(tmp_path)
+    names: dict[str, object] = {}
+    printed = {}
+    for cell in released["cells"]:
+        nbgrader = cell["metadata"].get("nbgrader", {})
+        if cell["cell_type"] != "code" or (nbgrader.get("grade") and not nbgrader.get("solution")):
+            continue  # a test cell's words are test_korean_release's
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            exec(notebooks.source(answers[cell["id"]] if nbgrader.get("solution") else cell), names)
+        if nbgrader.get("locked"):
+            printed[cell["id"]] = out.getvalue()
+    left = {cid: english_runs(text) + english_lines(text) for cid, text in printed.items()}
+    assert {cid: found for cid, found in left.items() if found} == {}

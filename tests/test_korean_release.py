@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from traitlets.config import Config
 
-from resumable_core.course import notebooks
+from resumable_core.course import notebooks, student_kit
 from resumable_core.course import release as course
 from resumable_core.course.assignments import REGISTRY
 from resumable_core.course.i18n import COURSE, say
-from resumable_core.lab.editions import same_code
+from resumable_core.lab.editions import same_code, without_comments
 
 ROOT = course.COURSE_ROOT
 KOREAN_RELEASES = sorted((ROOT / course.RELEASE_DIR).glob("*/ko/*.ipynb"))
@@ -81,6 +81,11 @@ def test_translate_takes_a_code_cells_comments_from_the_translation_but_no_hidde
     )
     out = course.translate_release(release, source, "ko")
     assert [c["source"] for c in out["cells"]] == ["# a를 확인한다.\ncheck(a)\nprint('a')"]
+    # a cell that is all hidden test keeps, in Korean, the comment that stood above it
+    release = _notebook(_cell("code", "test_b", "# Hidden at release: b.", grade=True, locked=True))
+    source = _notebook(_cell("code", "test_b", f"# 배포본에서는 숨김: b.\n{hidden}", grade=True, locked=True))
+    out = course.translate_release(release, source, "ko")
+    assert [c["source"] for c in out["cells"]] == ["# 배포본에서는 숨김: b."]
 
 
 def test_translate_refuses_a_translation_that_lacks_a_markdown_cell():
@@ -134,6 +139,22 @@ def test_the_korean_release_is_the_english_one_but_for_markdown(released):
         else:
             assert {**k, "source": None} == {**e, "source": None}, e["id"]
     assert korean["metadata"] == {**english["metadata"], "resumable": {"lang": "ko"}}
+
+
+def test_what_the_korean_release_keeps_of_a_hidden_test_is_korean_as_its_readme_says():
+    """A cell whose tests are all hidden keeps one comment saying what is hidden: Korean, under the marker the Korean
+    kit's README names."""
+    kept = {}
+    for released in KOREAN_RELEASES:
+        for cell in _nb(released)["cells"]:
+            text = notebooks.source(cell)
+            if cell["cell_type"] == "code" and notebooks.grade_id(cell) and without_comments(text) == "":
+                kept[f"{released.parent.parent.name}/{cell['id']}"] = text
+    assert {k.split("/")[0] for k in kept} == {p.parent.parent.name for p in KOREAN_RELEASES}  # every one has some
+    assert [t for t in kept.values() if not all(re.search("[가-힣]", line) for line in t.splitlines())] == []
+    markers = {t.split(":")[0].lstrip("# ") for t in kept.values()}
+    readme = (student_kit.TEMPLATES / "README.ko.md").read_text(encoding="utf-8")
+    assert len(markers) == 1 and f'"{markers.pop()}"' in readme
 
 
 def test_release_check_notices_a_stale_or_missing_korean_release(tmp_path):

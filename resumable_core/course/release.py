@@ -129,11 +129,12 @@ def translate_release(english_release: dict[str, Any], translated_source: dict[s
     Cells are paired by id. A written answer's cell (nbgrader ``solution``) keeps the release's
     blanked text (``YOUR ANSWER HERE``: the translated source holds the instructor's answer, and
     grading and ``check`` know a blank answer by that text). A code cell is the English release's
-    code with the translation's comments where they sit on the same code (:func:`.editions.carry_comments`:
-    a comment on code the release cut, a hidden test's, is dropped), so the two cannot differ but in
-    comments; all metadata is the English release's. The notebook's metadata says ``resumable.lang``.
+    code with the translation's comments where they sit on the same code (:func:`.editions.carry_comments`,
+    once the translation's hidden tests are cut as the release's were: their comments are dropped, the
+    comment that stood above them is the one the release keeps), so the two cannot differ but in comments; all metadata is the English release's. The notebook's metadata says ``resumable.lang``.
     """
     from ..lab.editions import carry_comments
+    from .grading.recheck.learner_view import without_hidden_tests
 
     translated = {cell.get("id"): cell for cell in translated_source["cells"]}
     nb = copy.deepcopy(english_release)
@@ -141,7 +142,8 @@ def translate_release(english_release: dict[str, Any], translated_source: dict[s
     for cell in nb["cells"]:
         other = translated.get(cell.get("id"))
         if cell.get("cell_type") == "code" and other is not None:
-            cell["source"] = carry_comments(notebooks.source(cell), notebooks.source(other))
+            # cut as nbgrader cut the release, so a comment above a hidden test pairs with what is left
+            cell["source"] = carry_comments(notebooks.source(cell), without_hidden_tests(notebooks.source(other)))
         if cell.get("cell_type") != "markdown" or notebooks.is_solution(nbformat.from_dict(cell)):
             continue
         if other is None:

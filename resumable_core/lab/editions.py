@@ -84,8 +84,9 @@ def carry_comments(english: str, korean: str) -> str:
     """`english`'s code with `korean`'s comments wherever the code they sit on or above is unchanged.
 
     A comment at the end of a line goes with that line's code; a block of comment lines goes with
-    the code line after it (when the block has as many lines). Whatever has no match keeps the
-    English comment, so the result is always the English code.
+    the code line after it (when the block has as many lines), and a block after the last code line
+    with the cell's end. Whatever has no match keeps the English comment, so the result is always the
+    English code.
     """
     en_cols, ko_cols = _comment_columns(english), _comment_columns(korean)
     if en_cols is None or ko_cols is None:
@@ -118,6 +119,9 @@ def carry_comments(english: str, korean: str) -> str:
         if col is not None and inline.get(code):
             line = line[:col] + inline[code].pop(0) + line[len(line.rstrip("\r\n")) :]
         out.append(line)
+    if block and len(block) == len(pending):  # comments after the last code line: the cell's end is their code
+        ending = pending[-1][len(pending[-1].rstrip("\r\n")) :]
+        pending = [*block[:-1], block[-1].rstrip("\r\n") + ending]
     out += pending
     carried = "".join(out)
     return carried if same_code(english, carried) else english

@@ -119,22 +119,25 @@ def describe_checkpoint(cp: Checkpoint) -> str:
         )
     names = {b["id"]: b["name"] for b in content if b.get("type") == "tool_use"} if isinstance(content, list) else {}
     lines = [
-        f"task: {cp.task!r}",  # the user's words to the model: data, quoted
-        f"turns: {cp.turns}, tokens_used: {cp.tokens_used}, messages: {len(cp.messages)}",
-        f"last message: role={last['role']}, blocks: {kinds}",
+        _("task: {task}").format(task=repr(cp.task)),  # the user's words to the model: data, quoted
+        _("turns: {turns}, tokens_used: {tokens}, messages: {messages}").format(
+            turns=cp.turns, tokens=cp.tokens_used, messages=len(cp.messages)
+        ),
+        _("last message: role={role}, blocks: {blocks}").format(role=last["role"], blocks=kinds),
     ]
     if cp.recorded_results:
-        lines.append(f"recorded_results: {len(cp.recorded_results)}")
+        lines.append(_("recorded_results: {count}").format(count=len(cp.recorded_results)))
         for r in cp.recorded_results:
             error = " is_error" if r.get("is_error") else ""
             text = _short(text_of(r.get("content", "")), 100)
             lines.append(f"  {names.get(r.get('tool_use_id'), '?')} id={r.get('tool_use_id')}{error}: {text}")
     if len(cp.pending_tool_uses) > 1 or cp.recorded_results:
-        lines.append(f"pending_tool_uses: {len(cp.pending_tool_uses)}")
+        lines.append(_("pending_tool_uses: {count}").format(count=len(cp.pending_tool_uses)))
         lines += [f"  {p.name}({json.dumps(p.input)}) id={p.id}" for p in cp.pending_tool_uses]
     else:  # one call or none: the one line a one-call turn needs
         p = cp.pending_tool_use
-        lines.append(f"pending_tool_use: {f'{p.name}({json.dumps(p.input)}) id={p.id}' if p else 'None'}")
+        call = f"{p.name}({json.dumps(p.input)}) id={p.id}" if p else "None"
+        lines.append(_("pending_tool_use: {call}").format(call=call))
     return "\n".join(lines)
 
 
