@@ -224,10 +224,23 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
         for call in calls
         if getattr(call.func, "id", None) == "Problem" and isinstance(call.args[0], ast.Constant)
     }
-    assert len(problems) == 12 and len(refusals) == 36
+    assert len(problems) == 12 and len(refusals) == 38
     # what a refusal's {why} or {kind} may be
     problems |= {*checkpoint_module._OS_REASONS.values(), *checkpoint_module._KINDS.values(), "not a regular file"}
     assert shown | refusals | problems == set(CORE_WORDS)
+
+
+def test_a_reconcile_given_by_name_is_refused_in_korean(korean: None, tmp_path: Path) -> None:
+    """RunFolder.run(task, reconcile="rerun_") is refused in the learner's language, naming the function to pass."""
+    import resumable_core as rc
+    from resumable_core.lab.core_words import message
+
+    with pytest.raises(rc.ReconcileNotCallableError) as info:
+        rc.RunFolder.create(tmp_path).run("Summarize this week's meeting notes into one page.", reconcile="rerun_")
+    assert message(info.value) == (
+        "reconcile='rerun_' 값은 함수가 아닙니다. 전략의 함수(예: rc.STRATEGIES['rerun'].reconcile) 또는 직접 만든 "
+        "reconcile(cp, tools) 함수를 넘기세요"
+    )
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
