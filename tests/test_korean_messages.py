@@ -243,6 +243,34 @@ def test_a_reconcile_given_by_name_is_refused_in_korean(korean: None, tmp_path: 
     )
 
 
+def test_the_labs_refusals_of_a_name_are_korean(korean: None) -> None:
+    """run_cell (and the resumers) with an unknown scenario or crash point, and formative_check with an unknown
+    checkpoint, refuse in Korean before anything runs, naming the choices."""
+    from resumable_core import lab
+    from resumable_core.lab import resumers
+
+    refusals = {
+        "'send_emial'을 다루는 시나리오는 없습니다. read_file, send_email, send_email+read_file 가운데 하나를 고르세요": (
+            lambda: lab.run_cell("after_tool", "send_emial", "rerun"),
+            lambda: resumers.race_resumers("after_tool", "send_emial", "rerun"),
+            lambda: resumers.crash_loop("after_tool", "send_emial"),
+        ),
+        "'after_tul'은 크래시 지점이 아닙니다. before_model_call, after_response, ": (
+            lambda: lab.run_cell("after_tul", "send_email", "rerun"),
+            lambda: resumers.race_resumers("after_tul", "send_email", "rerun"),
+            lambda: resumers.crash_loop("after_tul", "read_file"),
+        ),
+        "형성 평가 점검은 체크포인트 D, E, F에만 있고, 'Q'에는 없습니다": (
+            lambda: lab.formative_check("Q", "rerun_tool"),
+        ),
+    }
+    for korean, calls in refusals.items():
+        for call in calls:
+            with pytest.raises(ValueError) as info:
+                call()
+            assert str(info.value).startswith(korean)
+
+
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
     """The simulator's labels, its settings' help (the core's words too) and its panels' notes are Korean."""
     from resumable_core.lab import render
