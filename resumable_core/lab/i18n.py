@@ -67,10 +67,18 @@ def _edition() -> str | None:
     return None
 
 
+class LanguageError(ValueError):
+    """A language asked for (``RESUMABLE_LANG``, or a ``lang`` given) that the kit does not speak; ``chosen`` is it."""
+
+    def __init__(self, chosen: str) -> None:
+        self.chosen = chosen
+        super().__init__(f"{SETTING}={chosen!r} is not a language of this kit: set it to one of {', '.join(LANGUAGES)}")
+
+
 def _known(chosen: str) -> str:
     code = chosen.split(".")[0].split("_")[0].lower()
     if code not in LANGUAGES:
-        raise ValueError(f"{SETTING}={chosen!r} is not a language of this kit: set it to one of {', '.join(LANGUAGES)}")
+        raise LanguageError(chosen)
     return code
 
 
