@@ -236,7 +236,7 @@ def test_a_reconcile_given_by_name_is_refused_in_korean(korean: None, tmp_path: 
     from resumable_core.lab.core_words import message
 
     with pytest.raises(rc.ReconcileNotCallableError) as info:
-        rc.RunFolder.create(tmp_path).run("Summarize this week's meeting notes into one page.", reconcile="rerun_")
+        rc.RunFolder.create(tmp_path).run("Summarize this week's meeting notes into one page.", reconcile="rerun_")  # type: ignore[arg-type]  # the name is the mistake
     assert message(info.value) == (
         "reconcile='rerun_' 값은 함수가 아닙니다. 전략의 함수(예: rc.STRATEGIES['rerun'].reconcile) 또는 직접 만든 "
         "reconcile(cp, tools) 함수를 넘기세요"
@@ -264,11 +264,11 @@ def test_the_labs_refusals_of_a_name_are_korean(korean: None) -> None:
             lambda: lab.formative_check("Q", "rerun_tool"),
         ),
     }
-    for korean, calls in refusals.items():
+    for said, calls in refusals.items():
         for call in calls:
             with pytest.raises(ValueError) as info:
                 call()
-            assert str(info.value).startswith(korean)
+            assert str(info.value).startswith(said)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:
