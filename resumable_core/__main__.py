@@ -115,8 +115,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _language_refused() -> str | None:
+    """Why the language asked for cannot be spoken (one line naming the fix), or None: checked once, before any word."""
+    try:
+        from resumable_core.lab.i18n import LanguageError, language
+    except ModuleNotFoundError as e:
+        if not _missing_dependency(e):
+            raise
+        return None  # without the lab wing everything is English
+    try:
+        language()
+    except LanguageError as e:
+        return str(e)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: the command's exit code."""
+    if refused := _language_refused():  # in English: the language to say it in is what is wrong
+        print(f"python -m resumable_core: error: {refused}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)

@@ -203,6 +203,28 @@ class UnknownStrategyError(ResumableError, ValueError):
         )
 
 
+class ReconcileNotCallableError(ResumableError, TypeError):
+    """A resume was given something other than a function as its reconcile (often a strategy's name).
+
+    Carries what was ``given`` and the registered strategies' names, ``choices``.
+    """
+
+    def __init__(self, given: object, choices: list[str]) -> None:
+        self.given = given
+        self.choices = choices
+        close = difflib.get_close_matches(given, choices, n=1) if isinstance(given, str) else []
+        super().__init__(
+            "reconcile={given} is not a function: pass a strategy's, e.g. rc.STRATEGIES[{close}].reconcile, "
+            "or your own reconcile(cp, tools) function"
+            if close
+            else "reconcile={given} is not a function: pass a strategy's, rc.STRATEGIES[name].reconcile "
+            "(name one of {choices}), or your own reconcile(cp, tools) function",
+            given=repr(given),
+            close=repr(close[0]) if close else "",
+            choices=", ".join(choices),
+        )
+
+
 class ReconcileResultError(ResumableError, TypeError):
     """A reconcile function returned something other than a Checkpoint (often None: a missing ``return cp``).
 

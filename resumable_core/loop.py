@@ -17,10 +17,16 @@ from .checkpoint import (
 )
 from .claude import MAX_TOKENS, make_client, model_id
 from .crash import CrashPlan, kill_self
-from .errors import CheckpointInconsistentError, CheckpointTaskMismatchError, ReconcileResultError, ToolError
+from .errors import (
+    CheckpointInconsistentError,
+    CheckpointTaskMismatchError,
+    ReconcileNotCallableError,
+    ReconcileResultError,
+    ToolError,
+)
 from .lease import Lease
 from .ledger import idempotency_key
-from .strategies import Reconcile, tool_result
+from .strategies import STRATEGIES, Reconcile, tool_result
 from .tools import Effect, Toolbox
 
 MAX_TURNS = 40
@@ -138,6 +144,8 @@ def run_agent(
     ``crash`` makes this process SIGKILL itself at a named point (use it in a child process:
     see :mod:`resumable_core.crash`).
     """
+    if not callable(reconcile):  # a strategy's name, say: refused now, not at the first dangling call
+        raise ReconcileNotCallableError(reconcile, list(STRATEGIES))
     path = Path(checkpoint_path)
     client = client if client is not None else make_client()
 

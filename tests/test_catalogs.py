@@ -105,6 +105,26 @@ def test_the_setting_then_the_locale_choose_the_language(monkeypatch: pytest.Mon
         i18n.language()
 
 
+def test_a_translated_kits_library_chooses_its_language_before_the_locale(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A kit whose library says `ko` (the Korean kit) speaks Korean with an English locale, its notebooks sitting in
+    no ko/ folder; RESUMABLE_LANG still wins; a library that says nothing leaves the locale to choose."""
+    for variable in ("RESUMABLE_LANG", "JPY_SESSION_NAME", "LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("LANG", "en_US.UTF-8")
+    (tmp_path / "kit-language").write_text("ko\n", encoding="utf-8")
+    monkeypatch.setattr(i18n, "KIT_LANGUAGE", tmp_path / "kit-language")
+    assert i18n.language() == "ko"
+    monkeypatch.setenv("JPY_SESSION_NAME", "/home/learner/student-kit-ko/lessons/01_skeleton_resume.ipynb")
+    assert i18n.language() == "ko"
+    monkeypatch.setenv("RESUMABLE_LANG", "en")
+    assert i18n.language() == "en"
+    monkeypatch.delenv("RESUMABLE_LANG")
+    monkeypatch.setattr(i18n, "KIT_LANGUAGE", tmp_path / "none")
+    assert i18n.language() == "en"
+
+
 def test_a_reveal_speaks_korean_when_asked(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """lab.reveal's own words come from the catalog: Korean with RESUMABLE_LANG=ko, English without."""
     from resumable_core import lab

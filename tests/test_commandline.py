@@ -140,3 +140,58 @@ def test_korean_help_wraps_by_display_width(korean: None, monkeypatch: pytest.Mo
     monkeypatch.setenv("COLUMNS", "60")
     lines = _subcommand("check").format_help().splitlines()
     assert all(wcwidth.wcswidth(line) <= 60 for line in lines if line.startswith("  ")), lines
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_simulate_refuses_a_count_below_its_least(
+    lang: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--resumers 0 (and --max-turns 0, --crashes -1) is a usage error naming the option, not a run of 0 resumers."""
+    monkeypatch.setenv("RESUMABLE_LANG", lang)
+    said = {
+        "en": "error: argument --resumers: '0' is not a whole number of at least 1",
+        "ko": "에러: 인자 --resumers: '0'은 1 이상의 정수가 아닙니다",
+    }
+    cell = ["simulate", "--crash-at", "after_tool", "--scenario", "send_email", "--strategy", "rerun"]
+    assert said[lang] in _error([*cell, "--resumers", "0"], capsys)
+    assert "--max-turns: '0'" in _error([*cell, "--max-turns", "0"], capsys)
+    assert "--crashes: '-1'" in _error([*cell, "--crashes", "-1"], capsys)
+    assert "--resumers: 'x'" in _error([*cell, "--resumers", "x"], capsys)
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_simulate_without_a_scenario_names_its_option(
+    lang: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """simulate with no scenario says --scenario is required (the option's name; --tool is only its alias)."""
+    monkeypatch.setenv("RESUMABLE_LANG", lang)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["simulate", "--crash-at", "after_tool", "--strategy", "rerun"])
+    said = {"en": "--scenario and --strategy are required", "ko": "--scenario와 --strategy를 주어야 합니다"}
+    assert exited.value.code == 2 and said[lang] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_fixtures_into_a_folder_it_cannot_make_is_one_line(
+    lang: str, tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fixtures --out under a file: one line naming the folder, exit 1, no traceback."""
+    monkeypatch.setenv("RESUMABLE_LANG", lang)
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "fixtures"
+    assert cli.main(["fixtures", "--out", str(out)]) == 1
+    said = {"en": f"fixtures: error: cannot write to {out}: ", "ko": f"fixtures: 에러: {out}에 쓸 수 없습니다: "}
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and said[lang] in err
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["check", "nb.ipynb"]])
+def test_a_language_the_kit_does_not_speak_is_one_line_naming_the_fix(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RESUMABLE_LANG=kr: one line naming the setting and its choices, exit 2, no traceback."""
+    monkeypatch.setenv("RESUMABLE_LANG", "kr")
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == (
+        "python -m resumable_core: error: RESUMABLE_LANG='kr' is not a language of this kit: set it to one of en, ko\n"
+    )

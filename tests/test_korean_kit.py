@@ -77,7 +77,9 @@ def test_the_korean_student_kit_holds_the_korean_editions(course: Path, tmp_path
     names = _files(kit)
     english = _files(_build(course, tmp_path / "en", lang="en"))
     assert {n for n in names if "/ko/" in n and "/locale/" not in n} == set()
-    assert names - {"kit.mk"} == english - {"lessons/ko/GLOSSARY.md"}, "the same files, in Korean"
+    own = {"kit.mk", "resumable_core/lab/kit-language"}  # its make's language, and its library's
+    assert names - own == english - {"lessons/ko/GLOSSARY.md"}, "the same files, in Korean"
+    assert (kit / "resumable_core" / "lab" / "kit-language").read_text() == "ko\n"
     for folder in student_kit.TRANSLATED_FOLDERS:
         for korean in (course / folder / "ko").glob("*"):
             lifted = student_kit.lifted(korean.read_bytes(), korean.name)  # its links one folder shorter
@@ -116,6 +118,14 @@ def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -
         assert locale != "en", "LANG=en on make's command line is no locale: the commands get another"
     english = _build(course, tmp_path / "en", lang="en")
     assert not (english / "kit.mk").exists()
+    # outside make, with an English locale, the kit's own library says its language: the Korean kit's is Korean
+    plain = {k: v for k, v in os.environ.items() if k not in ("RESUMABLE_LANG", "JPY_SESSION_NAME")}
+    for folder, usage in ((kit, "사용법: python -m resumable_core"), (english, "usage: python -m resumable_core")):
+        env = plain | {"LANG": "en_US.UTF-8", "LANGUAGE": "en", "PYTHONPATH": str(folder)}
+        done = subprocess.run(
+            [sys.executable, "-m", "resumable_core", "--help"], cwd=folder, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0 and done.stdout.startswith(usage), (folder.name, done.stdout, done.stderr)
     assert (english / "README.md").read_bytes() == (student_kit.TEMPLATES / "README.md").read_bytes()
     venv = f"VENV={Path(sys.executable).parent.parent}"
     for folder, make_args, usage in (

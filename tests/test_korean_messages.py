@@ -224,10 +224,51 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
         for call in calls
         if getattr(call.func, "id", None) == "Problem" and isinstance(call.args[0], ast.Constant)
     }
-    assert len(problems) == 12 and len(refusals) == 36
+    assert len(problems) == 12 and len(refusals) == 38
     # what a refusal's {why} or {kind} may be
     problems |= {*checkpoint_module._OS_REASONS.values(), *checkpoint_module._KINDS.values(), "not a regular file"}
     assert shown | refusals | problems == set(CORE_WORDS)
+
+
+def test_a_reconcile_given_by_name_is_refused_in_korean(korean: None, tmp_path: Path) -> None:
+    """RunFolder.run(task, reconcile="rerun_") is refused in the learner's language, naming the function to pass."""
+    import resumable_core as rc
+    from resumable_core.lab.core_words import message
+
+    with pytest.raises(rc.ReconcileNotCallableError) as info:
+        rc.RunFolder.create(tmp_path).run("Summarize this week's meeting notes into one page.", reconcile="rerun_")  # type: ignore[arg-type]  # the name is the mistake
+    assert message(info.value) == (
+        "reconcile='rerun_' 값은 함수가 아닙니다. 전략의 함수(예: rc.STRATEGIES['rerun'].reconcile) 또는 직접 만든 "
+        "reconcile(cp, tools) 함수를 넘기세요"
+    )
+
+
+def test_the_labs_refusals_of_a_name_are_korean(korean: None) -> None:
+    """run_cell (and the resumers) with an unknown scenario or crash point, and formative_check with an unknown
+    checkpoint, refuse in Korean before anything runs, naming the choices."""
+    from resumable_core import lab
+    from resumable_core.lab import resumers
+
+    refusals = {
+        "'send_emial'을 다루는 시나리오는 없습니다. read_file, send_email, send_email+read_file 가운데 하나를 고르세요": (
+            lambda: lab.run_cell("after_tool", "send_emial", "rerun"),
+            lambda: resumers.race_resumers("after_tool", "send_emial", "rerun"),
+            lambda: resumers.crash_loop("after_tool", "send_emial"),
+        ),
+        "'after_tul'은 크래시 지점이 아닙니다. before_model_call, after_response, ": (
+            lambda: lab.run_cell("after_tul", "send_email", "rerun"),
+            lambda: resumers.race_resumers("after_tul", "send_email", "rerun"),
+            lambda: resumers.crash_loop("after_tul", "read_file"),
+        ),
+        "형성 평가 점검은 체크포인트 D, E, F에만 있고, 'Q'에는 없습니다": (
+            lambda: lab.formative_check("Q", "rerun_tool"),
+        ),
+    }
+    for said, calls in refusals.items():
+        for call in calls:
+            with pytest.raises(ValueError) as info:
+                call()
+            assert str(info.value).startswith(said)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:

@@ -283,6 +283,24 @@ def test_a_reconcile_that_returns_no_checkpoint_is_named(run_folder, client, ret
     assert run_folder.checkpoint_path.read_bytes() == before
 
 
+@pytest.mark.parametrize(
+    ("given", "fix"),
+    [
+        ("rerun_", "pass a strategy's, e.g. rc.STRATEGIES['rerun'].reconcile, or your own reconcile(cp, tools)"),
+        (3, "rc.STRATEGIES[name].reconcile (name one of none, delete, rerun, "),
+    ],
+    ids=["a strategy's name", "an int"],
+)
+def test_a_reconcile_that_is_not_a_function_is_refused_at_once(run_folder, client, scripted, given, fix):
+    """RunFolder.run(task, reconcile="rerun_") raises one line naming the function to pass, before a model call or
+    a save (it used to run on, and fail only at a dangling call with "'str' object is not callable")."""
+    with pytest.raises(rc.ReconcileNotCallableError) as info:
+        run_folder.run(NOTES_TASK, client=client, reconcile=given)
+    assert str(info.value).startswith(f"reconcile={given!r} is not a function: ") and fix in str(info.value)
+    assert isinstance(info.value, TypeError) and info.value.given == given
+    assert scripted.requests == [] and not run_folder.checkpoint_path.exists()
+
+
 @pytest.mark.slow
 def test_a_run_folder_run_with_a_dangling_call_and_no_reconcile_names_the_fix(run_folder, client):
     """RunFolder.run with no reconcile stops at a dangling call, naming it and the fix; given one, it resumes."""

@@ -45,8 +45,16 @@ def _kit_tree(tmp_path: Path) -> Path:
     return folder
 
 
+def _korean_kit_tree(tmp_path: Path) -> Path:
+    """The Korean student kit, unpacked: its library says its language (``lab/kit-language``), which must ship."""
+    folder, _ = student_kit.build(tmp_path / "dist", edition=student_kit.edition("student-kit", "ko"))
+    return folder
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("tree", [_repository_tree, _kit_tree], ids=["repository", "student-kit"])
+@pytest.mark.parametrize(
+    "tree", [_repository_tree, _kit_tree, _korean_kit_tree], ids=["repository", "student-kit", "student-kit-ko"]
+)
 def test_wheel_builds_without_a_setuptools_warning(tree, tmp_path: Path) -> None:
     """The wheel builds with no setuptools warning and holds every file under resumable_core/, fixtures too."""
     source = tree(tmp_path)
@@ -68,6 +76,7 @@ def test_wheel_builds_without_a_setuptools_warning(tree, tmp_path: Path) -> None
         held = {n for n in z.namelist() if n.startswith("resumable_core/")}
     assert held == _source_files(source)
     assert any(n.startswith("resumable_core/lab/fixtures/") and n.endswith(".json") for n in held)
+    assert ("resumable_core/lab/kit-language" in held) == source.name.endswith("-ko")
 
 
 def test_the_venv_has_no_iri_parser_that_every_notebook_reader_would_build():

@@ -18,7 +18,8 @@ editions in Korean: their ``lessons/`` and ``simulator/`` are the repository's `
 (``exercises/<a>/ko/<a>.ipynb``, :func:`.release.translate_release`), the Korean self-study kit's
 ``solutions/<a>/<a>.ipynb`` the Korean source (its worked solutions and whole test cells), and a kit template named
 ``<name>.ko.<ext>`` replaces ``<name>.<ext>`` (``README.ko.md``, ``kit.ko.mk``, which makes the
-kit's ``make lab`` speak Korean). An English kit ships no ``ko/`` folder but the ko↔en glossary,
+kit's ``make lab`` speak Korean). Its copy of the library says its language (``i18n.KIT_LANGUAGE``), so its
+notebooks and commands speak Korean however they are started. An English kit ships no ``ko/`` folder but the ko↔en glossary,
 ``lessons/ko/GLOSSARY.md``. ``tests/test_korean_kit.py`` checks them.
 
     python -m resumable_core.course.student_kit [--edition student-kit|self-study-kit] [--lang en|ko] [--out DIR]
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..lab.i18n import LANGUAGES
+from ..lab.i18n import DEFAULT, KIT_LANGUAGE, LANGUAGES
 from .errors import CourseError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -315,6 +316,8 @@ def kit_contents(root: Path = REPO_ROOT, edition: Edition = STUDENT) -> dict[str
             if edition.lang != "en":  # the Korean source: its written answers are in Korean, its code the same
                 source = root / "solutions" / released.parent / edition.lang / released.name
             contents[name] = fold_solutions(contents[name], source, WORKED_SUMMARIES[edition.lang])
+    if edition.lang != DEFAULT:  # its notebooks sit in no ko/ folder: the kit's library says its language
+        contents[KIT_LANGUAGE.relative_to(REPO_ROOT).as_posix()] = f"{edition.lang}\n".encode()
     fields = template_fields(root)
     for folder in edition.templates:
         for relative in template_files(folder):

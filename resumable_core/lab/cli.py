@@ -8,7 +8,8 @@ registered at runtime is a valid ``--strategy`` at once.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..crash import CRASH_POINT_HELP, CRASH_POINTS
@@ -44,6 +45,23 @@ def _epilog(*, crash_points: bool = False) -> str:
         sections.append(_choices(_("crash points (where the run dies)"), CRASH_POINT_HELP))
     sections.append(_choices(_("strategies"), {k: s.help for k, s in STRATEGIES.items()}))
     return "\n\n".join(sections)
+
+
+def _count(least: int) -> Callable[[str], int]:
+    """An option's type: a whole number of at least ``least``; argparse names the option with the refusal."""
+
+    def count(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(
+                _("{value} is not a whole number of at least {least}").format(value=repr(text), least=least)
+            )
+        return value
+
+    return count
 
 
 def _command(sub: Any, name: str, help: str, description: str, epilog: str = "") -> argparse.ArgumentParser:
@@ -105,7 +123,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.crashes:  # the crash loop: the run restarted and killed at the same point again and again
         out = crash_loop(args.crash_at, args.scenario or "read_file", crashes=args.crashes, max_turns=args.max_turns)
     elif args.scenario is None or args.strategy is None:
-        args.error(_("--tool and --strategy are required (except with --crashes)"))
+        args.error(_("--scenario and --strategy are required (except with --crashes)"))
     elif args.resumers == 1 and args.format == "text":
         out = run_cell(args.crash_at, args.scenario, args.strategy)
     else:  # several resumers of the crashed run at once, or one, as JSON
@@ -141,19 +159,19 @@ def _add_simulate(sub: Any) -> None:
     )
     p.add_argument(
         "--resumers",
-        type=int,
+        type=_count(1),
         default=1,
         help=_("resumers of the crashed run started at once (default: {default})").format(default=1),
     )
     p.add_argument(
         "--crashes",
-        type=int,
+        type=_count(0),
         default=0,
         help=_("restart the run this many times, each killed at POINT (default: 0, one crash and one resume)"),
     )
     p.add_argument(
         "--max-turns",
-        type=int,
+        type=_count(1),
         default=MAX_TURNS,
         help=_("the turn cap (default: {default})").format(default=MAX_TURNS),
     )
@@ -167,7 +185,13 @@ def _add_simulate(sub: Any) -> None:
 
 
 def _fixtures(args: argparse.Namespace) -> int:
-    for path in write_exercise_checkpoints(args.out):
+    try:
+        paths = write_exercise_checkpoints(args.out)
+    except OSError as e:  # a folder that cannot be made or written: one line, not a traceback
+        why = _("cannot write to {folder}: {why}").format(folder=e.filename or args.out, why=e.strerror or e)
+        print(_("{prog}: error: {message}").format(prog=args.prog, message=why), file=sys.stderr)
+        return 1
+    for path in paths:
         print(path)
     return 0
 
@@ -185,7 +209,7 @@ def _add_fixtures(sub: Any) -> None:
     p.add_argument(
         "--out", default=None, help=_("folder to write them to (default: {default})").format(default=FIXTURE_DIR)
     )
-    p.set_defaults(func=_fixtures)
+    p.set_defaults(func=_fixtures, prog=p.prog)
 
 
 def add_parsers(sub: Any) -> None:

@@ -130,6 +130,12 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_(
             "no strategy named {name}; choose one of {choices}, or pass your own reconcile(cp, tools) function instead of a name"
         ),
+        N_(
+            "reconcile={given} is not a function: pass a strategy's, e.g. rc.STRATEGIES[{close}].reconcile, or your own reconcile(cp, tools) function"
+        ),
+        N_(
+            "reconcile={given} is not a function: pass a strategy's, rc.STRATEGIES[name].reconcile (name one of {choices}), or your own reconcile(cp, tools) function"
+        ),
         N_("{name} returned None, not a Checkpoint: end it with `return cp`, the checkpoint it was given"),
         N_("{name} returned a {type}, not a Checkpoint: end it with `return cp`, the checkpoint it was given"),
         N_(

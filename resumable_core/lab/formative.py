@@ -137,7 +137,11 @@ def formative_check(name: str, action: Any) -> bool:
     """
     key = name.upper() if isinstance(name, str) else name
     if key not in FORMATIVE:
-        raise ValueError(f"formative checks are on checkpoints {', '.join(FORMATIVE)}, not {name!r}")
+        raise ValueError(
+            _("formative checks are on checkpoints {names}, not {name}").format(
+                names=", ".join(FORMATIVE), name=repr(name)
+            )
+        )
     right, why = RIGHT_ACTIONS[key]
     choices = ", ".join(ACTIONS)
     if action is None or action is Ellipsis:

@@ -7,8 +7,9 @@ stale. The language is read on every call, so a grader can switch it per student
 
 The language: `RESUMABLE_LANG` if set, else the edition of the kernel's notebook (a notebook in a
 `ko/` folder, from the path Jupyter gives its kernel in `JPY_SESSION_NAME`, or else from an IPython kernel's working
-folder, where Voila and nbconvert start it), else gettext's own environment (`LANGUAGE`, `LC_ALL`,
-`LC_MESSAGES`, `LANG`), else English. Message ids are the English text; a placeholder is a named
+folder, where Voila and nbconvert start it), else the kit's (a Korean kit's build writes `ko` into
+:data:`KIT_LANGUAGE`, its notebooks sitting in no `ko/` folder), else gettext's own environment (`LANGUAGE`,
+`LC_ALL`, `LC_MESSAGES`, `LANG`), else English. Message ids are the English text; a placeholder is a named
 `str.format` field (`_("{count} emails sent").format(count=n)`), never positional.
 """
 
@@ -20,6 +21,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 #: Every language the kit speaks; the first is the default and the language of the message ids.
@@ -30,14 +32,18 @@ TRANSLATIONS = LANGUAGES[1:]
 #: The setting that chooses the language, before the locale.
 SETTING = "RESUMABLE_LANG"
 _LOCALE_VARIABLES = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+#: The kit's language, in a translated kit's own copy of the library (written by `course/student_kit.py`): its
+#: notebooks, however started (JupyterLab, VS Code, nbclient), and its commands speak it unasked.
+KIT_LANGUAGE = Path(__file__).with_name("kit-language")
 
 
 def language() -> str:
-    """The language to speak now: `RESUMABLE_LANG`, else the notebook's edition, else the locale's, else English."""
+    """The language to speak now: `RESUMABLE_LANG`, else the notebook's edition, else the kit's, else the locale's,
+    else English."""
     chosen = os.environ.get(SETTING, "").strip()
     if chosen:
         return _known(chosen)
-    edition = _edition()
+    edition = _edition() or _kit_language(KIT_LANGUAGE)
     if edition:
         return edition
     for variable in _LOCALE_VARIABLES:
@@ -67,10 +73,28 @@ def _edition() -> str | None:
     return None
 
 
+class LanguageError(ValueError):
+    """A language asked for (``RESUMABLE_LANG``, or a ``lang`` given) that the kit does not speak; ``chosen`` is it."""
+
+    def __init__(self, chosen: str) -> None:
+        self.chosen = chosen
+        super().__init__(f"{SETTING}={chosen!r} is not a language of this kit: set it to one of {', '.join(LANGUAGES)}")
+
+
+@cache
+def _kit_language(path: Path) -> str | None:
+    """The translation the kit at ``path`` was built in, if any (read once: a kit does not change language)."""
+    try:
+        code = path.read_text(encoding="utf-8").strip()
+    except OSError:  # the repository and the English kit have none
+        return None
+    return code if code in TRANSLATIONS else None
+
+
 def _known(chosen: str) -> str:
     code = chosen.split(".")[0].split("_")[0].lower()
     if code not in LANGUAGES:
-        raise ValueError(f"{SETTING}={chosen!r} is not a language of this kit: set it to one of {', '.join(LANGUAGES)}")
+        raise LanguageError(chosen)
     return code
 
 
