@@ -16,8 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resumable_core.course.grading.isolation import BwrapBackend, Job, Mount, capped_folder
+from resumable_core.course.assignments import REGISTRY
+from resumable_core.course.checks.support import OBSERVES
+from resumable_core.course.grading.isolation import BwrapBackend, Job, Mount, Outcome, PlainBackend, capped_folder
 from resumable_core.course.grading.recheck import syscalls
+from resumable_core.course.grading.recheck.plan import traced
 from resumable_core.course.grading.recheck.syscalls import Event, atomic_problem, durable_problem, read_events
 
 SAVERS = Path(__file__).parent / "syscall_savers"
@@ -665,3 +668,42 @@ def test_a_growing_trace_is_read_as_the_whole_file_parsing_each_line_once(tmp_pa
         trace.events(F)
         trace.returned_mark(mark)
     assert parsed == list(range(1, len(lines) + 1))
+
+
+@dataclass(frozen=True)
+class _Recording(PlainBackend):
+    """Runs nothing: keeps each job it is given, and says the job ended at once."""
+
+    jobs: list[Job] = dataclasses.field(default_factory=list)
+
+    def run(self, job: Job) -> Outcome:
+        self.jobs.append(job)
+        return Outcome(0, b"", b"", None, 0.0)
+
+
+@pytest.mark.parametrize("assignment", sorted(REGISTRY))
+def test_only_a_learners_process_whose_checks_observe_runs_under_the_tracer(assignment):
+    """The tracer slows every file call: only an assignment with a check that judges system calls pays for it."""
+    import nbformat
+
+    from resumable_core.course.grading.recheck.learner import LearnerProcess
+
+    backend = _Recording()
+    process = LearnerProcess.start(nbformat.v4.new_notebook(), None, assignment, timeout=5, wall=5, backend=backend)
+    process.stop()
+    wanted = assignment == "resume_skeleton" and syscalls.available() is None
+    assert bool(backend.jobs[0].tracer) is wanted is process.traced
+
+
+def test_every_check_that_observes_is_marked_so():
+    """A check that reads the trace but is not marked would find none and fail: each one is marked (``observes``)."""
+    for a in REGISTRY.values():
+        for module in (a.checks(), a.hidden()):
+            for name, check in vars(module).items():
+                if name.startswith("check_") and getattr(check, "__module__", None) == module.__name__:
+                    reads = any(
+                        n in check.__code__.co_names
+                        for n in ("observed_save", "observed_append", "require_appends_only")
+                    )
+                    assert reads == getattr(check, OBSERVES, False), f"{module.__name__}.{name}"
+    assert [a for a in REGISTRY if traced(a)] == ["resume_skeleton"]

@@ -26,7 +26,17 @@ from ...lab.i18n import N_
 from ...scenarios import NOTES_TASK
 from ..i18n import _
 from ..i18n import say as say  # test cells print checks.say("...")
-from .support import CheckFailed, call_learner, error_text, handed, is_remote, require, same_data, scratch
+from .support import (
+    CheckFailed,
+    call_learner,
+    error_text,
+    handed,
+    is_remote,
+    observes,
+    require,
+    same_data,
+    scratch,
+)
 
 Save = Callable[[dict[str, Any], str], None]
 Load = Callable[[str], Any]
@@ -222,6 +232,7 @@ def observed_save(save: Save, path: Path, state: dict[str, Any]) -> Any:
     return call_learner(observe, save, state, handed(path, folder=True))
 
 
+@observes
 def check_kill_during_save(save: Save, load: Load) -> None:
     """SIGKILL mid-write of a second save: load_state still returns the first, good state; saving works after.
 
@@ -430,6 +441,7 @@ def require_appends_only(append: Append, path: Path, record: dict[str, Any], wha
     return None
 
 
+@observes
 def check_journal_round_trip(append: Append, read: Read) -> None:
     """No file reads as []; three appends to a new journal write the header and three lines in the fixed format, and read back in order."""
     folder = scratch("journal")
@@ -567,6 +579,7 @@ def require_every_kill_reads(read: Read, seen: Any, old: list[Any], new: list[An
         )
 
 
+@observes
 def check_kill_during_append(append: Append, read: Read) -> None:
     """SIGKILL in the middle of an append: the journal reads as the records before it; the next append cuts the torn line and all read back.
 

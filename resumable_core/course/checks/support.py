@@ -104,6 +104,20 @@ def restarted(fn: Any) -> Any:
 HIDDEN_SENTENCE = "hidden_sentence"
 """The attribute of a hidden check that gives its one failure sentence, in now's language (``hidden.i18n.fails_with``)."""
 
+OBSERVES = "observes_system_calls"
+"""The attribute of a check that judges a learner's function by its system calls (:func:`observes`)."""
+
+
+def observes(check: Any) -> Any:
+    """Mark a check that judges a learner's function by the system calls a tracer outside its process saw.
+
+    Only the learner's processes of an assignment with such a check run under the tracer
+    (:func:`..grading.recheck.plan.traced`): it slows every file call. An unmarked check that
+    observes finds no trace, and fails.
+    """
+    setattr(check, OBSERVES, True)
+    return check
+
 
 class FailedAfterRestart(CheckFailed):
     """A check failed on what a :func:`restarted` call did: the re-check names it as such.

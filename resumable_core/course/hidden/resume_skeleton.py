@@ -41,7 +41,7 @@ from ..checks.resume_skeleton import (
     turn_record,
     whole_journal,
 )
-from ..checks.support import CheckFailed, call_learner, handed, is_remote, require, same_data, scratch
+from ..checks.support import CheckFailed, call_learner, handed, is_remote, observes, require, same_data, scratch
 from .i18n import _, fails_with
 
 OTHER_VERSIONS: tuple[Any, ...] = (0, 99, "1")
@@ -77,6 +77,7 @@ def check_load_never_modifies(save: Save, load: Load) -> None:
         "save_state must fsync the new bytes, rename them within the folder, then fsync the folder. Reread Part 1's contract (Exercise 1)."
     )
 )
+@observes
 def check_durable_steps(save: Save) -> None:
     """save_state writes a temp file in the same folder, fsyncs it, os.replace()s it, then fsyncs the folder."""
     folder = scratch("durable")
@@ -219,6 +220,7 @@ def check_other_corruptions_refused(read: Read) -> None:
         "append_record returns only once the record is durable, and a kill mid-append loses at most that record. Reread Part 2's contract (Exercise 1)."
     )
 )
+@observes
 def check_append_durable(append: Append, read: Read) -> None:
     """append_record fsyncs the journal after writing, and the folder when it created the file; a kill while it creates the file leaves [] or the record.
 

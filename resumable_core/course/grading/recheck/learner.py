@@ -22,6 +22,7 @@ from typing import Any
 from ..isolation import Backend, Freezer, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
 from . import syscalls
 from .learner_view import learner_library
+from .plan import traced
 from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
 
 RPC = "/grading/rpc"
@@ -178,6 +179,8 @@ class LearnerProcess:
     """Where the checker's restarted calls get a freshly started process (:mod:`.restarter`)."""
     deadline: float
     """``time.monotonic()`` past which the host stops waiting for it (its wall clock and :data:`MARGIN`)."""
+    traced: bool = False
+    """It runs under the tracer: its assignment's checks judge system calls (:func:`.plan.traced`)."""
     result: Outcome | None = None
 
     @classmethod
@@ -222,7 +225,11 @@ class LearnerProcess:
         layout.give("learner", "notebook.ipynb", nbformat.writes(nb))
         nothing_outlives = Guarantee.NOTHING_OUTLIVES in backend.guarantees()
         argv = _argv_of_learner(layout, timeout, wall, nothing_outlives, output_cap, anthropic)
-        tracer = syscalls.tracer_argv(Path(layout.trace("learner"))) if syscalls.available() is None else []
+        tracer = (
+            syscalls.tracer_argv(Path(layout.trace("learner")))
+            if traced(assignment) and syscalls.available() is None
+            else []
+        )
         library = learner_library(backend.library, loopless=loopless) if backend.library else None
         # the loaded process's own copy: no inode it can lock or open is one a fresh process sees
         loaded = shutil.copytree(library, own / "library", symlinks=True) if library else None
@@ -256,11 +263,7 @@ class LearnerProcess:
             freezer=freezer,
         )
         wait = start(layout, "learner", job, layout.host("control") / ENDED)
-        return cls(layout, assignment, wall, wait, stack, restarter, time.monotonic() + wall + MARGIN)
-
-    @property
-    def traced(self) -> bool:
-        return (self.layout.traces / "trace").is_dir() and syscalls.available() is None
+        return cls(layout, assignment, wall, wait, stack, restarter, time.monotonic() + wall + MARGIN, bool(tracer))
 
     def ended(self) -> bool:
         return (self.layout.host("control") / ENDED).exists() or time.monotonic() > self.deadline

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...assignments import REGISTRY
-from ...checks.support import HIDDEN_SENTENCE
+from ...checks.support import HIDDEN_SENTENCE, OBSERVES
 from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
 from ..notebook_cells import graded_sources, setup_cells
 from .learner_view import hidden_lines
@@ -32,6 +32,11 @@ def _bind() -> dict[str, dict[str, dict[str, Callable[..., None]]]]:
 
 
 _BOUND = _bind()
+
+
+def traced(assignment: str) -> bool:
+    """A check of ``assignment`` judges system calls (:func:`...checks.support.observes`): its learner's process is traced."""
+    return any(getattr(f, OBSERVES, False) for checks in _BOUND.get(assignment, {}).values() for f in checks.values())
 
 
 @dataclass(frozen=True)
