@@ -14,8 +14,8 @@ import pytest
 
 from resumable_core.course import release as course
 from resumable_core.course.assignments import ASSIGNMENTS, assignment
-from resumable_core.course.grading.notebook_cells import graded_sources, setup_cells
 from resumable_core.course.grading.recheck.plan import check_calls
+from resumable_core.course.notebook_cells import graded_sources, setup_cells
 
 HEADING = "**The contract.**"
 

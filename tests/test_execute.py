@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from resumable_core.course.grading.isolation import library_copy
-from resumable_core.course.grading.notebook_cells import NOT_RUN
+from resumable_core.course.notebook_cells import NOT_RUN
 
 # Skipped only where bwrap is not installed (tests/test_isolation_bwrap.py fails where it is but cannot run).
 pytestmark = pytest.mark.skipif(

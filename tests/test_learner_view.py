@@ -14,8 +14,8 @@ from resumable_core.course.grading.recheck.learner_view import (
     HIDDEN_PACKAGE,
     kernel_notebook,
     learner_library,
-    without_hidden_tests,
 )
+from resumable_core.course.notebook_cells import without_hidden_tests
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -82,9 +82,9 @@ from resumable_core import crash
 from resumable_core.course import self_check, student_kit
 from resumable_core.course.assignments import REGISTRY, Assignment
 from resumable_core.course.checks import support
-from resumable_core.course.grading.notebook_cells import graded_sources, info, setup_cells
 from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
 from resumable_core.course.hidden import strategies as answers
+from resumable_core.course.notebook_cells import graded_sources, info, setup_cells
 from resumable_core.strategies import Strategy
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -46,6 +46,7 @@ from . import notebooks
 from .assignments import ASSIGNMENTS
 from .errors import CourseConfigError, CourseError
 from .nbgrader_cli import nbgrader
+from .notebook_cells import without_hidden_tests
 
 if TYPE_CHECKING:
     from nbgrader.coursedir import CourseDirectory
@@ -134,7 +135,6 @@ def translate_release(english_release: dict[str, Any], translated_source: dict[s
     comment that stood above them is the one the release keeps), so the two cannot differ but in comments; all metadata is the English release's. The notebook's metadata says ``resumable.lang``.
     """
     from ..lab.editions import carry_comments
-    from .grading.recheck.learner_view import without_hidden_tests
 
     translated = {cell.get("id"): cell for cell in translated_source["cells"]}
     nb = copy.deepcopy(english_release)

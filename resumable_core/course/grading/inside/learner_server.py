@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..notebook_cells import code_cells, is_test, learner_cells, source_of
+from ...notebook_cells import code_cells, is_test, learner_cells, source_of
 from ..recheck import rpc, syscalls
 from ..recheck.boundary import Stand, codec
 from .leftovers import kill_leftovers

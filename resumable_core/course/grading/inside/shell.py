@@ -26,7 +26,7 @@ from IPython.core.displayhook import DisplayHook
 from IPython.core.displaypub import DisplayPublisher
 from IPython.core.interactiveshell import InteractiveShell
 
-from ..notebook_cells import KEY
+from ...notebook_cells import KEY
 
 ERROR_ON_TIMEOUT = {
     "ename": "CellTimeoutError",

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ...assignments import REGISTRY
+from ...notebook_cells import NOT_RUN, is_test, setup_cells, source_of
 from ..isolation import Backend, Job, Limit, Mount, Outcome, PlainBackend
-from ..notebook_cells import NOT_RUN, is_test, setup_cells, source_of
 from ..reasons import printable
 from ..steps.budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
 from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, LearnerProcess, read_result, start

@@ -13,18 +13,16 @@ import ast
 import compileall
 import copy
 import os
-import re
 import shutil
 from pathlib import Path
 from typing import Any
 
-from ..notebook_cells import is_test
+from ...notebook_cells import HIDDEN_BLOCK, is_test, without_hidden_tests
 
 HIDDEN_PACKAGE = Path("resumable_core", "course", "hidden")
 """The package the learner's processes never see (relative to a library copy)."""
 LEARNER_COPY = ".learner"
 """The folder, inside a full library copy, of its learner's view."""
-_HIDDEN_BLOCK = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS[^\n]*\n.*?^[^\n]*END HIDDEN TESTS[^\n]*(\n|$)", re.M | re.S)
 
 
 LOOP_MODULE = Path("resumable_core", "loop.py")
@@ -78,15 +76,10 @@ def learner_library(full: Path, *, loopless: bool = False) -> Path:
     return target
 
 
-def without_hidden_tests(source: str) -> str:
-    """A test cell's source without its ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` blocks."""
-    return _HIDDEN_BLOCK.sub("", source)
-
-
 def hidden_lines(source: str) -> set[int]:
     """The 1-based line numbers of a test cell's source that are inside its hidden blocks (the kernel never runs them)."""
     lines: set[int] = set()
-    for m in _HIDDEN_BLOCK.finditer(source):
+    for m in HIDDEN_BLOCK.finditer(source):
         first = source.count("\n", 0, m.start()) + 1
         last = source.count("\n", 0, max(m.start(), m.end() - 1)) + 1  # the END line (its newline is in the match)
         lines.update(range(first, last + 1))

@@ -17,8 +17,8 @@ from typing import Any
 
 from ...assignments import REGISTRY
 from ...checks.support import HIDDEN_SENTENCE, OBSERVES
+from ...notebook_cells import graded_sources, setup_cells
 from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
-from ..notebook_cells import graded_sources, setup_cells
 from .learner_view import hidden_lines
 
 

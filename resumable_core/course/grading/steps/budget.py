@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import notebook_cells
+from ... import notebook_cells
 
 DEFAULT_TIMEOUT = 60
 """Seconds a cell may run before it is interrupted (nbgrader's ``Execute.timeout``, ``grade --timeout``)."""

@@ -21,8 +21,8 @@ from traitlets import Enum, Float, Integer, Unicode
 from resumable_core.lab import i18n
 
 from ... import notebooks
+from ...notebook_cells import KEY, NOT_RUN
 from ..isolation import BACKENDS, Backend, Limits, make_backend
-from ..notebook_cells import KEY, NOT_RUN
 from ..recheck.driver import answer_is_a_loop
 from ..recheck.learner import RESULT_CAP, LearnerProcess
 from ..recheck.learner_view import kernel_notebook

@@ -25,11 +25,11 @@ import nh3
 from markdown_it import MarkdownIt
 
 from ... import notebooks
+from ...notebook_cells import is_test
 from .. import reasons
 from ..errors import StudentIdError, check_id
 from ..i18n import GRADING
 from ..model import CellGrade
-from ..notebook_cells import is_test
 
 FEEDBACK = "feedback-html"
 """The folder of the pages, in a working folder and a class folder alike."""

@@ -20,11 +20,11 @@ from resumable_core.lab.editions import same_code, without_comments
 
 from ... import notebooks
 from ...assignments import ASSIGNMENTS
+from ...notebook_cells import read
 from ...release import notebook_path
 from .. import reasons
 from ..i18n import GRADING
 from ..model import Status, Submission
-from ..notebook_cells import read
 
 _SUSPICIOUS_CALLS = frozenset({"setattr", "set_custom_exc", "_exit", "reload", "delattr"})
 _WATCHED_MODULES = frozenset({"sys", "builtins", "os", "resumable_core", "rc"})

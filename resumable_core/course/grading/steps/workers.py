@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ... import nbgrader_cli, notebooks
+from ...notebook_cells import answer_of_tests, read
 from .. import reasons
 from ..gradebook import comment_answers, gradebook_url, score_blank_answers
 from ..gradebook import passed_cells as _passed_cells
 from ..gradebook import zero_cells as _zero
 from ..isolation import Backend, die_with_parent, sweep_left_behind
 from ..model import Cells, StudentReport
-from ..notebook_cells import answer_of_tests, read
 from ..reasons import (
     GRADING_STOPPED,
     RECHECK_CRASHED,

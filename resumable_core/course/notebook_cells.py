@@ -1,15 +1,25 @@
-"""The cells of a notebook, read as plain JSON on both sides of the re-check's boundary: importing nbgrader, as
-``course.notebooks`` does, costs seconds in each fresh process."""
+"""The cells of a notebook, read as plain JSON on both sides of the re-check's boundary (and by the release):
+importing nbgrader, as ``course.notebooks`` does, costs seconds in each fresh process."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 NOT_RUN = "GradingStopped"
 """The ``ename`` of the error output a cell gets when its process stopped before it ran (or while it ran)."""
 KEY = "resumable_sandbox"
 """The executed notebook's metadata key of its progress record, ``{"done": n, "stopped": why | None}``."""
+
+
+HIDDEN_BLOCK = re.compile(r"^[^\n]*BEGIN HIDDEN TESTS[^\n]*\n.*?^[^\n]*END HIDDEN TESTS[^\n]*(\n|$)", re.M | re.S)
+"""A test cell's hidden block, its BEGIN and END lines included."""
+
+
+def without_hidden_tests(source: str) -> str:
+    """A test cell's source without its ``### BEGIN HIDDEN TESTS`` ... ``### END HIDDEN TESTS`` blocks."""
+    return HIDDEN_BLOCK.sub("", source)
 
 
 def info(cell: dict) -> dict:
