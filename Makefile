@@ -75,7 +75,7 @@ TEST_TMP_ROOT := $(firstword $(wildcard /dev/shm) /tmp)
 test: setup  ## ruff, then every test with mypy and the core suite on 3.12 and 3.13 beside it
 	$(BIN)/ruff check resumable_core tests bench
 	$(BIN)/ruff format --check resumable_core tests bench
-	@tmp=$$(mktemp -d $(TEST_TMP_ROOT)/ra-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	@tmp=$$(mktemp -d $(TEST_TMP_ROOT)/ra-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && trap 'exit 130' INT TERM && \
 	echo "temporary files: $$tmp" && env TMPDIR=$$tmp $(MAKE) --no-print-directory -j3 test-suite types test-core-pythons
 
 test-suite: setup  ## every test, on two workers (the longest files first: tests/conftest.py)
