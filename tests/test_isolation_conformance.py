@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from attack_samples import MINCORE  # tests/ is on sys.path under pytest (rootdir-relative import)
 
 from resumable_core.course.grading.isolation import (
     BACKENDS,
@@ -499,28 +500,10 @@ while not os.path.exists("{out}/stop"):
     time.sleep(0.05)
 """
 
-PROBE = """
-import fcntl, glob, os
-import ctypes, mmap
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
-
-def _cached(path):
-    # mincore() of a mapping of the file's first page: preadv2(RWF_NOWAIT) is refused through an overlay
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        at = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        vec = ctypes.create_string_buffer(1)
-        _libc.mincore(at, 4096, vec)
-        _libc.munmap(at, 4096)
-        return bool(vec.raw[0] & 1)
-    finally:
-        os.close(fd)
+PROBE = (
+    MINCORE
+    + """
+import fcntl, glob
 
 dropped = sorted(glob.glob(os.path.dirname(os.__file__) + "/idlelib/idle_test/*.py"))[:16]
 for path in ["{input}", os.__file__, "/dev/null"]:
@@ -533,6 +516,7 @@ for path in dropped:
         print("not cached:", path)
 print("probed")
 """
+)
 
 
 @pytest.mark.slow

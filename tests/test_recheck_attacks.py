@@ -22,6 +22,7 @@ from pathlib import Path
 import grading_samples as samples
 import nbformat
 import pytest
+from attack_samples import MINCORE
 from graded_classes import once  # tests/ is on sys.path under pytest (rootdir-relative import)
 
 from resumable_core.course.assignments import ASSIGNMENTS
@@ -1011,27 +1012,11 @@ def test_postmortem_a_fresh_process_that_dies_or_stops_fails_closed(box, tmp_pat
 
 # -- 6. what the red team of issue 31 found ----------------------------------------------------------
 
-SALT_IN_THE_PAGE_CACHE = """import ctypes, glob, mmap, os, sys, uuid
+SALT_IN_THE_PAGE_CACHE = (
+    MINCORE
+    + """import glob, sys, uuid
 
 _FILES = sorted(glob.glob(sys.base_prefix + "/lib/python3*/idlelib/idle_test/*.py"))[:33]  # never imported
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-
-
-def _cached(path):
-    # mincore() of a mapping of the file's first page: preadv2(RWF_NOWAIT) is refused through an overlay
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        at = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        vec = ctypes.create_string_buffer(1)
-        _libc.mincore(at, 4096, vec)
-        _libc.munmap(at, 4096)
-        return bool(vec.raw[0] & 1)
-    finally:
-        os.close(fd)
 
 
 def _send(value):
@@ -1055,6 +1040,7 @@ def _receive():
 
 _RUN = _receive() if os.path.exists("/grading/hand") else _send(uuid.uuid4().int & 0xFFFFFFFF)
 """
+)
 """A salt the loaded process leaves in the page cache of the interpreter's files before it is frozen."""
 
 
