@@ -7,6 +7,7 @@ where tests/test_lessons.py executes them.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -78,6 +79,34 @@ def test_a_planted_english_translation_is_counted(korean: None, monkeypatch: pyt
     monkeypatch.setitem(COURSE.translations("ko")._catalog, english, english)  # type: ignore[attr-defined] # gettext's own table
     said = "\n".join(next_steps(Path("x.ipynb"), nbformat.v4.new_notebook(), [], "check x.ipynb"))
     assert english_runs(said) == ["Next every visible test passes submit", "as your instructor asks"]
+
+
+def _unsaid(message: ast.AST) -> list[str]:
+    """The string literals (f-strings too) in an assert's or a raise's `message` that no `lab.say(...)` says."""
+    if isinstance(message, ast.Call) and ast.unparse(message.func) == "lab.say":
+        return []
+    if isinstance(message, ast.JoinedStr) or (isinstance(message, ast.Constant) and isinstance(message.value, str)):
+        return [ast.unparse(message)]
+    return [found for child in ast.iter_child_nodes(message) for found in _unsaid(child)]
+
+
+@pytest.mark.parametrize("lesson", sorted(ROOT.glob("lessons/*.ipynb")), ids=lambda p: p.name)
+def test_a_lessons_failing_check_speaks_through_the_catalog(lesson: Path) -> None:
+    """A lesson's assert or raise says its message with `lab.say("...")` (the catalog's, in the learner's language),
+    never as an English literal: a learner who edits a cell, or whose live Claude answers otherwise, reads it."""
+    messages, unsaid = 0, {}
+    for cell in json.loads(lesson.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        code = [line for line in "".join(cell["source"]).splitlines() if not line.lstrip().startswith(("%", "!"))]
+        for node in ast.walk(ast.parse("\n".join(code))):
+            said = [node.msg] if isinstance(node, ast.Assert) and node.msg else []
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                said = [*node.exc.args, *(k.value for k in node.exc.keywords)]
+            messages += len(said)
+            if found := [literal for message in said for literal in _unsaid(message)]:
+                unsaid[cell["id"]] = found
+    assert messages and unsaid == {}
 
 
 @pytest.mark.parametrize("command", LEARNER_COMMANDS, ids=lambda c: " ".join(c) or "resumable_core")
