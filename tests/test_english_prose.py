@@ -1,5 +1,5 @@
 """What a Korean learner reads holds no English prose: `check`, `check --all`, the commands' help, `simulate`,
-what the Korean releases' locked cells print.
+what the Korean releases' locked cells print, a lesson's failing check; and the kit's lessons README is a learner's.
 
 Each text is counted by :func:`english_prose.english_runs`; the Korean lessons' outputs are counted
 where tests/test_lessons.py executes them.
@@ -11,6 +11,8 @@ import ast
 import contextlib
 import io
 import json
+import posixpath
+import re
 from pathlib import Path
 
 import nbformat
@@ -18,7 +20,7 @@ import pytest
 from english_prose import english_lines, english_runs
 
 from resumable_core.__main__ import main as cli
-from resumable_core.course import notebooks
+from resumable_core.course import notebooks, student_kit
 from resumable_core.course import release as course
 from resumable_core.course.i18n import COURSE
 
@@ -107,6 +109,16 @@ def test_a_lessons_failing_check_speaks_through_the_catalog(lesson: Path) -> Non
             if found := [literal for message in said for literal in _unsaid(message)]:
                 unsaid[cell["id"]] = found
     assert messages and unsaid == {}
+
+
+@pytest.mark.parametrize("lang", ["en", "ko"])
+def test_the_kits_lessons_readme_names_only_what_the_kit_holds(lang: str) -> None:
+    """The kit's lessons/README.md (the Korean kit's is lessons/ko/README.md) speaks to a learner: every file it
+    names, as a link or as code, is in that kit, never the repository's tests a learner lacks."""
+    kit = student_kit.kit_contents(edition=student_kit.edition("student-kit", lang))
+    named = set(re.findall(r"[\w./-]+\.(?:py|ipynb|md)\b", kit["lessons/README.md"].decode("utf-8")))
+    missing = [p for p in named if not {posixpath.normpath(f"lessons/{p}"), posixpath.normpath(p)} & kit.keys()]
+    assert named and missing == []
 
 
 @pytest.mark.parametrize("command", LEARNER_COMMANDS, ids=lambda c: " ".join(c) or "resumable_core")
