@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
+from english_prose import english_runs
 
 from resumable_core.lab import editions
 
@@ -25,6 +27,17 @@ def test_the_korean_edition_agrees_with_the_english(pair: editions.Pair) -> None
     if not pair.korean.exists():
         pytest.skip(f"{pair.korean} does not exist (the test above fails for it)")
     assert editions.drift(pair.english, pair.korean) == []
+
+
+@pytest.mark.parametrize("pair", PAIRS, ids=lambda p: str(p.english.relative_to(editions.REPO_ROOT)))
+def test_the_korean_editions_prose_is_korean(pair: editions.Pair) -> None:
+    """No markdown cell of a Korean edition holds a run of English prose (a JupyterLab menu item left in English)
+    but the title of an English page it links to."""
+    if not pair.korean.exists():
+        pytest.skip(f"{pair.korean} does not exist (the test above fails for it)")
+    cells = json.loads(pair.korean.read_text(encoding="utf-8"))["cells"]
+    prose = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    assert [run for text in prose for run in english_runs(re.sub(r"\[[^\]]*\]\(https?://[^)]*\)", "", text))] == []
 
 
 def _pair(tmp_path: Path, edit) -> tuple[Path, Path]:
