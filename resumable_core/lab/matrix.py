@@ -233,6 +233,8 @@ def run_cell(
     ``scenario``: a key of :data:`~resumable_core.scenarios.SCENARIOS` (a tool, or a parallel
     turn's tools such as ``send_email+read_file``: a crash there dies the first time the turn
     passes ``crash_point``, so ``between_tools`` falls after the first call's save point B).
+    An unknown scenario or crash point raises ``UnknownScenarioError`` or ``UnknownCrashPointError``
+    before any run is crashed, naming the choices.
 
     ``strategy``: a registered strategy's name (an unknown one raises ``UnknownStrategyError``
     naming the choices), or any ``reconcile(cp, tools)`` function. A function that returns
