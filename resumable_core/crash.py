@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .errors import CrashError
+from .errors import CrashError, UnknownCrashPointError
 
 CRASH_POINTS: tuple[str, ...] = (
     "before_model_call",
@@ -66,7 +66,7 @@ class CrashPlan:
 
     def __post_init__(self) -> None:
         if self.point not in CRASH_POINTS:
-            raise ValueError(f"unknown crash point {self.point!r}; one of {', '.join(CRASH_POINTS)}")
+            raise UnknownCrashPointError(self.point, list(CRASH_POINTS))
 
     def matches(self, point: str, turn: int, tool: str | None) -> bool:
         """True at the planned point of the planned turn."""

@@ -184,13 +184,53 @@ class CrashError(ResumableError):
     """A crash simulation did not go as planned (the child was not killed, or failed)."""
 
 
+def _nearest(name: object, choices: list[str]) -> str:
+    """The choice nearest a mistyped ``name``, quoted, or "" when none is near."""
+    close = difflib.get_close_matches(name, choices, n=1) if isinstance(name, str) else []
+    return repr(close[0]) if close else ""
+
+
+class UnknownScenarioError(ResumableError, ValueError):
+    """No scenario has the key ``key``; ``choices`` are the keys that do."""
+
+    def __init__(self, key: object, choices: list[str]) -> None:
+        self.key = key
+        self.choices = choices
+        close = _nearest(key, choices)
+        super().__init__(
+            "no scenario exercises {key}; did you mean {close}? choose one of {choices}"
+            if close
+            else "no scenario exercises {key}; choose one of {choices}",
+            key=repr(key),
+            close=close,
+            choices=", ".join(choices),
+        )
+
+
+class UnknownCrashPointError(ResumableError, ValueError):
+    """``point`` is not a crash point; ``choices`` are the points that are."""
+
+    def __init__(self, point: object, choices: list[str]) -> None:
+        self.point = point
+        self.choices = choices
+        close = _nearest(point, choices)
+        super().__init__(
+            "unknown crash point {point}; did you mean {close}? choose one of {choices}"
+            if close
+            else "unknown crash point {point}; choose one of {choices}",
+            point=repr(point),
+            close=close,
+            choices=", ".join(choices),
+        )
+
+
 class UnknownStrategyError(ResumableError, ValueError):
     """No strategy is registered under ``name``; ``choices`` are the names that are."""
 
     def __init__(self, name: str, choices: list[str]) -> None:
         self.name = name
         self.choices = choices
-        close = difflib.get_close_matches(name, choices, n=1)
+        close = _nearest(name, choices)
         super().__init__(
             "no strategy named {name}; did you mean {close}? choose one of {choices}, "
             "or pass your own reconcile(cp, tools) function instead of a name"
@@ -198,7 +238,7 @@ class UnknownStrategyError(ResumableError, ValueError):
             else "no strategy named {name}; choose one of {choices}, "
             "or pass your own reconcile(cp, tools) function instead of a name",
             name=repr(name),
-            close=repr(close[0]) if close else "",
+            close=close,
             choices=", ".join(choices),
         )
 
@@ -212,7 +252,7 @@ class ReconcileNotCallableError(ResumableError, TypeError):
     def __init__(self, given: object, choices: list[str]) -> None:
         self.given = given
         self.choices = choices
-        close = difflib.get_close_matches(given, choices, n=1) if isinstance(given, str) else []
+        close = _nearest(given, choices)
         super().__init__(
             "reconcile={given} is not a function: pass a strategy's, e.g. rc.STRATEGIES[{close}].reconcile, "
             "or your own reconcile(cp, tools) function"
@@ -220,7 +260,7 @@ class ReconcileNotCallableError(ResumableError, TypeError):
             else "reconcile={given} is not a function: pass a strategy's, rc.STRATEGIES[name].reconcile "
             "(name one of {choices}), or your own reconcile(cp, tools) function",
             given=repr(given),
-            close=repr(close[0]) if close else "",
+            close=close,
             choices=", ".join(choices),
         )
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .errors import UnknownScenarioError
+
 NOTES_TASK = "Summarize this week's meeting notes into one page."
 """The notes run's task: list the notes and read each (``read_file`` is read-only)."""
 EMAIL_TASK = "Email the team this week's conclusion."
@@ -77,11 +79,12 @@ SCENARIOS: dict[str, Scenario] = {
 
 
 def scenario(key: str) -> Scenario:
-    """The scenario of ``key`` (a one-call scenario's key is its tool); a ValueError names the choices."""
+    """The scenario of ``key`` (a one-call scenario's key is its tool); an :class:`UnknownScenarioError` (a
+    ValueError) names the choices."""
     try:
         return SCENARIOS[key]
     except KeyError:
-        raise ValueError(f"no scenario exercises {key!r}; choose one of {', '.join(SCENARIOS)}") from None
+        raise UnknownScenarioError(key, list(SCENARIOS)) from None
 
 
 def one_call_scenarios() -> list[str]:

@@ -99,33 +99,40 @@ def test_the_korean_student_kit_holds_the_korean_editions(course: Path, tmp_path
 
 @pytest.mark.slow
 def test_the_korean_kit_speaks_korean_by_default(course: Path, tmp_path: Path) -> None:
-    """Its README is the Korean template, its Makefile runs make lab with RESUMABLE_LANG=ko (overridable), and
-    `make check` without NB= says how to use it in Korean."""
+    """Its README is the Korean template; its make sets no language, for its library speaks Korean in and out of
+    make (RESUMABLE_LANG=en or LANG=en on make's command line chooses English), and `make check` without NB= says
+    how to use it in Korean."""
     kit = _build(course, tmp_path)
     readme = (kit / "README.md").read_text(encoding="utf-8")
     assert readme == (student_kit.TEMPLATES / "README.ko.md").read_text(encoding="utf-8")
     assert "README.ko.md" not in _files(kit)
-    for make_args, expected in (([], "ko"), (["RESUMABLE_LANG=en"], "en"), (["LANG=en"], "en")):
+    plain = {k: v for k, v in os.environ.items() if k not in ("RESUMABLE_LANG", "JPY_SESSION_NAME")}
+    say = ["make", "-s", "--no-print-directory", "--eval", 'say: ; @echo "[$$RESUMABLE_LANG]" $$LANG', "say"]
+    for make_args, expected in (([], "[]"), (["RESUMABLE_LANG=en"], "[en]"), (["LANG=en"], "[en]")):
         done = subprocess.run(
-            ["make", "-s", "--no-print-directory", "--eval", "say: ; @echo $$RESUMABLE_LANG $$LANG", "say", *make_args],
+            [*say, *make_args],
             cwd=kit,
+            env=plain,
             capture_output=True,
             text=True,
             check=True,
         )
-        lang, locale = done.stdout.split()
+        lang, *locale = done.stdout.split()
         assert lang == expected, (make_args, done.stdout)
-        assert locale != "en", "LANG=en on make's command line is no locale: the commands get another"
+        assert locale != ["en"], "LANG=en on make's command line is no locale: the commands get another"
     english = _build(course, tmp_path / "en", lang="en")
     assert not (english / "kit.mk").exists()
-    # outside make, with an English locale, the kit's own library says its language: the Korean kit's is Korean
-    plain = {k: v for k, v in os.environ.items() if k not in ("RESUMABLE_LANG", "JPY_SESSION_NAME")}
+    # in make and out of it, with an English locale, the kit's own library says its language: the Korean kit's is Korean
     for folder, usage in ((kit, "사용법: python -m resumable_core"), (english, "usage: python -m resumable_core")):
         env = plain | {"LANG": "en_US.UTF-8", "LANGUAGE": "en", "PYTHONPATH": str(folder)}
         done = subprocess.run(
             [sys.executable, "-m", "resumable_core", "--help"], cwd=folder, env=env, capture_output=True, text=True
         )
         assert done.returncode == 0 and done.stdout.startswith(usage), (folder.name, done.stdout, done.stderr)
+    english_locale = plain | {"LANG": "en_US.UTF-8", "LANGUAGE": "en"}
+    help_in_make = ["make", "-s", "--no-print-directory", "--eval", f"h: ; @{sys.executable} -m resumable_core --help"]
+    done = subprocess.run([*help_in_make, "h"], cwd=kit, env=english_locale, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("사용법: python -m resumable_core"), done.stdout
     assert (english / "README.md").read_bytes() == (student_kit.TEMPLATES / "README.md").read_bytes()
     venv = f"VENV={Path(sys.executable).parent.parent}"
     for folder, make_args, usage in (

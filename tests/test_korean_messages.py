@@ -224,7 +224,7 @@ def test_the_cores_words_the_lab_shows_are_in_its_catalog() -> None:
         for call in calls
         if getattr(call.func, "id", None) == "Problem" and isinstance(call.args[0], ast.Constant)
     }
-    assert len(problems) == 12 and len(refusals) == 38
+    assert len(problems) == 12 and len(refusals) == 42
     # what a refusal's {why} or {kind} may be
     problems |= {*checkpoint_module._OS_REASONS.values(), *checkpoint_module._KINDS.values(), "not a regular file"}
     assert shown | refusals | problems == set(CORE_WORDS)
@@ -245,20 +245,28 @@ def test_a_reconcile_given_by_name_is_refused_in_korean(korean: None, tmp_path: 
 
 def test_the_labs_refusals_of_a_name_are_korean(korean: None) -> None:
     """run_cell (and the resumers) with an unknown scenario or crash point, and formative_check with an unknown
-    checkpoint, refuse in Korean before anything runs, naming the choices."""
+    checkpoint, refuse in Korean before anything runs, naming the choices and the nearest one; the first two are the
+    core's own refusals (a ValueError too), said by lab.message as a traceback says them."""
+    import resumable_core as rc
     from resumable_core import lab
     from resumable_core.lab import resumers
 
     refusals = {
-        "'send_emial'을 다루는 시나리오는 없습니다. read_file, send_email, send_email+read_file 가운데 하나를 고르세요": (
+        "'send_emial'을 다루는 시나리오는 없습니다. 'send_email'을 뜻했나요? "
+        "read_file, send_email, send_email+read_file 가운데 하나를 고르세요": (
             lambda: lab.run_cell("after_tool", "send_emial", "rerun"),
             lambda: resumers.race_resumers("after_tool", "send_emial", "rerun"),
             lambda: resumers.crash_loop("after_tool", "send_emial"),
         ),
-        "'after_tul'은 크래시 지점이 아닙니다. before_model_call, after_response, ": (
+        "'wire_money'를 다루는 시나리오는 없습니다. read_file, send_email, ": (
+            lambda: lab.run_cell("after_tool", "wire_money", "rerun"),
+        ),
+        "'after_tul'은 크래시 지점이 아닙니다. 'after_tool'을 뜻했나요? before_model_call, after_response, ": (
             lambda: lab.run_cell("after_tul", "send_email", "rerun"),
             lambda: resumers.race_resumers("after_tul", "send_email", "rerun"),
+            lambda: resumers.race_resumers("after_tul", "send_email", "rerun", crash_tool="read_file"),
             lambda: resumers.crash_loop("after_tul", "read_file"),
+            lambda: rc.CrashPlan("after_tul"),
         ),
         "형성 평가 점검은 체크포인트 D, E, F에만 있고, 'Q'에는 없습니다": (
             lambda: lab.formative_check("Q", "rerun_tool"),
@@ -268,7 +276,7 @@ def test_the_labs_refusals_of_a_name_are_korean(korean: None) -> None:
         for call in calls:
             with pytest.raises(ValueError) as info:
                 call()
-            assert str(info.value).startswith(said)
+            assert lab.message(info.value).startswith(said), lab.message(info.value)
 
 
 def test_the_simulator_page_speaks_korean(korean: None) -> None:

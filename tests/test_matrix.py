@@ -299,10 +299,18 @@ def test_a_parallel_turn_dies_at_the_first_call_and_after_the_last(tmp_path):
     assert last.turn_effects == {"send_email": 1, "read_file": 1}
 
 
-def test_an_unknown_scenario_is_refused_before_any_run():
-    """run_cell with a tool no scenario exercises raises a ValueError naming the scenarios."""
-    with pytest.raises(ValueError, match="read_file, send_email"):
+def test_an_unknown_scenario_or_crash_point_is_refused_before_any_run():
+    """run_cell with a tool no scenario exercises, or a point that is no crash point, raises the core's error (a
+    ValueError too), naming the choices and the nearest one; its template and data let the lab say it."""
+    with pytest.raises(rc.UnknownScenarioError, match="read_file, send_email") as scenario:
         lab.run_cell("after_tool", "wire_money", "rerun")
+    assert "did you mean" not in str(scenario.value) and scenario.value.key == "wire_money"
+    with pytest.raises(ValueError, match=r"no scenario exercises 'send_emial'; did you mean 'send_email'\?"):
+        lab.run_cell("after_tool", "send_emial", "rerun")
+    with pytest.raises(rc.UnknownCrashPointError) as point:
+        lab.run_cell("after_tul", "send_email", "rerun")
+    assert str(point.value).startswith("unknown crash point 'after_tul'; did you mean 'after_tool'? choose one of")
+    assert point.value.template is not None and point.value.data["point"] == "'after_tul'"
 
 
 def test_the_lab_imports_nothing_from_the_course():

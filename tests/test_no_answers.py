@@ -333,11 +333,12 @@ class Score:
         self.points += points
 
 
-PAIRS_LIMIT = 2500
+PAIRS_LIMIT = 2000
 """Most combinations of survivors tried on cells that take several functions; past it those cells count as earned.
 
-resume_skeleton's journal cells take 114 appenders x 19 readers today (2,166): a kit function that
-raises ValueError for any name (the lab's name checks) is a reader that passes a corrupt journal."""
+resume_skeleton's journal cells take 117 appenders x 17 readers today (1,989): a kit function that
+raises ValueError for any name (the core's refusal of a scenario or crash point) is a reader that passes a
+corrupt journal."""
 
 
 def warm_up(cells: tuple[Cell, ...]) -> None:

@@ -41,6 +41,7 @@ PART_2 = (
 SOLUTION = EXERCISE.solution("refund") + "\n"
 KEY = '    key = f"refund:{order_id}:{amount_cents}"  # names the logical refund: the same in every process\n'
 CALL = '            return tools.execute("refund_payment", request, idempotency_key=key)\n'
+REQUEST = '    request = {"order_id": order_id, "amount_cents": amount_cents}\n'
 TRANSIENT = "        except (rc.ToolTimeoutError, rc.ToolUnavailableError):\n"
 LOOP = "    for attempt in range(1, 6):\n"
 BOUND = "            if attempt == 5:\n                raise\n"
@@ -80,6 +81,15 @@ WRONG: dict[str, tuple[str, str]] = {
     ),
     "a_key_per_order": (edited((KEY, '    key = f"refund:{order_id}"\n')), "test_refund_hidden"),
     "a_key_per_amount": (edited((KEY, '    key = f"refund:{amount_cents}"\n')), "test_refund_hidden"),  # red team
+    # a refused refund that never reached the provider: the tool refuses the input, or refund refuses itself
+    "a_wrong_argument_name": (
+        edited((REQUEST, REQUEST.replace('"amount_cents":', '"amount":'))),
+        "test_refund_refused",
+    ),
+    "refuses_unasked": (
+        "def refund(tools, order_id, amount_cents):\n    raise rc.ToolError('refused')\n",
+        "test_refund_refused",
+    ),
     "returns_a_sentence_not_the_id": (
         edited((CALL, CALL.replace("return ", "") + '            return "refunded"\n')),
         "test_refund_timeout",
@@ -243,6 +253,24 @@ def test_a_refund_that_raises_its_own_error_is_pointed_to_the_contract():
         checks.CheckFailed, match=r"unknown tool 'refund' \(reread Part 2's contract: call the refund_pay"
     ):
         checks.require_one_refund(checks.Shop.open(), raised, "here")
+
+
+def test_a_refusal_that_never_reached_the_provider_is_pointed_to_the_contract(monkeypatch):
+    """A permanent refusal must be the provider's answer to one request: an error refund raised before sending any
+    (the tool refusing a wrong argument name, a refusal refund made up) fails, quoting it and naming the contract,
+    in the learner's language."""
+    wrong_argument = "ToolError: refund_payment failed: refund_payment() missing 1 required positional argument"
+    for error in (wrong_argument, "ToolError: refused"):
+        raised = checks.Call("raised", kind="a refusal", error=error)
+        with pytest.raises(checks.CheckFailed, match=r"before any request reached the provider") as caught:
+            checks.require_permanent(checks.Shop.open(), raised, "here", "a refusal")
+        assert error in caught.value.reason and "reread Part 2's contract" in caught.value.reason
+    monkeypatch.setenv("RESUMABLE_LANG", "ko")
+    with pytest.raises(checks.CheckFailed) as caught:
+        checks.require_permanent(checks.Shop.open(), raised, "here", "a refusal")
+    assert caught.value.reason.startswith(
+        "here: 요청이 결제 대행사에 닿기도 전에 refund가 예외를 일으켰습니다(“ToolError"
+    )
 
 
 @pytest.mark.slow

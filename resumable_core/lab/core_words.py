@@ -141,6 +141,10 @@ CORE_WORDS: frozenset[str] = frozenset(
         N_(
             "the checkpoint has a pending {tool} call ({id}) and no reconcile was given: pass reconcile= (a strategy's .reconcile or your own reconcile(cp, tools) function)"
         ),
+        N_("no scenario exercises {key}; did you mean {close}? choose one of {choices}"),
+        N_("no scenario exercises {key}; choose one of {choices}"),
+        N_("unknown crash point {point}; did you mean {close}? choose one of {choices}"),
+        N_("unknown crash point {point}; choose one of {choices}"),
         N_("unknown tool {name}"),
         N_("idempotency key {key} was first used with other input ({stored} != {new})"),
         N_("the crashing run was still going after {timeout} s and was killed"),

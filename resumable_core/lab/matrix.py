@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, load_checkpoint, pending_calls
-from ..crash import CRASH_POINT_HELP, CRASH_POINTS, points_passed, run_in_child
+from ..crash import CRASH_POINT_HELP, points_passed, run_in_child
 from ..errors import CheckpointError
 from ..loop import RunResult
 from ..run_folder import RunFolder, count_effects, crash_plan
-from ..scenarios import SCENARIOS, Scenario, one_call_scenarios
+from ..scenarios import Scenario, one_call_scenarios
 from ..scenarios import scenario as scenario_for
 from ..strategies import Reconcile, matrix_strategies, strategy_named
 from .columns import table
@@ -220,29 +220,6 @@ def resolve_strategy(strategy: str | Reconcile) -> tuple[str, Reconcile, bool]:
     return getattr(strategy, "__name__", "my reconcile"), strategy, False
 
 
-def scenario_named(key: str) -> Scenario:
-    """The scenario of ``key``; an unknown one is a ValueError in the learner's language, naming the choices."""
-    # the core's own refusal is English: the lab asks first, in its catalog's words
-    if key not in SCENARIOS:
-        raise ValueError(
-            _("no scenario exercises {key}; choose one of {choices}").format(
-                key=repr(key), choices=", ".join(SCENARIOS)
-            )
-        )
-    return SCENARIOS[key]
-
-
-def crash_point_named(point: str) -> str:
-    """``point`` if it is a crash point; else a ValueError in the learner's language, naming the choices."""
-    if point not in CRASH_POINTS:
-        raise ValueError(
-            _("unknown crash point {point}; choose one of {choices}").format(
-                point=repr(point), choices=", ".join(CRASH_POINTS)
-            )
-        )
-    return point
-
-
 def run_cell(
     crash_point: str,
     scenario: str,
@@ -256,6 +233,8 @@ def run_cell(
     ``scenario``: a key of :data:`~resumable_core.scenarios.SCENARIOS` (a tool, or a parallel
     turn's tools such as ``send_email+read_file``: a crash there dies the first time the turn
     passes ``crash_point``, so ``between_tools`` falls after the first call's save point B).
+    An unknown scenario or crash point raises ``UnknownScenarioError`` or ``UnknownCrashPointError``
+    before any run is crashed, naming the choices.
 
     ``strategy``: a registered strategy's name (an unknown one raises ``UnknownStrategyError``
     naming the choices), or any ``reconcile(cp, tools)`` function. A function that returns
@@ -263,9 +242,9 @@ def run_cell(
     ``ledger``: give the toolbox a side-effect ledger (default: when the registered strategy
     ``needs_ledger``; pass True for a learner's ledger-using function).
     """
-    chosen = scenario_named(scenario)
+    chosen = scenario_for(scenario)
     name, fn, needs_ledger = resolve_strategy(strategy)
-    plan = crash_plan(chosen.key, crash_point_named(crash_point))
+    plan = crash_plan(chosen.key, crash_point)
     folder = (
         contextlib.nullcontext(str(root)) if root is not None else tempfile.TemporaryDirectory(prefix="resumable-cell-")
     )

@@ -24,10 +24,11 @@ from ..crash import CRASH_POINT_HELP, CrashPlan, run_in_child
 from ..errors import LeaseError
 from ..loop import MAX_TURNS
 from ..run_folder import RunFolder, count_effects, crash_plan
+from ..scenarios import scenario
 from ..strategies import Reconcile
 from .core_words import core
 from .i18n import _
-from .matrix import crash_point_named, resolve_strategy, scenario_named
+from .matrix import resolve_strategy
 
 START_TIMEOUT = 60.0
 """Seconds the resumers wait for each other at the starting line before giving up."""
@@ -151,12 +152,12 @@ def race_resumers(
     ``read_file`` turn). With ``lease_wait`` > 0 a refused resumer waits for the lease instead,
     and finds the run finished.
     """
-    sc = scenario_named(tool)
+    sc = scenario(tool)
     name, fn, needs_ledger = resolve_strategy(strategy)
     if crash_tool is None:
-        plan = crash_plan(tool, crash_point_named(crash_point))
+        plan = crash_plan(tool, crash_point)
     else:
-        plan = CrashPlan(crash_point_named(crash_point), tool=crash_tool)
+        plan = CrashPlan(crash_point, tool=crash_tool)
     ctx = multiprocessing.get_context("fork")
     with _folder(root) as where:
         box = RunFolder.create(where, ledger=needs_ledger)
@@ -245,8 +246,8 @@ def crash_loop(
     root: str | Path | None = None,
 ) -> CrashLoopOutcome:
     """Start ``tool``'s run ``crashes`` times, each process SIGKILLed at its first ``crash_point``."""
-    sc = scenario_named(tool)
-    plan = CrashPlan(crash_point_named(crash_point))
+    sc = scenario(tool)
+    plan = CrashPlan(crash_point)
     with _folder(root) as where:
         box = RunFolder.create(where)
         log = Path(where) / "model-requests.log"

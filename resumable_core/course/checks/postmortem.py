@@ -349,7 +349,7 @@ def require_one_refund(
 
 
 def require_permanent(shop_: Shop, call: Call, where: str, kind: str) -> None:
-    """The call raised the provider's permanent refusal after one request, and nothing was refunded."""
+    """The call sent one request and raised the provider's permanent refusal of it."""
     require_ended(call, where)
     sent = len(shop_.requests())
     require(
@@ -363,6 +363,14 @@ def require_permanent(shop_: Shop, call: Call, where: str, kind: str) -> None:
     require(
         call.ended == "raised",
         _("{where}: {kind} must be raised to the caller, not answered with a return").format(where=where, kind=_(kind)),
+    )
+    # an error of refund's own (a wrong argument name, a refusal it made up) is no answer of the provider's
+    require(
+        sent == 1,
+        _(
+            "{where}: refund raised before any request reached the provider ({error}); only the provider "
+            "can refuse a refund, so send it once and raise the provider's refusal ({refund_contract})"
+        ).format(where=where, error=call.error, refund_contract=_(REFUND_CONTRACT)),
     )
     require(
         call.kind == kind,
@@ -389,7 +397,7 @@ def check_refund_after_timeout(refund: Refund) -> None:
 
 
 def check_refund_refused(refund: Refund) -> None:
-    """A refund of more than the charge is refused: raised at once, never retried."""
+    """A refund of more than the charge is sent once, and the provider's refusal raised at once, never retried."""
     s = Shop.open()
     call = s.call(refund, amount_cents=CHARGED + 1)
     require_permanent(s, call, _("a refund of more than the customer paid"), "a refusal")
