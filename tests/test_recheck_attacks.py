@@ -1089,3 +1089,62 @@ def test_reconcile_a_visible_failure_carries_no_hidden_input(box, tmp_path):
     failed, _ = recheck_outcome(cells, report, report.inconclusive, report.visible_failures)
     assert report["test_read_only_tools"] is None, dict(report)  # the hidden calls were answered right
     assert not [why for why in failed.values() if "count_notes" in why], failed
+
+
+# -- 7. what the red team of issue 31's new design found ----------------------------------------------
+
+UNREAD_FILES = 'sorted(glob.glob(sys.base_prefix + "/lib/python3*/test/test_*.py"))[:33]'
+"""Files of the interpreter no grading run reads (the standard library's own tests)."""
+
+SALT_IN_WHAT_SETTLE_CACHES = (
+    MINCORE
+    + """import glob, sys, uuid
+
+_FILES = """
+    + UNREAD_FILES
+    + """
+
+
+def _send(value):
+    # bit 0: a salt is there; bits 1-32: its value, as files merely opened (1) or left alone (0): nothing is read,
+    # but the grader caches every file a sandbox opened before the fresh process starts
+    for i, path in enumerate(_FILES):
+        if (value << 1 | 1) >> i & 1:
+            os.close(os.open(path, os.O_RDONLY))
+    return str(value)
+
+
+def _receive():
+    bits = sum(_cached(path) << i for i, path in enumerate(_FILES))
+    return str(bits >> 1 & 0xFFFFFFFF) if bits & 1 else uuid.uuid4().hex
+
+
+_RUN = _receive() if os.path.exists("/grading/hand") else _send(uuid.uuid4().int & 0xFFFFFFFF)
+"""
+)
+"""A salt the loaded process leaves in which files it opened: ``settle()`` reads every opened file into the cache."""
+
+
+def _evicted(pattern: str) -> None:
+    """The host drops ``pattern``'s files from the page cache: a machine that never read them (as after a boot)."""
+    import glob
+    import os
+
+    for path in glob.glob(pattern):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.xfail(strict=True, reason="settle() caches what the loaded process opened: opened-or-not is a bit")
+def test_postmortem_which_files_were_opened_hands_no_salt_to_the_fresh_process(box, tmp_path):
+    """The loaded process only opens a file for a 1 and leaves it alone for a 0; ``settle()`` then reads every file
+    a sandbox opened into the page cache, so the fresh one finds the 1s cached and the 0s not (mincore()): a salted
+    key must still pay twice."""
+    import sys
+
+    _evicted(sys.base_prefix + "/lib/python3*/test/test_*.py")
+    report = _refund_recheck(box, tmp_path, _covert(SALT_IN_WHAT_SETTLE_CACHES), ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
