@@ -1148,3 +1148,51 @@ def test_postmortem_which_files_were_opened_hands_no_salt_to_the_fresh_process(b
     _evicted(sys.base_prefix + "/lib/python3*/test/test_*.py")
     report = _refund_recheck(box, tmp_path, _covert(SALT_IN_WHAT_SETTLE_CACHES), ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
+
+
+SALT_IN_THE_KEY_QUOTA = """import ctypes, os, uuid
+
+_MOD = 1 << 20
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _quota_bytes():
+    # the kernel's keys are counted per user, not per sandbox: every sandbox of the grader's uid reads the same line
+    for line in open("/proc/key-users"):
+        uid, _, rest = line.partition(":")
+        if int(uid) == os.getuid():
+            return int(rest.split()[3].split("/")[0])
+    return 0
+
+
+def _add(size):
+    # a key in this process's own keyring: it lives as long as the process, frozen or not
+    _libc.syscall(248, b"user", uuid.uuid4().hex.encode(), b"k" * size, size, ctypes.c_int(-2))  # add_key
+
+
+def _send(value):
+    # the salt is the user's key bytes modulo 2**20: add keys until they say it
+    _add(1)  # the first key also makes the process's keyring
+    before = _quota_bytes()
+    _add(1)
+    overhead = _quota_bytes() - before - 1
+    for _ in range(200):
+        need = (value - _quota_bytes()) % _MOD
+        if need == 0:
+            break
+        _add(min(32767, need - overhead) if need > overhead else 32767)
+    return str(value)
+
+
+_RUN = str(_quota_bytes() % _MOD) if os.path.exists("/grading/hand") else _send(uuid.uuid4().int % _MOD)
+"""
+"""A salt the loaded process leaves in the kernel's key quota of its uid, which no sandbox has its own of."""
+
+
+@pytest.mark.xfail(strict=True, reason="the kernel's keyrings are not namespaced: /proc/key-users and the quota")
+def test_postmortem_the_key_quota_hands_no_salt_to_the_fresh_process(box, tmp_path):
+    """The loaded process adds keys to its own keyring (add_key) until its uid's key bytes modulo 2**20 are its
+    salt; the fresh one reads them in /proc/key-users (it could also probe the quota left with add_key): a salted
+    key must still pay twice."""
+    report = _refund_recheck(box, tmp_path, _covert(SALT_IN_THE_KEY_QUOTA), ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
