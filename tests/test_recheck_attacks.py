@@ -1280,3 +1280,89 @@ def _cached_bytes(path: str) -> int:
         return got.cache * os.sysconf("SC_PAGE_SIZE")
     finally:
         os.close(fd)
+
+
+SALT_IN_THE_INOTIFY_COUNT = """import ctypes, os, uuid
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_HELD = []
+
+
+def _free():
+    # how many inotify instances this uid may still make: counted for the host's uid, over every sandbox of it
+    made = []
+    while len(made) < 4096 and (fd := _libc.inotify_init1(os.O_CLOEXEC)) >= 0:
+        made.append(fd)
+    for fd in made:
+        os.close(fd)
+    return len(made)
+
+
+def _send(value):
+    # hold instances until exactly value + 1 are left: the loaded process keeps them, frozen or not
+    for _ in range(_free() - value - 1):
+        _HELD.append(_libc.inotify_init1(os.O_CLOEXEC))
+    return str(value)
+
+
+_RUN = str(_free() - 1) if os.path.exists("/grading/hand") else _send(uuid.uuid4().int % 64 + 1)
+"""
+"""A salt (1 to 64) the loaded process leaves in how many inotify instances its uid may still make."""
+
+
+@pytest.mark.xfail(strict=True, reason="inotify's per-user count is the host uid's, shared by every sandbox")
+def test_postmortem_the_inotify_count_hands_no_salt_to_the_fresh_process(box, tmp_path):
+    """The loaded process holds inotify instances until as many are left as its salt says (the per-user limit, 128,
+    is counted for the grader's uid on the host, across every sandbox); the fresh one counts how many it can make:
+    a salted key must still pay twice."""
+    report = _refund_recheck(box, tmp_path, _covert(SALT_IN_THE_INOTIFY_COUNT), ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
+
+
+HOLD_EVERY_WATCH = """import ctypes, os, time
+
+libc = ctypes.CDLL(None, use_errno=True)
+held = []
+for make in (lambda: libc.inotify_init1(os.O_CLOEXEC), lambda: libc.fanotify_init(0x200, os.O_RDONLY)):  # FAN_REPORT_FID
+    while len(held) < 10_000 and (fd := make()) >= 0:
+        held.append(fd)
+open("/grading/signal/held", "w").close()
+while not os.path.exists("/grading/signal/release"):
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a sandbox may use up the host uid's inotify instances and fanotify groups")
+def test_a_sandbox_cannot_use_up_the_graders_inotify_and_fanotify(tmp_path):
+    """A job that makes inotify instances and fanotify groups until refused holds its host uid's whole allowance
+    (128 of each, counted on the host across user namespaces): meanwhile no process of the grader's uid on the
+    machine may make one, and a grading process started then (a worker, a Dask task's) cannot make the fanotify
+    group its sandboxes' overlays report to, so their sandboxes do not start."""
+    import ctypes
+    import os
+    import sys
+    import threading
+    import time
+
+    from resumable_core.course.grading.isolation import Job, Mount
+
+    signal = tmp_path / "signal"
+    signal.mkdir()
+    (tmp_path / "scratch").mkdir()
+    job = Job((sys.executable, "-c", HOLD_EVERY_WATCH), tmp_path / "scratch", (Mount(signal, "/grading/signal", True),))
+    runner = threading.Thread(target=BwrapBackend().run, args=(job,), daemon=True)
+    runner.start()
+    try:
+        until = time.monotonic() + 60
+        while not (signal / "held").exists() and runner.is_alive() and time.monotonic() < until:
+            time.sleep(0.05)
+        assert (signal / "held").exists(), "the job never said it held them"
+        libc = ctypes.CDLL(None, use_errno=True)
+        made = {"inotify": libc.inotify_init1(os.O_CLOEXEC), "fanotify": libc.fanotify_init(0x200, os.O_RDONLY)}
+        for fd in made.values():
+            if fd >= 0:
+                os.close(fd)
+    finally:
+        (signal / "release").touch()
+        runner.join(60)
+    assert all(fd >= 0 for fd in made.values()), f"refused to the grader's uid while a sandbox held them: {made}"
