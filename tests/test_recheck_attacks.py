@@ -1366,3 +1366,19 @@ def test_a_sandbox_cannot_use_up_the_graders_inotify_and_fanotify(tmp_path):
         (signal / "release").touch()
         runner.join(60)
     assert all(fd >= 0 for fd in made.values()), f"refused to the grader's uid while a sandbox held them: {made}"
+
+
+SALT_PER_BOOT = """import uuid
+
+_RUN = open("/proc/sys/kernel/random/boot_id").read().strip()  # drawn once per boot: a restarted harness reads it too
+"""
+"""A salt per boot of the machine: a re-run after the machine crashed pays twice, one after a process crash not."""
+
+
+@pytest.mark.xfail(strict=True, reason="every sandbox reads the host's boot_id: the fresh process models no reboot")
+def test_postmortem_a_key_salted_per_boot_does_not_score(box, tmp_path):
+    """A key salted with the machine's boot_id is the same in the fresh process (one machine, one boot), yet a re-run
+    after the machine crashed sends another and pays twice: the contract's key comes from what names the refund.
+    (Also the boot time in /proc/stat, time.time() - time.monotonic(), an hour's number from the clock.)"""
+    report = _refund_recheck(box, tmp_path, _covert(SALT_PER_BOOT), ["test_refund_kill"])
+    assert_no_hole(report, ["test_refund_kill"])
