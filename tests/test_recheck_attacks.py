@@ -1382,3 +1382,26 @@ def test_postmortem_a_key_salted_per_boot_does_not_score(box, tmp_path):
     (Also the boot time in /proc/stat, time.time() - time.monotonic(), an hour's number from the clock.)"""
     report = _refund_recheck(box, tmp_path, _covert(SALT_PER_BOOT), ["test_refund_kill"])
     assert_no_hole(report, ["test_refund_kill"])
+
+
+@pytest.mark.xfail(strict=True, reason="bwrap binds the grader's venv whole: on the hub it holds course/hidden")
+def test_the_graders_venv_shows_no_hidden_checks(monkeypatch):
+    """On the hub the grader runs staff-env's Python, whose site-packages holds the whole library as a plain package
+    (``hub/build.make_env``), and every sandbox sees the grader's venv read-only: a learner reads ``course/hidden``
+    (the answer key, the answer strategies) there, or puts it on ``resumable_core.course.__path__`` and calls them."""
+    import sys
+    import tempfile
+
+    from resumable_core.course.grading.isolation import Job
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as top:  # not under /dev, which the sandbox mounts anew
+        venv = Path(top, "staff-env")
+        site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+        shutil.copytree(REPO / "resumable_core" / "course" / "hidden", site / "resumable_core" / "course" / "hidden")
+        monkeypatch.setattr(sys, "prefix", str(venv))  # the grader's Python is staff-env's
+        python = Path(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
+        reader = "import glob, sys\nfor p in glob.glob(sys.argv[1] + '/lib/*/site-packages/resumable_core/**/*.py', recursive=True):\n    print(open(p).read())"
+        Path(top, "scratch").mkdir()
+        outcome = BwrapBackend().run(Job((str(python), "-c", reader, str(venv)), Path(top, "scratch")))
+    assert outcome.returncode == 0, outcome
+    assert b"ANSWER_KEY" not in outcome.stdout, "the hidden checks are readable in the sandbox"
