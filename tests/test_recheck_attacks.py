@@ -14,9 +14,10 @@ The cells of ``resume_skeleton`` judged by the syscall tracer are left out where
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grading_samples as samples
@@ -1319,6 +1320,40 @@ def test_postmortem_the_inotify_count_hands_no_salt_to_the_fresh_process(box, tm
     assert_no_hole(report, ["test_refund_kill"])
 
 
+HELD = """
+open("/grading/signal/held", "w").close()
+while not os.path.exists("/grading/signal/release"):
+    time.sleep(0.05)
+"""
+"""The end of a job that holds something: it says so, then waits for the test's release (:func:`_while_held`)."""
+
+
+@contextlib.contextmanager
+def _while_held(code: str, folder: Path, box: Backend) -> Iterator[None]:
+    """``code`` (then :data:`HELD`) running in a job of ``box``; the body runs once it said it holds what it made."""
+    import sys
+    import threading
+    import time
+
+    from resumable_core.course.grading.isolation import Job, Mount
+
+    signal = folder / "signal"
+    signal.mkdir()
+    (folder / "scratch").mkdir()
+    job = Job((sys.executable, "-c", code + HELD), folder / "scratch", (Mount(signal, "/grading/signal", True),))
+    runner = threading.Thread(target=box.run, args=(job,), daemon=True)
+    runner.start()
+    try:
+        until = time.monotonic() + 60
+        while not (signal / "held").exists() and runner.is_alive() and time.monotonic() < until:
+            time.sleep(0.05)
+        assert (signal / "held").exists(), "the job never said it held them"
+        yield
+    finally:
+        (signal / "release").touch()
+        runner.join(60)
+
+
 HOLD_EVERY_WATCH = """import ctypes, os, time
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -1326,9 +1361,6 @@ held = []
 for make in (lambda: libc.inotify_init1(os.O_CLOEXEC), lambda: libc.fanotify_init(0x200, os.O_RDONLY)):  # FAN_REPORT_FID
     while len(held) < 10_000 and (fd := make()) >= 0:
         held.append(fd)
-open("/grading/signal/held", "w").close()
-while not os.path.exists("/grading/signal/release"):
-    time.sleep(0.05)
 """
 
 
@@ -1340,32 +1372,42 @@ def test_a_sandbox_cannot_use_up_the_graders_inotify_and_fanotify(tmp_path):
     group its sandboxes' overlays report to, so their sandboxes do not start."""
     import ctypes
     import os
-    import sys
-    import threading
-    import time
 
-    from resumable_core.course.grading.isolation import Job, Mount
-
-    signal = tmp_path / "signal"
-    signal.mkdir()
-    (tmp_path / "scratch").mkdir()
-    job = Job((sys.executable, "-c", HOLD_EVERY_WATCH), tmp_path / "scratch", (Mount(signal, "/grading/signal", True),))
-    runner = threading.Thread(target=BwrapBackend().run, args=(job,), daemon=True)
-    runner.start()
-    try:
-        until = time.monotonic() + 60
-        while not (signal / "held").exists() and runner.is_alive() and time.monotonic() < until:
-            time.sleep(0.05)
-        assert (signal / "held").exists(), "the job never said it held them"
+    with _while_held(HOLD_EVERY_WATCH, tmp_path, BwrapBackend()):
         libc = ctypes.CDLL(None, use_errno=True)
         made = {"inotify": libc.inotify_init1(os.O_CLOEXEC), "fanotify": libc.fanotify_init(0x200, os.O_RDONLY)}
         for fd in made.values():
             if fd >= 0:
                 os.close(fd)
-    finally:
-        (signal / "release").touch()
-        runner.join(60)
     assert all(fd >= 0 for fd in made.values()), f"refused to the grader's uid while a sandbox held them: {made}"
+
+
+OVERFLOW = """import os, sys, time
+
+opened = 0
+for folder, _, names in os.walk(sys.base_prefix):  # distinct files: an event each, more than the queue holds
+    for name in names:
+        try:
+            os.close(os.open(os.path.join(folder, name), os.O_RDONLY))
+            opened += 1
+        except OSError:
+            pass
+    if opened > 20_000:
+        break
+"""
+
+
+def test_settle_fails_closed_when_a_running_job_overflowed_its_queue(tmp_path):
+    """A job that opens more distinct files than the grader's fanotify queue holds (16,384 events) makes it lose
+    track of what the job opened: settle() must raise while that job still runs (the restarted call fails closed),
+    never settle what it happened to read."""
+    from resumable_core.course.grading.isolation import shared
+
+    if not shared.available():
+        pytest.skip("settle() needs CAP_SYS_ADMIN")
+    box = BwrapBackend()
+    with _while_held(OVERFLOW, tmp_path, box), pytest.raises(OSError, match="lost track"):
+        box.settle()
 
 
 SALT_PER_BOOT = """import uuid
