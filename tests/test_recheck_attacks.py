@@ -1426,7 +1426,6 @@ def test_postmortem_a_key_salted_per_boot_does_not_score(box, tmp_path):
     assert_no_hole(report, ["test_refund_kill"])
 
 
-@pytest.mark.xfail(strict=True, reason="bwrap binds the grader's venv whole: on the hub it holds course/hidden")
 def test_the_graders_venv_shows_no_hidden_checks(monkeypatch):
     """On the hub the grader runs staff-env's Python, whose site-packages holds the whole library as a plain package
     (``hub/build.make_env``), and every sandbox sees the grader's venv read-only: a learner reads ``course/hidden``

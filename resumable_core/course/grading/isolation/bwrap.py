@@ -22,6 +22,7 @@ import functools
 import os
 import resource
 import shutil
+import site
 import sys
 import tempfile
 import time
@@ -96,6 +97,16 @@ def _system_binds() -> list[str]:
         if Path("/etc", name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     return args
+
+
+def _installed_libraries() -> list[str]:
+    """Every installed ``resumable_core`` in the trees the sandbox sees (the hub's staff venv holds one).
+
+    Each is the whole package, ``course/hidden`` (the answer key, the answer strategies) and all, so an
+    empty folder is bound over it: a job sees the library only at :data:`LIBRARY`, the view it is given.
+    """
+    prefixes = sorted({sys.prefix, sys.base_prefix, "/usr", "/usr/local"})
+    return sorted({str(p) for sp in site.getsitepackages(prefixes) if (p := Path(sp, "resumable_core")).is_dir()})
 
 
 def _environment(extra: Mapping[str, str]) -> dict[str, str]:
@@ -182,8 +193,7 @@ class BwrapBackend:
         """
         private = Guarantee.UNMARKED_FILES in self.guarantees()
         if private:  # what :func:`.shared.enter` mounts on
-            for folder in ("empty", "dev"):
-                (etc / folder).mkdir(exist_ok=True)
+            (etc / "dev").mkdir(exist_ok=True)
         uid, gid = os.getuid(), os.getgid()
         (etc / "passwd").write_text(PASSWD.format(uid=uid, gid=gid))
         (etc / "group").write_text(f"learner:x:{gid}:\n")
@@ -193,6 +203,9 @@ class BwrapBackend:
         args += ["--size", str(self.limits.tmp_size), "--tmpfs", "/tmp"]
         args += ["--size", str(self.limits.tmp_size), "--tmpfs", HOME]
         args += _system_binds()
+        (etc / "empty").mkdir(exist_ok=True)
+        for installed in _installed_libraries():
+            args += ["--ro-bind", str(etc / "empty"), installed]
         args += ["--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
         args += ["--proc", "/proc", "--dev", "/dev"]
         if private:  # the nodes of the sandbox's own overlay of /dev (:func:`.shared.enter`): their own locks
