@@ -8,8 +8,9 @@ interleaved, the median shown:
                  one-cell notebook (``pass``): ``start``, ``executed()`` (its cells ran and it serves),
                  ``stop()``, in the sandbox (as ``SandboxedExecute`` starts it) against the ``plain`` backend;
 * ``settle``     what a freshly started learner's process waits for once the loaded one is frozen:
-                 ``Backend.settle()`` after a bare learner's process ran (every page of every file a
-                 sandbox opened cached again, ``isolation/shared.py``), against the plain backend's;
+                 ``Backend.settle()`` after a bare learner's process of an assignment that restarts a
+                 call ran (every page of every file a settled sandbox opened cached again,
+                 ``isolation/shared.py``), against the plain backend's;
 * ``grade``      one correct submission through the whole ``grade(..., jobs=1)``, sandboxed against
                  ``sandbox=False``;
 * ``breakdown``  one sandboxed ``grade`` of ``--students`` correct submissions with the worker run in
@@ -46,12 +47,14 @@ from typing import Any
 import nbformat
 
 from resumable_core.course import nbgrader_cli
+from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import pipeline
 from resumable_core.course.grading.inside.shell import KEY
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, Job, Limits, PlainBackend, library_copy
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.recheck import driver as recheck
 from resumable_core.course.grading.recheck.learner import LearnerProcess
+from resumable_core.course.grading.recheck.plan import restarts
 from resumable_core.course.grading.steps import execute, feedback, workers
 from resumable_core.course.grading.steps.budget import DEFAULT_TIMEOUT, recheck_budget, wall_budget
 
@@ -74,6 +77,8 @@ REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"
 SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
 PARTS = ("start", "learner", "settle", "grade", "breakdown")
+RESTARTING = next(a for a in ASSIGNMENTS if restarts(a))
+"""An assignment whose checks restart a call: its learner's process is settled (only such a one records its opens)."""
 RESULT_CAP: int = execute.SandboxedExecute.result_cap.default_value
 """Bytes of the executed notebook read back, as ``SandboxedExecute`` reads it."""
 
@@ -95,14 +100,14 @@ def _time_start(box: Backend, tmp: Path) -> float:
     return took
 
 
-def _time_learner(box: Backend) -> float:
+def _time_learner(box: Backend, assignment: str = ASSIGNMENT) -> float:
     """Seconds for a bare learner's process of one ``pass`` cell: ``start``, ``executed()``, ``stop()``, on ``box``."""
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("pass")])
     started = time.perf_counter()
     learner = LearnerProcess.start(
         nb,
         None,
-        ASSIGNMENT,
+        assignment,
         timeout=DEFAULT_TIMEOUT,
         wall=wall_budget(1, DEFAULT_TIMEOUT) + recheck_budget(0, DEFAULT_TIMEOUT),  # as SandboxedExecute sets it
         backend=box,
@@ -123,7 +128,7 @@ def _time_learner(box: Backend) -> float:
 
 def _time_settle(box: Backend) -> float:
     """Seconds for ``box.settle()`` once a bare learner's process ran on it (what a fresh process waits for)."""
-    _time_learner(box)
+    _time_learner(box, RESTARTING)
     started = time.perf_counter()
     box.settle()
     return time.perf_counter() - started

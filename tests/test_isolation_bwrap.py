@@ -26,6 +26,7 @@ from resumable_core.course.grading.isolation import (
     cgroup,
     disk,
     library_copy,
+    shared,
 )
 from resumable_core.course.grading.isolation import bwrap as bwrap_backend
 
@@ -272,3 +273,19 @@ def test_a_job_that_keeps_no_scratch_leaves_nothing_on_the_host(library, tmp_pat
     result = BwrapBackend(library, Limits(wall=60)).run(job)
     assert result.stdout == b"given\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["given.txt"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shared.available(), reason="the overlays need CAP_SYS_ADMIN (root)")
+def test_only_a_settled_job_has_what_it_opens_recorded(tmp_path):
+    """A job no settle() erases (an autograde's, a checker's) reports no open, so reads no event as it ends; a settled one does."""
+    library, marked = tmp_path / "lib", tmp_path / "lib" / "marked.txt"
+    library.mkdir(), marked.write_text("x"), (tmp_path / "scratch").mkdir()
+    recorded = []
+    for settled in (False, True):
+        job = Job(
+            (sys.executable, "-c", "open('/grading/lib/marked.txt').read()"), tmp_path / "scratch", settled=settled
+        )
+        assert BwrapBackend(library, Limits(wall=60)).run(job).returncode == 0
+        recorded.append(marked in shared._OPENED.files)
+    assert recorded == [False, True]

@@ -14,7 +14,7 @@ import nbformat
 import pytest
 import test_recheck_attacks as attacks  # tests/ is on sys.path under pytest (rootdir-relative import)
 
-from resumable_core.course.assignments import ASSIGNMENTS
+from resumable_core.course.assignments import ASSIGNMENTS, REGISTRY
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
 from resumable_core.course.grading.recheck import driver as isolated
@@ -410,6 +410,53 @@ def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path
         assert first[2] is False and second[2] is False  # each new interpreter ran the cells but the tests
     finally:
         process.stop()
+
+
+def test_a_restarted_call_gets_a_fresh_process_only_when_the_loaded_one_was_settled(tmp_path):
+    """The restarter settles and starts a settled fresh job only for a loaded job whose opens were recorded; one whose
+    assignment restarts no call (``plan.restarts``) gets the checker's connection closed unserved: it fails, never passes."""
+    from resumable_core.course.grading.isolation import Job, Outcome, PlainBackend
+    from resumable_core.course.grading.recheck import restarter
+
+    class Spy(PlainBackend):
+        def settle(self) -> None:
+            did.append("settle")
+
+        def run(self, job: Job) -> Outcome:
+            did.append(f"run settled={job.settled}")
+            return Outcome(0, b"", b"", None, 0.0)
+
+    served = {}
+    for settled in (False, True):
+        did: list[str] = []
+        folder = tmp_path / f"loaded-{settled}" / "restart"
+        folder.mkdir(parents=True)
+        fresh = restarter.Restarter(
+            folder, Spy(), lambda at, _: Job(("true",), at), Job(("true",), tmp_path, settled=settled)
+        )
+        at = os.open(folder, os.O_PATH | os.O_DIRECTORY)  # TMPDIR may be deeper than a socket's address holds
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.connect(f"/proc/self/fd/{at}/{restarter.RESTART_SOCKET}")
+            client.settimeout(30)
+            assert client.recv(1) == b""  # closed: served by nobody here
+        os.close(at)
+        fresh.close(30)
+        served[settled] = did
+    assert served == {False: [], True: ["settle", "run settled=True"]}
+
+
+def test_every_check_that_restarts_a_call_is_marked_so():
+    """An unmarked check's restarted call is refused (its loaded process was not settled): each one is marked."""
+    from resumable_core.course.checks.support import RESTARTS
+    from resumable_core.course.grading.recheck.plan import restarts
+
+    for a in REGISTRY.values():
+        for module in (a.checks(), a.hidden()):
+            for name, check in vars(module).items():
+                if name.startswith("check_") and getattr(check, "__module__", None) == module.__name__:
+                    calls = "restarted" in check.__code__.co_names
+                    assert calls == getattr(check, RESTARTS, False), f"{module.__name__}.{name}"
+    assert [a for a in REGISTRY if restarts(a)] == ["postmortem"]
 
 
 def test_the_restarters_sockets_listen_however_deep_the_hosts_folder(tmp_path):

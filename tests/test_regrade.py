@@ -148,8 +148,10 @@ def test_a_run_killed_mid_class_resumes_to_the_same_grades(tmp_path: Path, monke
 
 @pytest.mark.slow
 @pytest.mark.nbgrader
-def test_ctrl_c_stops_a_run_at_once_and_resume_grades_whom_it_cut(tmp_path: Path, monkeypatch) -> None:
-    """Ctrl-C mid-student of `grade --jobs 2`: one line, code 130, nothing left; `--resume` scores as a whole run."""
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_a_run_at_once_and_resume_grades_whom_it_cut(tmp_path: Path, monkeypatch, stop) -> None:
+    """Ctrl-C (or a SIGTERM to grade alone) mid-student of `grade --jobs 2`: one line, code 130 (143), nothing left;
+    `--resume` scores as a whole run."""
     klass = tmp_path / "class"
     expected = _class(klass, ("correct",))  # and empty, graded by the other worker
     tmp = _temp_folder(tmp_path, monkeypatch)
@@ -158,12 +160,15 @@ def test_ctrl_c_stops_a_run_at_once_and_resume_grades_whom_it_cut(tmp_path: Path
     cut = out / merge.DONE / "correct.json"
     try:
         assert wait_for(lambda: naming(str(tmp)) and not cut.exists(), 300), "correct's sandbox never ran"
-        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: the foreground process group
+        if stop == "sigterm":  # what kill, systemd or a batch scheduler sends: grade alone
+            proc.terminate()
+        else:  # what Ctrl-C does: the foreground process group
+            os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130
+    assert proc.returncode == {"ctrl-c": 130, "sigterm": 143}[stop]
     assert err.decode().splitlines()[-1:] == [cli.INTERRUPTED] and b"Traceback" not in err
     assert wait_for(lambda: not naming(str(tmp_path)), 30), "a worker or a sandbox outlived the interrupted run"
     assert list(tmp.iterdir()) == []

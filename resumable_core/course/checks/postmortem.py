@@ -40,6 +40,7 @@ from .support import (
     require,
     require_status_unknown,
     restarted,
+    restarts,
     scratch,
 )
 
@@ -404,6 +405,7 @@ def check_refund_refused(refund: Refund) -> None:
     require(not s.refunds(), _("a refused refund must leave the provider's book empty"))
 
 
+@restarts
 def check_refund_after_kill(refund: Refund) -> None:
     """SIGKILL right after the provider refunded; the restarted harness calls refund again: one refund.
 

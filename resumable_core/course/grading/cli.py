@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -24,7 +25,16 @@ INTERRUPTED = (
     "grade: interrupted; every sandbox of the run is stopped. "
     "The same command with --resume grades the students it did not finish."
 )
-"""The one line a Ctrl-C leaves (exit code 130), however far the run got."""
+"""The one line a Ctrl-C (exit code 130) or a SIGTERM (143) leaves, however far the run got."""
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, taken as a Ctrl-C is: the workers and their sandboxes stopped, nothing half-written, one line."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise _Terminated
+
 
 if TYPE_CHECKING:  # course_grades loads nbgrader: only a run that writes the files imports it
     from .steps.course_grades import ClassFiles
@@ -214,7 +224,7 @@ _echo = functools.partial(print, flush=True)  # progress lines show as each stud
 
 def main(args: argparse.Namespace) -> int:
     """Run ``grade``: 0 once the class is graded (broken submissions are reported, not fatal), 2 on a setup error,
-    130 when interrupted (Ctrl-C)."""
+    130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM)."""
     from .progress import RunProgress
 
     if args.scheduler and args.jobs != 1:
@@ -223,6 +233,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    terminate = signal.signal(signal.SIGTERM, _terminate)
     try:
         names = Names.of(args.lms, args.roster)  # a bad roster is one line before any work
         check_class(Path(args.path))  # and so is a missing or empty class, before nbgrader's seconds of imports
@@ -239,9 +250,11 @@ def main(args: argparse.Namespace) -> int:
     except (GradingError, CourseConfigError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # the workers and their sandboxes are stopped (:func:`.workers.run_workers`)
+    except KeyboardInterrupt as e:  # the workers and their sandboxes are stopped (:func:`.workers.run_workers`)
         print(INTERRUPTED, file=sys.stderr)
-        return 130
+        return 128 + (signal.SIGTERM if isinstance(e, _Terminated) else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, terminate or signal.SIG_DFL)  # None: not set from Python
     from .steps.report import format_table
 
     shown = run.class_submissions if run.class_submissions is not None else run.submissions

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..isolation import Backend, Freezer, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
+from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
 from . import syscalls
 from .learner_view import learner_library
-from .plan import traced
+from .plan import restarts, traced
 from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
 
 RPC = "/grading/rpc"
@@ -249,9 +249,6 @@ class LearnerProcess:
                 keep_scratch=False,
             )
 
-        freezer = Freezer()
-        restarter = Restarter(layout.host("restart"), backend, fresh_job, freezer)
-        stack.callback(restarter.close, 0.0)  # stop() closed it already; this is for the folders' sake
         job = Job(
             tuple(argv),
             scratch,
@@ -260,8 +257,10 @@ class LearnerProcess:
             library=loaded,
             tracer=tuple(tracer),
             keep_scratch=False,  # nothing reads it after: what the learner leaves there never reaches the host's disk
-            freezer=freezer,
+            settled=restarts(assignment),  # a fresh process must learn nothing of it
         )
+        restarter = Restarter(layout.host("restart"), backend, fresh_job, job)
+        stack.callback(restarter.close, 0.0)  # stop() closed it already; this is for the folders' sake
         wait = start(layout, "learner", job, layout.host("control") / ENDED)
         return cls(layout, assignment, wall, wait, stack, restarter, time.monotonic() + wall + MARGIN, bool(tracer))
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...assignments import REGISTRY
-from ...checks.support import HIDDEN_SENTENCE, OBSERVES
+from ...checks.support import HIDDEN_SENTENCE, OBSERVES, RESTARTS
 from ...notebook_cells import graded_sources, setup_cells
 from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
 from .learner_view import hidden_lines
@@ -34,9 +34,18 @@ def _bind() -> dict[str, dict[str, dict[str, Callable[..., None]]]]:
 _BOUND = _bind()
 
 
+def _marked(assignment: str, mark: str) -> bool:
+    return any(getattr(f, mark, False) for checks in _BOUND.get(assignment, {}).values() for f in checks.values())
+
+
 def traced(assignment: str) -> bool:
     """A check of ``assignment`` judges system calls (:func:`...checks.support.observes`): its learner's process is traced."""
-    return any(getattr(f, OBSERVES, False) for checks in _BOUND.get(assignment, {}).values() for f in checks.values())
+    return _marked(assignment, OBSERVES)
+
+
+def restarts(assignment: str) -> bool:
+    """A check of ``assignment`` restarts a call (:func:`...checks.support.restarts`): its learner's process is settled."""
+    return _marked(assignment, RESTARTS)
 
 
 @dataclass(frozen=True)

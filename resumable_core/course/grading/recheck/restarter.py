@@ -15,6 +15,7 @@ be there. Why: ``docs/architecture.md``, "The isolated re-check".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 import select
@@ -25,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..isolation import Backend, Freezer, Job, Mount
+from ..isolation import Backend, Job, Mount
 
 RESTART = "/grading/restart"
 """Where the checker finds the host's restart socket (a folder of the host's, read-only)."""
@@ -63,11 +64,13 @@ class Restarter:
     """The host's end of restarted calls: a socket the checker dials, a freshly started learner's job per connection.
 
     ``folder``: a folder of the host's (the checker sees it read-only at :data:`RESTART`); ``backend``
-    runs each job; ``job_of`` builds each one; ``loaded``: the loaded process's freezer, frozen while
-    any fresh job runs (where the backend holds ``Guarantee.FREEZE``).
+    runs each job; ``job_of`` builds each one; ``loaded``: the loaded process's job, frozen while any
+    fresh job runs (where the backend holds ``Guarantee.FREEZE``), and settled (``Job.settled``), or
+    no fresh job starts: the backend never recorded what it opened (its assignment restarts no call,
+    ``plan.restarts``).
     """
 
-    def __init__(self, folder: Path, backend: Backend, job_of: JobOf, loaded: Freezer) -> None:
+    def __init__(self, folder: Path, backend: Backend, job_of: JobOf, loaded: Job) -> None:
         self.folder = folder
         self._backend = backend
         self._job_of = job_of
@@ -105,17 +108,21 @@ class Restarter:
         ends: the checker's call then fails as one whose process ended, never passes. The loaded
         process is frozen from before the job starts until it ended: nothing it does meanwhile (an
         open, a write) can reach the job; and what it did before to what every sandbox shares (the
-        page cache) is erased once it is frozen (``Backend.settle``). A freeze or an erasure that
-        fails closes ``conn`` unserved.
+        page cache) is erased once it is frozen (``Backend.settle``), and what each fresh job did is
+        erased for the next (each is settled). A freeze or an erasure that fails, or a loaded job
+        not settled, closes ``conn`` unserved.
         """
-        with self._turns, conn, self._loaded.frozen():
+        if not self._loaded.settled:  # nobody recorded what it opened: settle() could not erase it
+            conn.close()
+            return
+        with self._turns, conn, self._loaded.freezer.frozen():
             self._backend.settle()
             own = self.folder.parent / f"fresh-{next(self._numbers)}"
             hand = own / "hand"
             hand.mkdir(parents=True)
             try:
                 with _listen(hand / HAND_SOCKET, 1) as listener:
-                    job = self._job_of(own / "scratch", Mount(hand, HAND))
+                    job = dataclasses.replace(self._job_of(own / "scratch", Mount(hand, HAND)), settled=True)
                     ended = threading.Event()
 
                     def run() -> None:
