@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(0)
     if args.out is None or args.socket is None or args.wall is None:
         p.error("--out, --socket and --wall are required (unless --serve-handed is given)")
-    held = _quiet()
+    _quiet()  # the pipe's end stays open until os._exit: closed earlier, the runner may kill us first
     started = time.monotonic()
     preload(args.anthropic)
     nb = json.loads(args.notebook.read_text(encoding="utf-8"))
@@ -221,7 +221,6 @@ def main(argv: list[str] | None = None) -> int:
     errors = load_errors(nb)
     stop = args.stop or Path(f"{args.socket}.stop")
     serve(Path(args.socket), shell.user_ns, errors, args.wall - (time.monotonic() - started), stop)
-    os.close(held)
     os._exit(0)  # no atexit or finalizer of the learner's code runs
 
 
