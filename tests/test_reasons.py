@@ -8,8 +8,8 @@ import nbformat
 import pytest
 
 from resumable_core.course.grading import reasons
-from resumable_core.course.grading.gradebook import GradeValues
 from resumable_core.course.grading.isolation import Outcome
+from resumable_core.course.grading.model import CellGrade
 from resumable_core.course.grading.recheck.driver import _read_report
 from resumable_core.course.grading.recheck.report import Report
 from resumable_core.course.grading.steps.report import cell_reasons
@@ -83,15 +83,15 @@ def test_the_run_and_the_grades_command_word_a_cell_with_one_function():
     """cell_reasons words both: the run adds the re-check's why and the outputs' loss; a human's score says so."""
     test = nbformat.v4.new_code_cell("check()", metadata={"nbgrader": {"grade": True, "grade_id": "test_a"}})
     test.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="wrong\nmore", traceback=[])]
-    zeroed = GradeValues("test_a", 0.0, 3.0, 3.0, 0.0, False)
+    zeroed = {"test_a": CellGrade(0.0, 3.0, auto_score=3.0, manual_score=0.0)}
     cells = {"test_a": test}
-    assert cell_reasons(cells, [zeroed], 60, {"test_a": "a hidden check failed: x"}) == [
+    assert cell_reasons(cells, zeroed, 60, {"test_a": "a hidden check failed: x"}) == [
         "test_a 0/3 (a hidden check failed: x)"
     ]
-    assert cell_reasons(cells, [zeroed]) == [
+    assert cell_reasons(cells, zeroed) == [
         "test_a 0/3 (manual score, from a grader or the isolated re-check; the autograder gave 3)"
     ]
-    failed = GradeValues("test_a", 0.0, 3.0, 0.0, None, False)
-    assert cell_reasons(cells, [failed], 60) == ["test_a 0/3 (AssertionError: wrong)"]
-    waits = GradeValues("test_a", 0.0, 3.0, None, None, True)
-    assert cell_reasons(cells, [waits], 60) == ["test_a ?/3 (needs manual grading)"]
+    failed = {"test_a": CellGrade(0.0, 3.0, auto_score=0.0)}
+    assert cell_reasons(cells, failed, 60) == ["test_a 0/3 (AssertionError: wrong)"]
+    waits = {"test_a": CellGrade(None, 3.0)}
+    assert cell_reasons(cells, waits, 60) == ["test_a ?/3 (needs manual grading)"]

@@ -68,13 +68,13 @@ def _student(
 ) -> list[str]:
     """One submission's reason phrases, in notebook order; writes its page(s), with a recorded result's ``messages``."""
     phrases = []
-    for nb in sub.notebooks:
-        autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
+    for name, grades in sub.notebooks.items():
+        autograded = course.autograded(sub.student, assignment) / f"{name}.ipynb"
         cells = graded_cells(autograded)
-        phrases += cell_reasons(cells, nb.grades)
-        source = course.source(assignment) / f"{nb.name}.ipynb"
+        phrases += cell_reasons(cells, grades)
+        source = course.source(assignment) / f"{name}.ipynb"
         why = cells and write_page(
-            feedback, autograded, source, sub.student, assignment, several, nb.cells, (messages or {}).get(nb.name)
+            feedback, autograded, source, sub.student, assignment, several, grades, (messages or {}).get(name)
         )
         if why:
             phrases.append(why)
@@ -110,7 +110,7 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
             problems = _student(course, sub, assignment, feedback, several)
             row = Submission(sub.student, problems=problems, notes=result.notes if result else [], score=sub.score)
         row.max_score = max_score
-        row.provisional = any(g.needs_manual_grade for nb in sub.notebooks for g in nb.grades)
+        row.provisional = any(g.score is None for nb in sub.notebooks.values() for g in nb.values())
         if result is not None:  # the LMS's ids of the student's latest run, for its import file
             row.lms, row.lms_id, row.lms_name = result.lms, result.lms_id, result.lms_name
         out.append(row)
@@ -122,13 +122,12 @@ def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
     found = assignment_grades(course.db_url, course.course_id, assignment)
     out: list[analysis.Outcome] = []
     for sub in found.students if found else []:
-        for nb in sub.notebooks:
-            cells = graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
-            prefix = f"{nb.name}:" if found and found.notebooks > 1 else ""
-            grades = {g.name: g for g in nb.grades}
+        for name, grades in sub.notebooks.items():
+            cells = graded_cells(course.autograded(sub.student, assignment) / f"{name}.ipynb")
+            prefix = f"{name}:" if found and found.notebooks > 1 else ""
             for gid, cell in cells.items():
                 grade = grades.get(gid)
-                if grade is None or cell.cell_type != "code" or grade.needs_manual_grade or not grade.max_score:
+                if grade is None or cell.cell_type != "code" or grade.score is None or not grade.max_score:
                     continue
                 out.append(
                     analysis.Outcome(sub.student, prefix + gid, grade.score, grade.max_score, failure_message(cell))
