@@ -15,7 +15,7 @@ from ... import notebooks
 from ...release import Course
 from .. import reasons
 from ..errors import GradingError, check_id
-from ..gradebook import StudentGrades, assignment_grades
+from ..gradebook import AssignmentGrades, StudentGrades, assignment_grades
 from ..model import StudentReport, Submission
 from . import analysis, lms, similarity
 from .feedback import FEEDBACK, failure_message, write_page
@@ -81,18 +81,9 @@ def _student(
     return phrases
 
 
-def course_submissions(course: Course, assignment: str, feedback: Path) -> list[Submission]:
-    """Every student of the course gradebook with their score of ``assignment`` and why they lost points; each graded
-    student's page goes into ``feedback``."""
-    if course.sqlite_file is not None and not course.sqlite_file.is_file():
-        raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
-    with reached(course):
-        found = assignment_grades(course.db_url, course.course_id, assignment)
-    if found is None:
-        raise GradingError(
-            f"assignment {assignment!r} is not in the course gradebook {course.shown_url}; "
-            f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
-        )
+def course_submissions(course: Course, found: AssignmentGrades, assignment: str, feedback: Path) -> list[Submission]:
+    """Every student of ``found`` (the course gradebook's) with their score of ``assignment`` and why they lost points;
+    each graded student's page goes into ``feedback``."""
     out = []
     max_score, several = found.max_score, found.notebooks > 1
     for sub in found.students:
@@ -117,9 +108,9 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
     return out
 
 
-def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
-    """Every graded student's result on each autograded check (a code cell with points), in notebook order."""
-    found = assignment_grades(course.db_url, course.course_id, assignment)
+def course_outcomes(course: Course, assignment: str, found: AssignmentGrades | None) -> list[analysis.Outcome]:
+    """Every graded student of ``found``'s result on each autograded check (a code cell with points), in notebook
+    order."""
     out: list[analysis.Outcome] = []
     for sub in found.students if found else []:
         for name, grades in sub.notebooks.items():
@@ -161,10 +152,12 @@ def write_class_files(
     subs: list[Submission],
     similar: float = similarity.THRESHOLD,
     provisional: bool = False,
+    found: AssignmentGrades | None = None,
 ) -> ClassFiles:
-    """Beside ``grades.csv`` in ``folder``, for ``subs``, from ``course``: the item analysis, the similarity report
-    and the LMS's import files."""
-    analysis.write(folder, course_outcomes(course, assignment), assignment)
+    """Beside ``grades.csv`` in ``folder``, for ``subs``, from ``course`` (``found``: its gradebook's grades, when
+    already read): the item analysis, the similarity report and the LMS's import files."""
+    found = found or assignment_grades(course.db_url, course.course_id, assignment)
+    analysis.write(folder, course_outcomes(course, assignment, found), assignment)
     releases = {p.stem: notebooks.read(p) for p in sorted(course.release(assignment).glob("*.ipynb"))}
     first = f"{min(releases, default=assignment)}.ipynb"  # the course's assignments have one notebook each
     answers = {s.student: course.autograded(s.student, assignment) / first for s in subs if s.to_grade}
@@ -184,8 +177,17 @@ def write_course_grades(
     provisional: bool = False,
 ) -> tuple[list[Submission], ClassFiles]:
     """``folder/grades.csv``, the pages and :func:`write_class_files`'s, from the course gradebook; the rows and files."""
+    if course.sqlite_file is not None and not course.sqlite_file.is_file():
+        raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
+    with reached(course):
+        found = assignment_grades(course.db_url, course.course_id, assignment)  # read once, for every file
+    if found is None:
+        raise GradingError(
+            f"assignment {assignment!r} is not in the course gradebook {course.shown_url}; "
+            f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
+        )
     feedback = folder / FEEDBACK
     feedback.mkdir(parents=True, exist_ok=True)
-    subs = course_submissions(course, assignment, feedback)
+    subs = course_submissions(course, found, assignment, feedback)
     write_csv(folder / "grades.csv", subs)
-    return subs, write_class_files(course, assignment, folder, subs, similar, provisional)
+    return subs, write_class_files(course, assignment, folder, subs, similar, provisional, found)
