@@ -45,6 +45,14 @@ def test_the_checkers_report_reaches_the_host_printable():
     assert loaded.inconclusive is not None and "\x1b" not in loaded.inconclusive
 
 
+def test_the_checkers_report_crosses_to_the_host_whole():
+    """Every field the checker writes (to_json) is the one the host reads back."""
+    sent = Report({"test_b": "x", "test_a": None}, load_errors=[{"cell": "c", "error": "e", "kernel": "k"}])
+    sent.inconclusive, sent.visible_failures = "why", ["test_b"]
+    got = _read_report(_outcome(sent.to_json()), _outcome(""), None)
+    assert got == sent and vars(got) == vars(sent)
+
+
 @pytest.mark.slow
 def test_a_lone_surrogate_in_a_learners_error_reaches_the_gradebook_comment(tmp_path, monkeypatch):
     """A reason quoting a lone surrogate (no UTF-8 encodes one) is written as formgrader's comment, escaped."""
