@@ -81,7 +81,7 @@ def test_a_lone_surrogate_in_a_learners_error_reaches_the_gradebook_comment(tmp_
             {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "test_a", "grade": True}}, "source": ""},
         ]
     }
-    gradebook.comment_answers(db, workers.recheck_comments(failed, source), "nb", "a1", "s1")
+    gradebook.zero_cells(db, [], workers.recheck_comments(failed, source), "nb", "a1", "s1")
     with Gradebook(db) as gb:
         comment = gb.find_comment("answer", "nb", "a1", "s1").auto_comment
     assert "bad \\ud800 input" in comment

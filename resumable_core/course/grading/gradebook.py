@@ -42,23 +42,18 @@ def passed_cells(db_url: str, notebook: str, assignment: str, student: str) -> l
     return sorted(gid for gid, g in grades.items() if (g.score or 0) > 0)
 
 
-def zero_cells(db_url: str, cells: list[str], notebook: str, assignment: str, student: str) -> None:
-    """Score ``cells`` of one notebook 0: ``Grade.manual_score = 0``, nbgrader's override; ``auto_score`` is kept."""
+def zero_cells(
+    db_url: str, cells: list[str], comments: dict[str, str], notebook: str, assignment: str, student: str
+) -> None:
+    """Score ``cells`` of one notebook 0 (``Grade.manual_score = 0``, nbgrader's override; ``auto_score`` is kept) and
+    write ``comments`` ({answer cell grade_id: text}) as those cells' ``auto_comment``: formgrader has no comment for
+    a test cell, so its reason goes on the answer it judges; a grader's ``manual_comment`` is left alone."""
     with _open(db_url) as gb:
         for gid in cells:
             gb.find_grade(gid, notebook, assignment, student).manual_score = 0.0
-        gb.db.commit()
-
-
-def comment_answers(db_url: str, comments: dict[str, str], notebook: str, assignment: str, student: str) -> None:
-    """Write ``comments`` ({answer cell grade_id: text}) as those cells' ``auto_comment``: formgrader has no comment
-    for a test cell, so its reason goes on the answer it judges; a grader's ``manual_comment`` is left alone."""
-    with _open(db_url) as gb:
         for gid, text in comments.items():
-            try:
+            with suppress(MissingEntry):  # not an answer cell of the release: nothing to show it on
                 gb.find_comment(gid, notebook, assignment, student).auto_comment = text
-            except MissingEntry:  # not an answer cell of the release: nothing to show it on
-                continue
         gb.db.commit()
 
 
