@@ -100,11 +100,10 @@ def course_submissions(course: Course, found: AssignmentGrades, assignment: str,
         else:
             problems = _student(course, sub, assignment, feedback, several)
             row = Submission(sub.student, problems=problems, notes=result.notes if result else [], score=sub.score)
-        row.max_score = max_score
-        row.provisional = any(g.score is None for nb in sub.notebooks.values() for g in nb.values())
-        if result is not None:  # the LMS's ids of the student's latest run, for its import file
-            row.lms, row.lms_id, row.lms_name = result.lms, result.lms_id, result.lms_name
-        out.append(row)
+        waiting = any(g.score is None for nb in sub.notebooks.values() for g in nb.values())
+        row = replace(row, max_score=max_score, provisional=waiting)
+        # the LMS's ids of the student's latest run, for its import file
+        out.append(replace(row, lms=result.lms, lms_id=result.lms_id, lms_name=result.lms_name) if result else row)
     return out
 
 
