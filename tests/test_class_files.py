@@ -110,7 +110,12 @@ def test_the_class_folder_holds_the_import_file_similarity_and_item_analysis_of_
     the course gradebook read once for them all."""
     reads = []
     read = course_grades.assignment_grades
-    monkeypatch.setattr(course_grades, "assignment_grades", lambda *a: reads.append(a) or read(*a))
+
+    def counted(*args: str) -> object:
+        reads.append(args)
+        return read(*args)
+
+    monkeypatch.setattr(course_grades, "assignment_grades", counted)
     folder = _class_folder(tmp_path)
     assert _grades(course, folder) == 0
     assert len(reads) == 1
