@@ -16,7 +16,8 @@ from typing import Any
 
 from resumable_core.course import release as course
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.course.grading.recheck.driver import CheckCall, check_calls, graded_sources, setup_cells
+from resumable_core.course.grading.recheck.plan import CheckCall, check_calls
+from resumable_core.course.notebook_cells import graded_sources, setup_cells
 
 SOLUTION_MARKERS = re.compile(r"\n *### (BEGIN|END) SOLUTION")
 

@@ -35,11 +35,12 @@ from resumable_core.course.checks import postmortem as checks_postmortem
 from resumable_core.course.checks import reconcile as checks_reconcile
 from resumable_core.course.checks import resume_skeleton as checks_skeleton
 from resumable_core.course.checks.support import CheckFailed
-from resumable_core.course.grading.recheck.driver import check_calls, graded_sources, setup_cells
+from resumable_core.course.grading.recheck.plan import check_calls
 from resumable_core.course.hidden import postmortem as hidden_postmortem
 from resumable_core.course.hidden import reconcile as hidden_reconcile
 from resumable_core.course.hidden import resume_skeleton as hidden_skeleton
 from resumable_core.course.hidden import strategies as answer_strategies
+from resumable_core.course.notebook_cells import graded_sources, setup_cells
 from resumable_core.strategies import STRATEGIES
 
 REPO = Path(__file__).resolve().parent.parent

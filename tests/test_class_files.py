@@ -22,6 +22,7 @@ import similarity_samples as planted  # tests/ is on sys.path under pytest (root
 from nbgrader.api import Gradebook
 
 from resumable_core.__main__ import main as cli_main
+from resumable_core.course.grading.steps import course_grades
 
 A = "planted"
 COURSE_ID = "class-files"
@@ -102,10 +103,22 @@ def _canvas(folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-def test_the_class_folder_holds_the_import_file_similarity_and_item_analysis_of_the_whole_class(course, tmp_path):
-    """Beside grades.csv: canvas-import.csv of every LMS student, the copied pair in similarity.csv, every check's row."""
+def test_the_class_folder_holds_the_import_file_similarity_and_item_analysis_of_the_whole_class(
+    course, tmp_path, monkeypatch
+):
+    """Beside grades.csv: canvas-import.csv of every LMS student, the copied pair in similarity.csv, every check's row;
+    the course gradebook read once for them all."""
+    reads = []
+    read = course_grades.assignment_grades
+
+    def counted(*args: str) -> object:
+        reads.append(args)
+        return read(*args)
+
+    monkeypatch.setattr(course_grades, "assignment_grades", counted)
     folder = _class_folder(tmp_path)
     assert _grades(course, folder) == 0
+    assert len(reads) == 1
     assert set(_canvas(folder)) == {"Points Possible", "ann", "bo", "cy", "dee"}  # eve came from no LMS
     with open(folder / "similarity.csv", newline="") as f:
         assert [(r["student_a"], r["student_b"]) for r in csv.DictReader(f)] == [("ann", "bo")]

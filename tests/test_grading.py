@@ -29,6 +29,7 @@ from resumable_core.course import release as course
 from resumable_core.course.grading import cli
 from resumable_core.course.grading.errors import GradingError
 from resumable_core.course.grading.isolation import BwrapBackend
+from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.steps.collect import collect, unpacked
 from resumable_core.course.grading.steps.prepare import read_notebook, restore_cells, suspicious
 
@@ -310,10 +311,11 @@ def test_collect_reads_flat_files_one_student_each(tmp_path):
 
 
 def test_a_path_that_is_neither_folder_nor_zip_is_refused(tmp_path):
-    """unpacked() refuses a plain file with a GradingError naming it."""
+    """grade() refuses a plain file with a GradingError naming it, before any work."""
     (tmp_path / "grades.txt").write_text("no")
-    with pytest.raises(GradingError, match="neither a folder nor a zip"), unpacked(tmp_path / "grades.txt"):
-        pass
+    with pytest.raises(GradingError, match="neither a folder nor a zip"):
+        grade(tmp_path / "grades.txt", out=tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_deleted_instructor_cells_come_back_in_place():

@@ -148,14 +148,12 @@ def _kit_grades(course: Path, out: Path) -> dict[str, dict[str, str]]:
 
 
 def _cell_rows(db_url: str, course_id: str) -> dict[str, list[tuple]]:
-    """Every student's grade rows of the assignment: (cell, score, auto score, manual score, needs a human)."""
+    """Every student's grade rows of the assignment: (cell, score (None: needs a human), auto score, manual score)."""
     found = gradebook.assignment_grades(db_url, course_id, ASSIGNMENT)
     assert found is not None
     return {
         s.student: sorted(
-            (g.name, g.score, g.auto_score, g.manual_score, g.needs_manual_grade)
-            for nb in s.notebooks
-            for g in nb.grades
+            (name, g.score, g.auto_score, g.manual_score) for nb in s.notebooks.values() for name, g in nb.items()
         )
         for s in found.students
     }

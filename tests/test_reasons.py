@@ -8,8 +8,8 @@ import nbformat
 import pytest
 
 from resumable_core.course.grading import reasons
-from resumable_core.course.grading.gradebook import GradeValues
 from resumable_core.course.grading.isolation import Outcome
+from resumable_core.course.grading.model import CellGrade
 from resumable_core.course.grading.recheck.driver import _read_report
 from resumable_core.course.grading.recheck.report import Report
 from resumable_core.course.grading.steps.report import cell_reasons
@@ -45,6 +45,14 @@ def test_the_checkers_report_reaches_the_host_printable():
     assert loaded.inconclusive is not None and "\x1b" not in loaded.inconclusive
 
 
+def test_the_checkers_report_crosses_to_the_host_whole():
+    """Every field the checker writes (to_json) is the one the host reads back."""
+    sent = Report({"test_b": "x", "test_a": None}, load_errors=[{"cell": "c", "error": "e", "kernel": "k"}])
+    sent.inconclusive, sent.visible_failures = "why", ["test_b"]
+    got = _read_report(_outcome(sent.to_json()), _outcome(""), None)
+    assert got == sent and vars(got) == vars(sent)
+
+
 @pytest.mark.slow
 def test_a_lone_surrogate_in_a_learners_error_reaches_the_gradebook_comment(tmp_path, monkeypatch):
     """A reason quoting a lone surrogate (no UTF-8 encodes one) is written as formgrader's comment, escaped."""
@@ -73,7 +81,7 @@ def test_a_lone_surrogate_in_a_learners_error_reaches_the_gradebook_comment(tmp_
             {"cell_type": "code", "metadata": {"nbgrader": {"grade_id": "test_a", "grade": True}}, "source": ""},
         ]
     }
-    gradebook.comment_answers(db, workers.recheck_comments(failed, source), "nb", "a1", "s1")
+    gradebook.zero_cells(db, [], workers.recheck_comments(failed, source), "nb", "a1", "s1")
     with Gradebook(db) as gb:
         comment = gb.find_comment("answer", "nb", "a1", "s1").auto_comment
     assert "bad \\ud800 input" in comment
@@ -83,15 +91,15 @@ def test_the_run_and_the_grades_command_word_a_cell_with_one_function():
     """cell_reasons words both: the run adds the re-check's why and the outputs' loss; a human's score says so."""
     test = nbformat.v4.new_code_cell("check()", metadata={"nbgrader": {"grade": True, "grade_id": "test_a"}})
     test.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="wrong\nmore", traceback=[])]
-    zeroed = GradeValues("test_a", 0.0, 3.0, 3.0, 0.0, False)
+    zeroed = {"test_a": CellGrade(0.0, 3.0, auto_score=3.0, manual_score=0.0)}
     cells = {"test_a": test}
-    assert cell_reasons(cells, [zeroed], 60, {"test_a": "a hidden check failed: x"}) == [
+    assert cell_reasons(cells, zeroed, 60, {"test_a": "a hidden check failed: x"}) == [
         "test_a 0/3 (a hidden check failed: x)"
     ]
-    assert cell_reasons(cells, [zeroed]) == [
+    assert cell_reasons(cells, zeroed) == [
         "test_a 0/3 (manual score, from a grader or the isolated re-check; the autograder gave 3)"
     ]
-    failed = GradeValues("test_a", 0.0, 3.0, 0.0, None, False)
-    assert cell_reasons(cells, [failed], 60) == ["test_a 0/3 (AssertionError: wrong)"]
-    waits = GradeValues("test_a", 0.0, 3.0, None, None, True)
-    assert cell_reasons(cells, [waits], 60) == ["test_a ?/3 (needs manual grading)"]
+    failed = {"test_a": CellGrade(0.0, 3.0, auto_score=0.0)}
+    assert cell_reasons(cells, failed, 60) == ["test_a 0/3 (AssertionError: wrong)"]
+    waits = {"test_a": CellGrade(None, 3.0)}
+    assert cell_reasons(cells, waits, 60) == ["test_a ?/3 (needs manual grading)"]

@@ -16,9 +16,12 @@ import test_recheck_attacks as attacks  # tests/ is on sys.path under pytest (ro
 
 from resumable_core.course.assignments import ASSIGNMENTS, REGISTRY
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
+from resumable_core.course.grading.errors import UnknownCheckError
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
 from resumable_core.course.grading.recheck import driver as isolated
+from resumable_core.course.grading.recheck.plan import check_calls, planned_calls
 from resumable_core.course.hidden import reconcile as hidden_reconcile
+from resumable_core.course.notebook_cells import graded_sources
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
@@ -71,13 +74,13 @@ def _failed(report: dict) -> set[str]:
 
 
 def _graded(assignment: str) -> set[str]:
-    return set(isolated.graded_sources(json.loads(SOURCES[assignment].read_text())))
+    return set(graded_sources(json.loads(SOURCES[assignment].read_text())))
 
 
 @pytest.mark.parametrize("assignment", sorted(SOURCES))
 def test_every_test_cell_of_the_notebooks_calls_a_bound_check(assignment):
     """Each source test cell's check calls are read from its code and bound to a check function (none unmapped)."""
-    plan = isolated.planned_calls(json.loads(SOURCES[assignment].read_text()), assignment)
+    plan = planned_calls(json.loads(SOURCES[assignment].read_text()), assignment)
     assert set(plan) == _graded(assignment)
     for gid, calls in plan.items():
         for call in calls:
@@ -88,21 +91,21 @@ def test_every_test_cell_of_the_notebooks_calls_a_bound_check(assignment):
 def test_check_calls_reads_arguments_and_refuses_what_it_cannot_bind():
     """Names and literals are read as written; an unimported alias or an undefined check is refused, named."""
     setup = ["from resumable_core.course.checks import resume_skeleton as checks"]
-    (call,) = isolated.check_calls(
+    (call,) = check_calls(
         "resume_skeleton", 'print("x")\nchecks.check_state_version_refused(load_state, versions=[2])', setup
     )
     assert call.check.__name__ == "check_state_version_refused"
     assert call.args == (("name", "load_state"),) and call.kwargs == {"versions": [2]}
-    with pytest.raises(isolated.UnknownCheckError, match=r"hidden\.check_durable_steps"):
-        isolated.check_calls("resume_skeleton", "hidden.check_durable_steps(save_state)", setup)
-    with pytest.raises(isolated.UnknownCheckError, match="defines no check_nothing"):
-        isolated.check_calls("resume_skeleton", "checks.check_nothing(save_state)", setup)
-    assert isolated.check_calls("no_such_assignment", "print(1)") == []
+    with pytest.raises(UnknownCheckError, match=r"hidden\.check_durable_steps"):
+        check_calls("resume_skeleton", "hidden.check_durable_steps(save_state)", setup)
+    with pytest.raises(UnknownCheckError, match="defines no check_nothing"):
+        check_calls("resume_skeleton", "checks.check_nothing(save_state)", setup)
+    assert check_calls("no_such_assignment", "print(1)") == []
 
 
 def test_a_call_in_a_hidden_block_is_not_visible():
     """The calls of a test cell's hidden blocks are marked not visible (the kernel never ran them); the others are."""
-    plan = isolated.planned_calls(json.loads(RECONCILE.read_text()), "reconcile")
+    plan = planned_calls(json.loads(RECONCILE.read_text()), "reconcile")
     assert [(c.check.__name__, c.visible) for c in plan["test_unknown_tool"]] == [
         ("check_unknown_tool_not_run", True),
         ("check_unknown_tool", False),

@@ -29,6 +29,7 @@ from graded_classes import once  # tests/ is on sys.path under pytest (rootdir-r
 from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
 from resumable_core.course.grading.recheck import driver as isolated
+from resumable_core.course.notebook_cells import graded_sources
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {a: REPO / "solutions" / a / f"{a}.ipynb" for a in ASSIGNMENTS}
@@ -74,7 +75,7 @@ def box(tmp_path_factory) -> Backend:
 
 def graded(assignment: str) -> list[str]:
     """Every graded cell of the source, sorted: the order the grader's worker re-checks them in."""
-    return sorted(isolated.graded_sources(json.loads(SOURCES[assignment].read_text(encoding="utf-8"))))
+    return sorted(graded_sources(json.loads(SOURCES[assignment].read_text(encoding="utf-8"))))
 
 
 def targets(assignment: str) -> list[str]:

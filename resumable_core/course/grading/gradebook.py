@@ -16,7 +16,7 @@ from typing import Any
 from nbgrader.api import Gradebook, InvalidEntry, MissingEntry
 from sqlalchemy.exc import SQLAlchemyError
 
-from .model import CellGrade
+from .model import CellGrade, NotebookGrades
 
 WRITE_ERRORS: tuple[type[Exception], ...] = (SQLAlchemyError, InvalidEntry)
 """What a gradebook refusing a write raises (the database's errors and nbgrader's own)."""
@@ -38,27 +38,22 @@ def _open(db_url: str, course_id: str | None = None) -> Gradebook:
 
 def passed_cells(db_url: str, notebook: str, assignment: str, student: str) -> list[str]:
     """The autograded test cells of one notebook that scored in the learner's kernel ([] without a submission)."""
-    grades = notebook_grades(db_url, assignment, student, notebook).grades
-    return sorted(g.name for g in grades if not g.needs_manual_grade and (g.score or 0) > 0)
+    grades = notebook_grades(db_url, assignment, student, notebook)
+    return sorted(gid for gid, g in grades.items() if (g.score or 0) > 0)
 
 
-def zero_cells(db_url: str, cells: list[str], notebook: str, assignment: str, student: str) -> None:
-    """Score ``cells`` of one notebook 0: ``Grade.manual_score = 0``, nbgrader's override; ``auto_score`` is kept."""
+def zero_cells(
+    db_url: str, cells: list[str], comments: dict[str, str], notebook: str, assignment: str, student: str
+) -> None:
+    """Score ``cells`` of one notebook 0 (``Grade.manual_score = 0``, nbgrader's override; ``auto_score`` is kept) and
+    write ``comments`` ({answer cell grade_id: text}) as those cells' ``auto_comment``: formgrader has no comment for
+    a test cell, so its reason goes on the answer it judges; a grader's ``manual_comment`` is left alone."""
     with _open(db_url) as gb:
         for gid in cells:
             gb.find_grade(gid, notebook, assignment, student).manual_score = 0.0
-        gb.db.commit()
-
-
-def comment_answers(db_url: str, comments: dict[str, str], notebook: str, assignment: str, student: str) -> None:
-    """Write ``comments`` ({answer cell grade_id: text}) as those cells' ``auto_comment``: formgrader has no comment
-    for a test cell, so its reason goes on the answer it judges; a grader's ``manual_comment`` is left alone."""
-    with _open(db_url) as gb:
         for gid, text in comments.items():
-            try:
+            with suppress(MissingEntry):  # not an answer cell of the release: nothing to show it on
                 gb.find_comment(gid, notebook, assignment, student).auto_comment = text
-            except MissingEntry:  # not an answer cell of the release: nothing to show it on
-                continue
         gb.db.commit()
 
 
@@ -88,7 +83,7 @@ def notebook_grades(db_url: str, assignment: str, student: str, notebook: str) -
         try:
             nb = gb.find_submission_notebook(notebook, assignment, student)
         except MissingEntry:
-            return NotebookGrades(notebook, [])
+            return {}
         return _notebook_grades(nb)
 
 
@@ -246,44 +241,12 @@ def released_cells(db_url: str, assignment: str, course_id: str | None = None) -
 
 
 @dataclass(frozen=True)
-class GradeValues:
-    """One cell's grade row as plain values."""
-
-    name: str
-    score: float
-    max_score: float
-    auto_score: float | None
-    manual_score: float | None
-    needs_manual_grade: bool
-    comment: str = ""
-    """The instructor's manual comment, if any."""
-
-
-@dataclass(frozen=True)
-class NotebookGrades:
-    """One submitted notebook's grade rows."""
-
-    name: str
-    grades: list[GradeValues]
-
-    @property
-    def cells(self) -> dict[str, CellGrade]:
-        """The rows as the feedback page shows them (a score waiting for a human is None)."""
-        return {
-            g.name: CellGrade(
-                None if g.needs_manual_grade or g.score is None else float(g.score), float(g.max_score), g.comment
-            )
-            for g in self.grades
-        }
-
-
-@dataclass(frozen=True)
 class StudentGrades:
     """One student of the course and their submission of the assignment (``score`` None: no submission)."""
 
     student: str
     score: float | None
-    notebooks: list[NotebookGrades]
+    notebooks: dict[str, NotebookGrades]
 
 
 @dataclass(frozen=True)
@@ -297,19 +260,16 @@ class AssignmentGrades:
 
 def _notebook_grades(nb: Any) -> NotebookGrades:
     comments = {c.name: c.manual_comment or "" for c in nb.comments}
-    rows = [
-        GradeValues(
-            g.name,
-            g.score,
-            g.max_score,
+    return {
+        g.name: CellGrade(
+            None if g.needs_manual_grade or g.score is None else float(g.score),
+            float(g.max_score),
+            comments.get(g.name, ""),
             g.auto_score,
             g.manual_score,
-            bool(g.needs_manual_grade),
-            comments.get(g.name, ""),
         )
         for g in nb.grades
-    ]
-    return NotebookGrades(nb.name, rows)
+    }
 
 
 def assignment_grades(db_url: str, course_id: str, assignment: str) -> AssignmentGrades | None:
@@ -324,8 +284,8 @@ def assignment_grades(db_url: str, course_id: str, assignment: str) -> Assignmen
             try:
                 sub = gb.find_submission(assignment, student.id)
             except MissingEntry:
-                students.append(StudentGrades(student.id, None, []))
+                students.append(StudentGrades(student.id, None, {}))
                 continue
-            notebooks = [_notebook_grades(nb) for nb in sub.notebooks]
+            notebooks = {nb.name: _notebook_grades(nb) for nb in sub.notebooks}
             students.append(StudentGrades(student.id, float(sub.score or 0.0), notebooks))
         return AssignmentGrades(float(found.max_score), len(found.notebooks), students)

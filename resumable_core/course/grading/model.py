@@ -72,10 +72,17 @@ class StudentReport:
 
 @dataclass(frozen=True)
 class CellGrade:
-    """One graded cell's points as the gradebook holds them."""
+    """One graded cell's row of a gradebook, as plain values."""
 
     score: float | None
     """None while the cell waits for manual grading."""
     max_score: float
     comment: str = ""
     """The instructor's manual comment, if any."""
+    auto_score: float | None = None
+    manual_score: float | None = None
+    """A human's (or the re-check's) score, overriding ``auto_score``."""
+
+
+NotebookGrades = dict[str, CellGrade]
+"""{grade_id: its grade} of one submitted notebook."""

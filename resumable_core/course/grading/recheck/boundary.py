@@ -544,8 +544,13 @@ class Learner:
         raise rpc.ProtocolError("a lookup answered with neither a value nor a callable")
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """``name(*args, **kwargs)`` in the learner's process, handed paths copied in and read back."""
-        return self.call_seen(name, *args, **kwargs)[0]
+        """``name(*args, **kwargs)`` in the learner's process, handed paths copied in and read back.
+
+        Every call has a connection of its own, so a fresh fork of the loaded notebook serves it:
+        nothing the function kept in memory outlives the call, and the handles issued for it
+        resolve only while it runs.
+        """
+        return self._call_seen((), name, *args, **kwargs)[0]
 
     def call_fresh(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """:meth:`call`, in a freshly started learner's process: none of the loaded process's memory is there.
@@ -556,17 +561,9 @@ class Learner:
             raise ValueError("a restarted call takes data and handles only: its process sees no shared folder")
         return self._call_seen((), name, *args, _fresh=True, **kwargs)[0]
 
-    def call_seen(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, list[str]]:
-        """:meth:`call`, and the paths the learner's process was given for the handed ones, in order.
-
-        Every call has a connection of its own, so a fresh fork of the loaded notebook serves it:
-        nothing the function kept in memory outlives the call, and the handles issued for it
-        resolve only while it runs.
-        """
-        return self._call_seen((), name, *args, **kwargs)
-
     def call_marked(self, mark: str, name: str, *args: Any) -> tuple[Any, list[str]]:
-        """:meth:`call_seen`, the learner's side marking in the trace (:func:`.syscalls.mark_returned`) when the function returned."""
+        """:meth:`call`, and the paths the learner's process was given for the handed ones, in order; the learner's
+        side marks in the trace (:func:`.syscalls.mark_returned`) when the function returned."""
         return self._call_seen((mark,), name, *args)
 
     def _call_seen(

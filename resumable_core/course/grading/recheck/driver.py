@@ -22,29 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ...assignments import REGISTRY
-from ...notebook_cells import NOT_RUN, is_test, setup_cells, source_of
+from ...notebook_cells import NOT_RUN, graded_sources, is_test, source_of
 from ..isolation import Backend, Job, Limit, Mount, Outcome, PlainBackend
 from ..reasons import printable
 from ..steps.budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
-from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, LearnerProcess, read_result, start
+from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, LearnerProcess, start
 from .learner_view import kernel_notebook
-from .plan import CheckCall, UnknownCheckError, check_calls, graded_sources, planned_calls
 from .report import Report
-
-__all__ = [
-    "CheckCall",
-    "LearnerProcess",
-    "Report",
-    "UnknownCheckError",
-    "answer_is_a_loop",
-    "as_graded",
-    "check_calls",
-    "graded_sources",
-    "planned_calls",
-    "read_result",
-    "run",
-    "setup_cells",
-]
 
 
 def overall_seconds(source: dict, only: list[str] | None, timeout: int) -> float:

@@ -93,10 +93,9 @@ class Layout:
     def mounts(self, side: str) -> tuple[Mount, ...]:
         """What ``side``'s process sees: its inputs (read-only), the socket and shared folders, the checker the trace."""
         ro = [Mount(p, f"{IN}/{name}") for name, p in self.inputs[side].items()]
-        if side == "checker":  # the tracer writes it from outside; only the checker reads it
-            ro.append(Mount(self.host("trace"), TRACE))
-        if side == "checker":  # the host's restart socket (:mod:`.restarter`): read-only, so nobody can swap it
-            ro.append(Mount(self.host("restart"), RESTART))
+        if side == "checker":  # the trace (a tracer writes it from outside) and the host's restart socket
+            # (:mod:`.restarter`), read-only, so nobody can swap it: only the checker sees them
+            ro += [Mount(self.host("trace"), TRACE), Mount(self.host("restart"), RESTART)]
         ro.append(Mount(self.host("control"), CONTROL))  # the host's marks: stop, ended
         return (*ro, Mount(self.host("rpc"), RPC, writable=True), Mount(self.host("shared"), SHARED, writable=True))
 

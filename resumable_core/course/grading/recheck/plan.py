@@ -18,7 +18,7 @@ from typing import Any
 from ...assignments import REGISTRY
 from ...checks.support import HIDDEN_SENTENCE, OBSERVES, RESTARTS
 from ...notebook_cells import graded_sources, setup_cells
-from ..errors import UnknownCheckError as UnknownCheckError  # recheck's public name, raised here
+from ..errors import UnknownCheckError
 from .learner_view import hidden_lines
 
 

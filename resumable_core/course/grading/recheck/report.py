@@ -37,15 +37,7 @@ class Report(dict):
                 self.inconclusive = printable(raised_only_here(str(new[0]["cell"]), str(new[0]["error"])))[:200]
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "cells": dict(self),
-                "load_errors": self.load_errors,
-                "inconclusive": self.inconclusive,
-                "visible_failures": self.visible_failures,
-            },
-            sort_keys=True,
-        )
+        return json.dumps({"cells": dict(self), **vars(self)}, sort_keys=True)  # vars: the three fields above
 
 
 def load_errors_of(raw: Any) -> list[dict[str, Any]]:

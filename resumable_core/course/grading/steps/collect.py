@@ -101,8 +101,7 @@ def check_class(path: Path) -> None:
 
 @contextmanager
 def unpacked(path: Path) -> Iterator[Path]:
-    """The folder to collect from: ``path`` itself, or a zip unpacked for the duration (:func:`check_class` first)."""
-    check_class(path)
+    """The folder to collect from: ``path`` itself, or a zip unpacked for the duration (after :func:`check_class`)."""
     if path.is_dir():
         yield path
         return

@@ -15,7 +15,7 @@ from ... import notebooks
 from ...release import Course
 from .. import reasons
 from ..errors import GradingError, check_id
-from ..gradebook import StudentGrades, assignment_grades
+from ..gradebook import AssignmentGrades, StudentGrades, assignment_grades
 from ..model import StudentReport, Submission
 from . import analysis, lms, similarity
 from .feedback import FEEDBACK, failure_message, write_page
@@ -68,31 +68,22 @@ def _student(
 ) -> list[str]:
     """One submission's reason phrases, in notebook order; writes its page(s), with a recorded result's ``messages``."""
     phrases = []
-    for nb in sub.notebooks:
-        autograded = course.autograded(sub.student, assignment) / f"{nb.name}.ipynb"
+    for name, grades in sub.notebooks.items():
+        autograded = course.autograded(sub.student, assignment) / f"{name}.ipynb"
         cells = graded_cells(autograded)
-        phrases += cell_reasons(cells, nb.grades)
-        source = course.source(assignment) / f"{nb.name}.ipynb"
+        phrases += cell_reasons(cells, grades)
+        source = course.source(assignment) / f"{name}.ipynb"
         why = cells and write_page(
-            feedback, autograded, source, sub.student, assignment, several, nb.cells, (messages or {}).get(nb.name)
+            feedback, autograded, source, sub.student, assignment, several, grades, (messages or {}).get(name)
         )
         if why:
             phrases.append(why)
     return phrases
 
 
-def course_submissions(course: Course, assignment: str, feedback: Path) -> list[Submission]:
-    """Every student of the course gradebook with their score of ``assignment`` and why they lost points; each graded
-    student's page goes into ``feedback``."""
-    if course.sqlite_file is not None and not course.sqlite_file.is_file():
-        raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
-    with reached(course):
-        found = assignment_grades(course.db_url, course.course_id, assignment)
-    if found is None:
-        raise GradingError(
-            f"assignment {assignment!r} is not in the course gradebook {course.shown_url}; "
-            f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
-        )
+def course_submissions(course: Course, found: AssignmentGrades, assignment: str, feedback: Path) -> list[Submission]:
+    """Every student of ``found`` (the course gradebook's) with their score of ``assignment`` and why they lost points;
+    each graded student's page goes into ``feedback``."""
     out = []
     max_score, several = found.max_score, found.notebooks > 1
     for sub in found.students:
@@ -109,26 +100,24 @@ def course_submissions(course: Course, assignment: str, feedback: Path) -> list[
         else:
             problems = _student(course, sub, assignment, feedback, several)
             row = Submission(sub.student, problems=problems, notes=result.notes if result else [], score=sub.score)
-        row.max_score = max_score
-        row.provisional = any(g.needs_manual_grade for nb in sub.notebooks for g in nb.grades)
-        if result is not None:  # the LMS's ids of the student's latest run, for its import file
-            row.lms, row.lms_id, row.lms_name = result.lms, result.lms_id, result.lms_name
-        out.append(row)
+        waiting = any(g.score is None for nb in sub.notebooks.values() for g in nb.values())
+        row = replace(row, max_score=max_score, provisional=waiting)
+        # the LMS's ids of the student's latest run, for its import file
+        out.append(replace(row, lms=result.lms, lms_id=result.lms_id, lms_name=result.lms_name) if result else row)
     return out
 
 
-def course_outcomes(course: Course, assignment: str) -> list[analysis.Outcome]:
-    """Every graded student's result on each autograded check (a code cell with points), in notebook order."""
-    found = assignment_grades(course.db_url, course.course_id, assignment)
+def course_outcomes(course: Course, assignment: str, found: AssignmentGrades | None) -> list[analysis.Outcome]:
+    """Every graded student of ``found``'s result on each autograded check (a code cell with points), in notebook
+    order."""
     out: list[analysis.Outcome] = []
     for sub in found.students if found else []:
-        for nb in sub.notebooks:
-            cells = graded_cells(course.autograded(sub.student, assignment) / f"{nb.name}.ipynb")
-            prefix = f"{nb.name}:" if found and found.notebooks > 1 else ""
-            grades = {g.name: g for g in nb.grades}
+        for name, grades in sub.notebooks.items():
+            cells = graded_cells(course.autograded(sub.student, assignment) / f"{name}.ipynb")
+            prefix = f"{name}:" if found and found.notebooks > 1 else ""
             for gid, cell in cells.items():
                 grade = grades.get(gid)
-                if grade is None or cell.cell_type != "code" or grade.needs_manual_grade or not grade.max_score:
+                if grade is None or cell.cell_type != "code" or grade.score is None or not grade.max_score:
                     continue
                 out.append(
                     analysis.Outcome(sub.student, prefix + gid, grade.score, grade.max_score, failure_message(cell))
@@ -162,10 +151,12 @@ def write_class_files(
     subs: list[Submission],
     similar: float = similarity.THRESHOLD,
     provisional: bool = False,
+    found: AssignmentGrades | None = None,
 ) -> ClassFiles:
-    """Beside ``grades.csv`` in ``folder``, for ``subs``, from ``course``: the item analysis, the similarity report
-    and the LMS's import files."""
-    analysis.write(folder, course_outcomes(course, assignment), assignment)
+    """Beside ``grades.csv`` in ``folder``, for ``subs``, from ``course`` (``found``: its gradebook's grades, when
+    already read): the item analysis, the similarity report and the LMS's import files."""
+    found = found or assignment_grades(course.db_url, course.course_id, assignment)
+    analysis.write(folder, course_outcomes(course, assignment, found), assignment)
     releases = {p.stem: notebooks.read(p) for p in sorted(course.release(assignment).glob("*.ipynb"))}
     first = f"{min(releases, default=assignment)}.ipynb"  # the course's assignments have one notebook each
     answers = {s.student: course.autograded(s.student, assignment) / first for s in subs if s.to_grade}
@@ -185,8 +176,17 @@ def write_course_grades(
     provisional: bool = False,
 ) -> tuple[list[Submission], ClassFiles]:
     """``folder/grades.csv``, the pages and :func:`write_class_files`'s, from the course gradebook; the rows and files."""
+    if course.sqlite_file is not None and not course.sqlite_file.is_file():
+        raise GradingError(f"the course gradebook {course.sqlite_file} does not exist; pass --course COURSE_DIR")
+    with reached(course):
+        found = assignment_grades(course.db_url, course.course_id, assignment)  # read once, for every file
+    if found is None:
+        raise GradingError(
+            f"assignment {assignment!r} is not in the course gradebook {course.shown_url}; "
+            f"grade it first: python -m resumable_core grade PATH --assignment {assignment}"
+        )
     feedback = folder / FEEDBACK
     feedback.mkdir(parents=True, exist_ok=True)
-    subs = course_submissions(course, assignment, feedback)
+    subs = course_submissions(course, found, assignment, feedback)
     write_csv(folder / "grades.csv", subs)
-    return subs, write_class_files(course, assignment, folder, subs, similar, provisional)
+    return subs, write_class_files(course, assignment, folder, subs, similar, provisional, found)

@@ -14,8 +14,8 @@ from resumable_core.lab.columns import table
 
 from ... import notebooks
 from .. import csvfile, reasons
-from ..gradebook import GradeValues, gradebook_url, notebook_grades
-from ..model import StudentReport, Submission
+from ..gradebook import gradebook_url, notebook_grades
+from ..model import CellGrade, NotebookGrades, StudentReport, Submission
 from ..progress import cut
 from .feedback import FEEDBACK, failure_message, write_page
 
@@ -31,23 +31,23 @@ def graded_cells(path: Path) -> dict[str, Any]:
     return {str(notebooks.grade_id(c)): c for c in nb.cells if notebooks.is_grade(c)}
 
 
-def _phrase(grade: GradeValues, cell: Any, why: str | None) -> str | None:
-    if grade.needs_manual_grade:
-        return reasons.needs_manual_grading(grade.name, grade.max_score)
+def _phrase(gid: str, grade: CellGrade, cell: Any, why: str | None) -> str | None:
+    if grade.score is None:
+        return reasons.needs_manual_grading(gid, grade.max_score)
     if grade.score >= grade.max_score:
         return None
     if grade.manual_score is None and cell is not None and notebooks.is_blank_answer(cell):
-        return reasons.written_answer_blank(grade.name, grade.max_score)
+        return reasons.written_answer_blank(gid, grade.max_score)
     if why is None and grade.manual_score is not None:
         why = reasons.GRADED_BY_HAND if grade.auto_score is None else reasons.manual_override(grade.auto_score)
     elif why is None and cell is not None:
         why = (failure_message(cell) or "")[:120] or None
-    return reasons.cell_lost(grade.name, grade.score, grade.max_score, why)
+    return reasons.cell_lost(gid, grade.score, grade.max_score, why)
 
 
 def cell_reasons(
     cells: Mapping[str, Any],
-    grades: list[GradeValues],
+    grades: NotebookGrades,
     timeout: int | None = None,
     isolated: Mapping[str, str] | None = None,
 ) -> list[str]:
@@ -59,12 +59,12 @@ def cell_reasons(
     """
     order = {gid: i for i, gid in enumerate(cells)}
     out = []
-    for grade in sorted(grades, key=lambda g: (order.get(g.name, len(order)), g.name)):
-        cell = cells.get(grade.name)
-        why = (isolated or {}).get(grade.name)
+    for gid in sorted(grades, key=lambda g: (order.get(g, len(order)), g)):
+        cell = cells.get(gid)
+        why = (isolated or {}).get(gid)
         if why is None and timeout is not None and cell is not None and cell.cell_type == "code":
             why = reasons.cell_loss(cell, timeout)
-        if phrase := _phrase(grade, cell, why):
+        if phrase := _phrase(gid, grades[gid], cell, why):
             out.append(phrase)
     return out
 
@@ -91,14 +91,14 @@ def explain(
         autograded = out / "autograded" / sub.student / assignment / f"{name}.ipynb"
         isolated = report.isolated.get(name) or {}
         grades = notebook_grades(gradebook_url(out), assignment, sub.student, name)  # read once per notebook
-        problems += cell_reasons(graded_cells(autograded), grades.grades, timeout, isolated)
-        provisional |= any(g.needs_manual_grade for g in grades.grades)  # a cell waits for a human
+        problems += cell_reasons(graded_cells(autograded), grades, timeout, isolated)
+        provisional |= any(g.score is None for g in grades.values())  # a cell waits for a human
         kept = report.isolated_kept.get(name)
         if kept:
             notes.append(reasons.kept_for_review(kept["why"][:200], kept["cells"]))
         messages = recheck_messages(isolated, kept)
         source = out / "source" / assignment / f"{name}.ipynb"  # its ko/ edition gives a Korean page its text
-        page = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades.cells, messages)
+        page = write_page(out / FEEDBACK, autograded, source, sub.student, assignment, several, grades, messages)
         notes += [page] if page else []
     return replace(sub, problems=problems, notes=notes, provisional=provisional)
 

@@ -20,7 +20,7 @@ from typing import Any
 from ... import nbgrader_cli, notebooks
 from ...notebook_cells import answer_of_tests, read
 from .. import reasons
-from ..gradebook import comment_answers, gradebook_url, score_blank_answers
+from ..gradebook import gradebook_url, score_blank_answers
 from ..gradebook import passed_cells as _passed_cells
 from ..gradebook import zero_cells as _zero
 from ..isolation import Backend, die_with_parent, sweep_left_behind
@@ -128,10 +128,7 @@ def recheck_isolated(
             continue
         if review is not None:
             kept[name] = review
-        _zero(db_url, sorted(failed), name, assignment, student)
-        comments = recheck_comments(failed, read(source) or {})
-        if comments:  # formgrader shows them under the answers (:func:`.gradebook.comment_answers`)
-            comment_answers(db_url, comments, name, assignment, student)
+        _zero(db_url, sorted(failed), recheck_comments(failed, read(source) or {}), name, assignment, student)
         zeroed[name] = failed
     return zeroed, kept
 

@@ -6,7 +6,7 @@ It knows nothing of learners or checks: what may cross and which ops exist are g
 
 from __future__ import annotations
 
-from .codec import MAX_DEPTH, Codec, Handles, Later, NoHandles, rebuilt
+from .codec import MAX_DEPTH, Codec, Handles, Later, NoHandles
 from .errors import NotDataError, ProcessEndedError, ProtocolError
 from .framing import MAX_MESSAGE, parse, receive, send
 from .session import Session, StaleSessionError
@@ -24,7 +24,6 @@ __all__ = [
     "Session",
     "StaleSessionError",
     "parse",
-    "rebuilt",
     "receive",
     "send",
 ]
