@@ -25,9 +25,17 @@ class Cluster:
     """The workers' TMPDIR, one folder as on one machine: what a task leaves is there."""
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
-    def kill(self, name: str) -> None:
-        """SIGKILL ``name``'s whole process group: its nanny and worker (the worker's grading processes die with it)."""
+    def stop(self, name: str) -> None:
+        """SIGTERM ``name``'s process group, then SIGKILL what is left of it (a worker's grading processes).
+
+        SIGTERM first: a nanny's resource tracker then unlinks the named semaphores it made in
+        /dev/shm, which a SIGKILL of the whole group leaves behind (six a worker, every session).
+        """
         proc = self.procs[name]
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with suppress(subprocess.TimeoutExpired):
+            proc.wait(20)
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -70,7 +78,7 @@ def running_cluster(folder: Path) -> Iterator[Cluster]:
         yield cluster
     finally:
         for name in list(cluster.procs):
-            cluster.kill(name)
+            cluster.stop(name)
 
 
 def left_in(tmp: Path) -> list[str]:
