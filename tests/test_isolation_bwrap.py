@@ -304,3 +304,18 @@ def _cached_pages(path: Path) -> int:
         return got.cache
     finally:
         os.close(fd)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shared.available(), reason="the overlays need CAP_SYS_ADMIN (root)")
+def test_a_settled_job_whose_opens_cannot_be_settled_fails(tmp_path, monkeypatch):
+    """Whatever goes wrong answering a settled job's opens denies them: the job fails, never runs unsettled, and
+    the grader does not hang (an open left unanswered waits, bwrap's own exec too, and the grader's Popen on it)."""
+
+    def fails(self: object, fd: int) -> bool:
+        raise RuntimeError("a bug in the answering thread")
+
+    monkeypatch.setattr(shared._Settler, "_settled", fails)
+    job = Job((sys.executable, "-c", "print('ran')"), tmp_path, wall=3, settled=True)
+    with pytest.raises(PermissionError):  # bwrap's exec is the first open refused
+        BwrapBackend(limits=Limits(wall=60)).run(job)
