@@ -9,18 +9,15 @@ read); what a job did to it stays after it is frozen or gone. So:
   over them in a mount namespace the child makes before ``exec bwrap`` (:func:`enter`), which ends
   with the sandbox: another superblock, so other inodes and other locks. Its device nodes come
   from an overlay of ``/dev`` too.
-- *The page cache, erased.* An overlay reads through to the real file's pages, so that stays
-  shared. The overlays of a settled job (``Job.settled``: one a later job must learn nothing from)
-  report every file it opens to the grader (fanotify ``FAN_OPEN``: a job can touch a file's pages
-  only through a file it opened); before a job that must learn nothing from those now frozen or
-  ended starts, :func:`settle` reads back every page of those files that is not cached
-  (``cachestat``), so every probe finds every page, whatever they did. Other jobs report nothing.
+- *The page cache, settled.* An overlay reads through to the real file's pages, so that stays
+  shared. A settled job (``Job.settled``: one that must learn nothing of what other jobs did to
+  it) has its overlays ask the grader before each open (``FAN_OPEN_PERM``, :class:`_Settler`),
+  which reads the file's uncached pages first: every file it can probe (each probe needs a file
+  it opened; an ``O_PATH`` fd is refused by all of them) is wholly cached, whatever others did.
+  Other jobs are not watched and pay nothing.
 
-Measured (2026-12-04, 2 busy cores): nothing for ``python -c pass``; 0.3 s more (7%) for a process
-importing the kit, nbformat and anthropic (4,500 files opened), most of it reading their events;
-:func:`settle` 0.05 s over those files (0.1 s the first time), and they stay cached (101 MiB).
-Reading a settled job's events as it ends: 0.07 to 0.2 s, 1.1 to 1.5 s a process's first (each
-file looked up once); an unsettled job reads none (2026-12-04, load 5 on 2 cores).
+Measured (2026-12-05, load 4 on 2 cores): an import of anthropic, nbformat and IPython 3.8 s
+unsettled, 4.7 s settled (each of its thousands of opens waits for the grader's thread).
 
 Root only: mounting needs ``CAP_SYS_ADMIN``. Why: ``docs/architecture.md``, "The sandbox".
 """
