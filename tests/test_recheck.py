@@ -442,7 +442,7 @@ def test_a_restarted_call_gets_a_settled_fresh_process(tmp_path):
 
 
 def test_every_check_that_restarts_a_call_is_marked_so():
-    """Each check that restarts a call is marked so (``plan.restarts``: what the bench and the docs count on)."""
+    """Each check that restarts a call is marked so (``checks.support.restarts``, read by ``plan.restarts``)."""
     from resumable_core.course.checks.support import RESTARTS
     from resumable_core.course.grading.recheck.plan import restarts
 
