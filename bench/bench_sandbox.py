@@ -7,10 +7,9 @@ interleaved, the median shown:
 * ``learner``    the floor of every notebook: a bare learner's process (``recheck.LearnerProcess``) of a
                  one-cell notebook (``pass``): ``start``, ``executed()`` (its cells ran and it serves),
                  ``stop()``, in the sandbox (as ``SandboxedExecute`` starts it) against the ``plain`` backend;
-* ``settle``     what a freshly started learner's process waits for once the loaded one is frozen:
-                 ``Backend.settle()`` after a bare learner's process of an assignment that restarts a
-                 call ran (every page of every file a settled sandbox opened cached again,
-                 ``isolation/shared.py``), against the plain backend's;
+* ``fresh``      an import-heavy start as a restarted call's fresh process makes it: ``import anthropic,
+                 nbformat, IPython`` in a settled job (each open waits until its file is wholly cached,
+                 ``isolation/shared.py``), against the plain backend;
 * ``grade``      one correct submission through the whole ``grade(..., jobs=1)``, sandboxed against
                  ``sandbox=False``;
 * ``breakdown``  one sandboxed ``grade`` of ``--students`` correct submissions with the worker run in
@@ -47,14 +46,12 @@ from typing import Any
 import nbformat
 
 from resumable_core.course import nbgrader_cli
-from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.grading import pipeline
 from resumable_core.course.grading.inside.shell import KEY
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, Job, Limits, PlainBackend, library_copy
 from resumable_core.course.grading.pipeline import grade
 from resumable_core.course.grading.recheck import driver as recheck
 from resumable_core.course.grading.recheck.learner import LearnerProcess
-from resumable_core.course.grading.recheck.plan import restarts
 from resumable_core.course.grading.steps import execute, feedback, workers
 from resumable_core.course.grading.steps.budget import DEFAULT_TIMEOUT, recheck_budget, wall_budget
 
@@ -76,9 +73,9 @@ load_samples, table = _GRADING.load_samples, _GRADING.table
 REPO = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "reconcile"
 SOURCE = REPO / "solutions" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
-PARTS = ("start", "learner", "settle", "grade", "breakdown")
-RESTARTING = next(a for a in ASSIGNMENTS if restarts(a))
-"""An assignment whose checks restart a call: its learner's process is settled (only such a one records its opens)."""
+PARTS = ("start", "learner", "fresh", "grade", "breakdown")
+IMPORTS = "import anthropic, nbformat, IPython"
+"""What the ``fresh`` part's process imports: thousands of files opened, as a learner's process does."""
 RESULT_CAP: int = execute.SandboxedExecute.result_cap.default_value
 """Bytes of the executed notebook read back, as ``SandboxedExecute`` reads it."""
 
@@ -90,13 +87,15 @@ class BenchError(RuntimeError):
 # --- the floors: bwrap + python, and a bare learner's process -----------------------------------
 
 
-def _time_start(box: Backend, tmp: Path) -> float:
-    """Seconds for ``python -c pass`` on ``box``."""
+def _time_start(box: Backend, tmp: Path, code: str = "pass", settled: bool = False) -> float:
+    """Seconds for ``python -c code`` on ``box``."""
     started = time.perf_counter()
-    result = box.run(Job((sys.executable, "-c", "pass"), tmp))
+    result = box.run(Job((sys.executable, "-c", code), tmp, settled=settled))
     took = time.perf_counter() - started
     if result.returncode != 0:
-        raise BenchError(f"python -c pass exited {result.returncode}: {result.stderr.decode(errors='replace')[-300:]}")
+        raise BenchError(
+            f"python -c {code} exited {result.returncode}: {result.stderr.decode(errors='replace')[-300:]}"
+        )
     return took
 
 
@@ -124,14 +123,6 @@ def _time_learner(box: Backend, assignment: str = ASSIGNMENT) -> float:
             + stopped.stderr.decode(errors="replace")[-300:]
         )
     return took
-
-
-def _time_settle(box: Backend) -> float:
-    """Seconds for ``box.settle()`` once a bare learner's process ran on it (what a fresh process waits for)."""
-    _time_learner(box, RESTARTING)
-    started = time.perf_counter()
-    box.settle()
-    return time.perf_counter() - started
 
 
 # --- one submission through the whole grade -----------------------------------------------------
@@ -474,7 +465,7 @@ def _learner_sandbox(tmp: Path) -> Backend:
 
 def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> list[list[str]]:
     """One row per part: what, sandbox s, no sandbox s, ratio."""
-    box = _learner_sandbox(tmp) if sandboxed and {"learner", "settle"} & set(parts) else PlainBackend()
+    box = _learner_sandbox(tmp) if sandboxed and "learner" in parts else PlainBackend()
     measures: dict[str, tuple[str, Callable[[bool, int], float]]] = {
         "start": (
             "bwrap + python start (python -c pass)",
@@ -484,9 +475,11 @@ def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> li
             "bare learner's process, one `pass` cell",
             lambda boxed, i: _time_learner(box if boxed else PlainBackend()),
         ),
-        "settle": (
-            "settle() before a fresh process",
-            lambda boxed, i: _time_settle(box if boxed else PlainBackend()),
+        "fresh": (
+            f"a fresh process's imports, settled ({IMPORTS})",
+            lambda boxed, i: _time_start(
+                BwrapBackend(None, Limits(wall=120)) if boxed else PlainBackend(), tmp, IMPORTS, settled=True
+            ),
         ),
     }
     if "grade" in parts:
@@ -501,7 +494,7 @@ def comparison(parts: list[str], repeats: int, tmp: Path, sandboxed: bool) -> li
         if part in parts and part in measures:
             what, measure = measures[part]
             s, p = _medians(measure, sandboxed, repeats)
-            ratio = "-" if s is None or p < 1e-4 else f"{s / p:.2f}x"  # the plain backend's settle() does nothing
+            ratio = "-" if s is None or p < 1e-4 else f"{s / p:.2f}x"
             rows.append([what, "-" if s is None else f"{s:.3f}", f"{p:.3f}", ratio])
     return rows
 

@@ -109,7 +109,7 @@ def test_bench_sandbox_refuses_an_unknown_part(capsys):
     with pytest.raises(SystemExit) as stop:
         bench.main(["--parts", "start,kernel"])
     assert stop.value.code == 2
-    assert "unknown part(s) kernel; choose from start, learner, settle, grade, breakdown" in capsys.readouterr().err
+    assert "unknown part(s) kernel; choose from start, learner, fresh, grade, breakdown" in capsys.readouterr().err
 
 
 def test_bench_sandbox_breakdown_subtracts_nested_pieces():

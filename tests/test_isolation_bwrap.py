@@ -5,6 +5,7 @@ is in the conformance suite (tests/test_isolation_conformance.py)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import subprocess
@@ -277,15 +278,44 @@ def test_a_job_that_keeps_no_scratch_leaves_nothing_on_the_host(library, tmp_pat
 
 @pytest.mark.slow
 @pytest.mark.skipif(not shared.available(), reason="the overlays need CAP_SYS_ADMIN (root)")
-def test_only_a_settled_job_has_what_it_opens_recorded(tmp_path):
-    """A job no settle() erases (an autograde's, a checker's) reports no open, so reads no event as it ends; a settled one does."""
-    library, marked = tmp_path / "lib", tmp_path / "lib" / "marked.txt"
-    library.mkdir(), marked.write_text("x"), (tmp_path / "scratch").mkdir()
-    recorded = []
+def test_only_a_settled_job_finds_what_it_opens_cached(tmp_path):
+    """A settled job's opens wait until the file is wholly in the page cache; another job's (an autograde's, a
+    checker's) pay nothing: what it opens and does not read stays out of the cache."""
+    marked = Path(
+        sys.base_prefix, "lib", f"python{sys.version_info[0]}.{sys.version_info[1]}", "pydoc_data", "topics.py"
+    )
+    pages = -(-marked.stat().st_size // os.sysconf("SC_PAGE_SIZE"))
+    cached = []
     for settled in (False, True):
-        job = Job(
-            (sys.executable, "-c", "open('/grading/lib/marked.txt').read()"), tmp_path / "scratch", settled=settled
-        )
-        assert BwrapBackend(library, Limits(wall=60)).run(job).returncode == 0
-        recorded.append(marked in shared._OPENED.files)
-    assert recorded == [False, True]
+        fd = os.open(marked, os.O_RDONLY)  # on disk (tmp_path may be a tmpfs, whose pages stay)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        job = Job((sys.executable, "-c", f"open({str(marked)!r}).close()"), tmp_path, settled=settled)
+        assert BwrapBackend(limits=Limits(wall=60)).run(job).returncode == 0
+        cached.append(_cached_pages(marked))
+    assert cached == [0, pages]
+
+
+def _cached_pages(path: Path) -> int:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = shared._Stat()
+        shared._libc.syscall(shared._CACHESTAT, fd, ctypes.byref(shared._Range(0, 0)), ctypes.byref(got), 0)
+        return got.cache
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shared.available(), reason="the overlays need CAP_SYS_ADMIN (root)")
+def test_a_settled_job_whose_opens_cannot_be_settled_fails(tmp_path, monkeypatch):
+    """Whatever goes wrong answering a settled job's opens denies them: the job fails, never runs unsettled, and
+    the grader does not hang (an open left unanswered waits, bwrap's own exec too, and the grader's Popen on it)."""
+
+    def fails(self: object, fd: int) -> bool:
+        raise RuntimeError("a bug in the answering thread")
+
+    monkeypatch.setattr(shared._Settler, "_settled", fails)
+    job = Job((sys.executable, "-c", "print('ran')"), tmp_path, wall=3, settled=True)
+    with pytest.raises(PermissionError):  # bwrap's exec is the first open refused
+        BwrapBackend(limits=Limits(wall=60)).run(job)

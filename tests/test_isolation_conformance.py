@@ -522,15 +522,15 @@ print("probed")
 @pytest.mark.slow
 @guarantee(Guarantee.UNMARKED_FILES)
 def test_a_frozen_job_leaves_no_lock_and_no_dropped_page_for_the_next(make, tmp_path):
-    """A settled job holds locks on an input, the standard library and /dev/null and drops library pages from the page
-    cache; frozen, then settle(): a job started next sees none of its locks and every page cached."""
+    """A job holds locks on an input, the standard library and /dev/null and drops library pages from the page
+    cache; frozen: a settled job started next sees none of its locks and every page cached."""
     backend = make()
     given, out = tmp_path / "input.txt", tmp_path / "out"
     given.write_text("data"), out.mkdir()
     mounts = (Mount(given, "/in/input.txt"), Mount(out, "/out", writable=True))
     names = {"input": backend.inside(mounts[0]), "out": backend.inside(mounts[1])}
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
-    marking = Job((sys.executable, "-c", MARKS.format(**names)), tmp_path / "a", mounts, settled=True)
+    marking = Job((sys.executable, "-c", MARKS.format(**names)), tmp_path / "a", mounts)
     ended = threading.Thread(target=backend.run, args=(marking,))
     ended.start()
     try:
@@ -538,8 +538,8 @@ def test_a_frozen_job_leaves_no_lock_and_no_dropped_page_for_the_next(make, tmp_
             threading.Event().wait(0.05)
         assert (out / "ready").exists(), "the marking job never got ready"
         with marking.freezer.frozen():
-            backend.settle()
-            probed = backend.run(Job((sys.executable, "-c", PROBE.format(**names)), tmp_path / "b", mounts))
+            probe = Job((sys.executable, "-c", PROBE.format(**names)), tmp_path / "b", mounts, settled=True)
+            probed = backend.run(probe)
     finally:
         (out / "stop").touch()
         ended.join(30)

@@ -415,41 +415,34 @@ def test_a_restarted_call_is_served_by_a_newly_started_learners_process(tmp_path
         process.stop()
 
 
-def test_a_restarted_call_gets_a_fresh_process_only_when_the_loaded_one_was_settled(tmp_path):
-    """The restarter settles and starts a settled fresh job only for a loaded job whose opens were recorded; one whose
-    assignment restarts no call (``plan.restarts``) gets the checker's connection closed unserved: it fails, never passes."""
+def test_a_restarted_call_gets_a_settled_fresh_process(tmp_path):
+    """Each restarted call's fresh job is settled (it finds every file it opens cached); the loaded job need not be,
+    and pays nothing for it."""
     from resumable_core.course.grading.isolation import Job, Outcome, PlainBackend
     from resumable_core.course.grading.recheck import restarter
 
-    class Spy(PlainBackend):
-        def settle(self) -> None:
-            did.append("settle")
+    did: list[str] = []
 
+    class Spy(PlainBackend):
         def run(self, job: Job) -> Outcome:
             did.append(f"run settled={job.settled}")
             return Outcome(0, b"", b"", None, 0.0)
 
-    served = {}
-    for settled in (False, True):
-        did: list[str] = []
-        folder = tmp_path / f"loaded-{settled}" / "restart"
-        folder.mkdir(parents=True)
-        fresh = restarter.Restarter(
-            folder, Spy(), lambda at, _: Job(("true",), at), Job(("true",), tmp_path, settled=settled)
-        )
-        at = os.open(folder, os.O_PATH | os.O_DIRECTORY)  # TMPDIR may be deeper than a socket's address holds
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
-            client.connect(f"/proc/self/fd/{at}/{restarter.RESTART_SOCKET}")
-            client.settimeout(30)
-            assert client.recv(1) == b""  # closed: served by nobody here
-        os.close(at)
-        fresh.close(30)
-        served[settled] = did
-    assert served == {False: [], True: ["settle", "run settled=True"]}
+    folder = tmp_path / "loaded" / "restart"
+    folder.mkdir(parents=True)
+    fresh = restarter.Restarter(folder, Spy(), lambda at, _: Job(("true",), at), Job(("true",), tmp_path))
+    at = os.open(folder, os.O_PATH | os.O_DIRECTORY)  # TMPDIR may be deeper than a socket's address holds
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+        client.connect(f"/proc/self/fd/{at}/{restarter.RESTART_SOCKET}")
+        client.settimeout(30)
+        assert client.recv(1) == b""  # the spy's job never asked for it: closed
+    os.close(at)
+    fresh.close(30)
+    assert did == ["run settled=True"]
 
 
 def test_every_check_that_restarts_a_call_is_marked_so():
-    """An unmarked check's restarted call is refused (its loaded process was not settled): each one is marked."""
+    """Each check that restarts a call is marked so (``checks.support.restarts``, read by ``plan.restarts``)."""
     from resumable_core.course.checks.support import RESTARTS
     from resumable_core.course.grading.recheck.plan import restarts
 

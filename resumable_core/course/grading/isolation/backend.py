@@ -50,8 +50,8 @@ class Guarantee(enum.Enum):
     WALL = "it is killed at the wall clock"
     FREEZE = "it can be frozen: none of its processes runs until it is thawed"
     UNMARKED_FILES = (
-        "no lock it holds on a file every job sees, nor (a settled job) a page of one it drops from or reads into the "
-        "page cache, reaches a job started (after settle()) while it is frozen or gone"
+        "no lock it holds on a file every job sees, nor a page of one it drops from or reads into the page cache, "
+        "reaches a job started while it is frozen or gone (a page: a settled job)"
     )
 
 
@@ -120,9 +120,9 @@ class Job:
     freezer: Freezer = field(default_factory=Freezer, compare=False)
     """Freezes the job while it runs, where the backend holds :attr:`Guarantee.FREEZE` (the re-check's loaded process)."""
     settled: bool = False
-    """A job started after :meth:`Backend.settle` must learn nothing of the pages this one touched in the files every
-    job sees (:attr:`Guarantee.UNMARKED_FILES`): the backend records the files it opens, paying for it as it ends.
-    Only the re-check's restarter settles (:mod:`..recheck.restarter`)."""
+    """This job must learn nothing from the pages other jobs touched in the files every job sees
+    (:attr:`Guarantee.UNMARKED_FILES`): each such file is wholly cached before it may open it, up to its memory cap
+    read (past it an open fails). Each open waits for that: only the re-check's fresh processes are settled."""
 
 
 @dataclass
@@ -166,10 +166,6 @@ class Backend(Protocol):
 
     def inside(self, mount: Mount) -> str:
         """Where a job sees ``mount``'s host path."""
-
-    def settle(self) -> None:
-        """Before a job that must learn nothing from the settled jobs now frozen or ended: erase what they left in what
-        every job shares (:attr:`Guarantee.UNMARKED_FILES`); raises when it cannot, and the caller does not start that job."""
 
     def run(self, job: Job) -> Outcome:
         """Run ``job`` until it ends or hits a limit; whatever it started is dealt with per :meth:`guarantees`."""

@@ -225,10 +225,6 @@ class BwrapBackend:
             args += ["--setenv", k, v]
         return [*args, "--", *job.argv]
 
-    def settle(self) -> None:
-        if Guarantee.UNMARKED_FILES in self.guarantees():
-            shared.settle()
-
     def run(self, job: Job) -> Outcome:
         """Run ``job`` in the sandbox until it ends or hits a limit; whatever it started dies with it.
 
@@ -257,8 +253,12 @@ class BwrapBackend:
                 if cgroup is not None and "freezer" in enforced:
                     job.freezer.attach(cgroup.freeze)
                 try:
-                    # only a settled job's opens are watched: reading their events costs 0.1 s as it ends
-                    with shared.job(trees) if trees and job.settled else contextlib.nullcontext(-1) as group:
+                    # only a settled job's opens wait for the grader: each costs a round trip
+                    with (
+                        shared.settled(trees, limits.memory, {LIBRARY: library} if library else {})
+                        if trees and job.settled
+                        else contextlib.nullcontext(-1) as group
+                    ):
                         private = (trees, group, Path(etc, "empty"), Path(etc, "dev")) if trees else None
                         setup = functools.partial(
                             _child_setup, limits, nproc, cgroup, private, cap_file_size=not job.tracer

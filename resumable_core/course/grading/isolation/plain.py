@@ -77,9 +77,6 @@ class PlainBackend:
         env.update(self.env)
         return env
 
-    def settle(self) -> None:
-        return None  # its jobs share the whole machine: it claims nothing to erase
-
     def run(self, job: Job) -> Outcome:
         """Run ``job`` in its scratch folder until it ends, hits the wall clock or floods its output."""
         limits = self.limits if job.wall is None else dataclasses.replace(self.limits, wall=job.wall)

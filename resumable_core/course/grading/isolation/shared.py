@@ -9,18 +9,15 @@ read); what a job did to it stays after it is frozen or gone. So:
   over them in a mount namespace the child makes before ``exec bwrap`` (:func:`enter`), which ends
   with the sandbox: another superblock, so other inodes and other locks. Its device nodes come
   from an overlay of ``/dev`` too.
-- *The page cache, erased.* An overlay reads through to the real file's pages, so that stays
-  shared. The overlays of a settled job (``Job.settled``: one a later job must learn nothing from)
-  report every file it opens to the grader (fanotify ``FAN_OPEN``: a job can touch a file's pages
-  only through a file it opened); before a job that must learn nothing from those now frozen or
-  ended starts, :func:`settle` reads back every page of those files that is not cached
-  (``cachestat``), so every probe finds every page, whatever they did. Other jobs report nothing.
+- *The page cache, settled.* An overlay reads through to the real file's pages, so that stays
+  shared. A settled job (``Job.settled``: one that must learn nothing of what other jobs did to
+  it) has its overlays ask the grader before each open (``FAN_OPEN_PERM``, :class:`_Settler`),
+  which reads the file's uncached pages first: every file it can probe (each probe needs a file
+  it opened; an ``O_PATH`` fd is refused by all of them) is wholly cached, whatever others did.
+  Other jobs are not watched and pay nothing.
 
-Measured (2026-12-04, 2 busy cores): nothing for ``python -c pass``; 0.3 s more (7%) for a process
-importing the kit, nbformat and anthropic (4,500 files opened), most of it reading their events;
-:func:`settle` 0.05 s over those files (0.1 s the first time), and they stay cached (101 MiB).
-Reading a settled job's events as it ends: 0.07 to 0.2 s, 1.1 to 1.5 s a process's first (each
-file looked up once); an unsettled job reads none (2026-12-04, load 5 on 2 cores).
+Measured (2026-12-05, load 4 on 2 cores): an import of anthropic, nbformat and IPython 3.8 s
+unsettled, 4.7 s settled (each of its thousands of opens waits for the grader's thread).
 
 Root only: mounting needs ``CAP_SYS_ADMIN``. Why: ``docs/architecture.md``, "The sandbox".
 """
@@ -29,10 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
+import select
 import stat
 import struct
-import sys
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -44,9 +42,12 @@ _CLONE_NEWNS = 0x20000
 _MS_RDONLY, _MS_REC, _MS_SLAVE = 1, 0x4000, 1 << 19
 _FAN_CLOEXEC, _FAN_NONBLOCK = 1, 2
 _FAN_MARK_ADD, _FAN_MARK_FILESYSTEM = 1, 0x100
-_FAN_OPEN, _FAN_OPEN_EXEC, _FAN_Q_OVERFLOW = 0x20, 0x1000, 0x4000
+_FAN_CLASS_CONTENT, _FAN_UNLIMITED_QUEUE, _FAN_OPEN_PERM = 4, 0x10, 0x10000
+_FAN_ALLOW, _FAN_DENY = 1, 2
 _EVENT = struct.Struct("IBBHQii")
 """``struct fanotify_event_metadata``: length, version, reserved, metadata length, mask, fd, pid."""
+_RESPONSE = struct.Struct("iI")
+"""``struct fanotify_response``: the event's fd, allow or deny."""
 _CACHESTAT = 451
 """The ``cachestat`` system call (Linux 6.5), the same number on every architecture."""
 
@@ -88,90 +89,109 @@ def trees(system: Iterable[Path], library: Path | None) -> list[Path]:
     return sorted(found, key=lambda p: len(p.parts))
 
 
-class _Opened:
-    """This process's record of the files its sandboxes opened in the overlaid trees (one fanotify group)."""
+class _Settler:
+    """One settled job's fanotify group (``FAN_OPEN_PERM``) and the thread answering it; :meth:`close` ends both.
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.pid = -1
-        self.group = -1
-        self.trees: set[Path] = set()
-        self.files: set[Path] = set()
-        self.links: set[str] = set()
-        """What the events named, each looked up once: every sandbox opens much the same files."""
-        self.live: set[int] = set()
-        """The jobs running now (their numbers), and the ones running when events were lost."""
-        self.lost: set[int] = set()
-        self._numbers = iter(range(1, sys.maxsize))
+    Each open in the job's overlays waits for the answer: its host file's uncached pages (``cachestat``)
+    are read first, then it is allowed; past ``budget`` bytes read, or a file not found on the host, it is
+    denied (the open fails). The queue is unlimited: a permission event lost to an overflow would be allowed.
+    """
 
-    def fanotify(self) -> int:
-        """The group's fd, made anew in a forked process (the parent's group is the parent's to read)."""
-        if self.pid != os.getpid():
-            fd = _libc.fanotify_init(_FAN_CLOEXEC | _FAN_NONBLOCK, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
-            if fd < 0:
-                _check(-1, "fanotify_init")
-            if self.group >= 0:
-                os.close(self.group)
-            self.pid, self.group, self.files, self.links, self.live, self.lost = (
-                os.getpid(),
-                fd,
-                set(),
-                set(),
-                set(),
-                set(),
-            )
-        return self.group
+    def __init__(self, seen: tuple[tuple[str, Path], ...], budget: int) -> None:
+        flags = _FAN_CLOEXEC | _FAN_NONBLOCK | _FAN_CLASS_CONTENT | _FAN_UNLIMITED_QUEUE
+        self.group = _libc.fanotify_init(flags, os.O_RDONLY | os.O_LARGEFILE | os.O_CLOEXEC)
+        if self.group < 0:
+            _check(-1, "fanotify_init")
+        self.seen, self.left, self.read, self.events = seen, budget, 0, 0
+        self._opened: set[str] = set()
+        """The files this job opened already (as the events name them): allowed again without a look."""
+        self._stop_r, self._stop_w = os.pipe2(os.O_CLOEXEC)
+        self._thread = threading.Thread(target=self._answer, daemon=True, name="settler")
+        self._thread.start()
 
-    @contextlib.contextmanager
-    def job(self, tree_list: list[Path]) -> Iterator[int]:
-        """While a job runs: its number and the group its overlays report to; its events read when it ends."""
-        with self.lock:
-            group = self.fanotify()
-            self.trees.update(tree_list)
-            number = next(self._numbers)
-            self.live.add(number)
-        try:
-            yield group
-        finally:
-            with self.lock:
-                self.read()
-                self.live.discard(number)
-                self.lost.discard(number)
+    def close(self) -> None:
+        """Once the job ended: stop the thread and close the group (an event still pending is allowed)."""
+        os.write(self._stop_w, b"x")
+        self._thread.join()
+        for fd in (self.group, self._stop_r, self._stop_w):
+            os.close(fd)
 
-    def _found(self, link: str) -> set[Path]:
-        """The host's files an overlay's file may be: ``link`` names it from the host's root or from the overlay's."""
-        named = Path(link)
-        found = {t / link.lstrip("/") for t in self.trees} | {named for t in self.trees if named.is_relative_to(t)}
-        return {p for p in found if p.is_file()}
-
-    def read(self) -> None:
-        """Record the files the queued events name (each as found in every tree); lost events mark the live jobs."""
-        while True:
+    def _answer(self) -> None:
+        while select.select([self.group, self._stop_r], [], [])[0] != [self._stop_r]:
             try:
                 data = os.read(self.group, 1 << 16)
             except BlockingIOError:
-                return
+                continue
             for at in range(0, len(data), _EVENT.size):
-                _, _, _, _, mask, fd, _ = _EVENT.unpack_from(data, at)
-                if mask & _FAN_Q_OVERFLOW:
-                    self.lost |= self.live
+                _, _, _, _, _, fd, _ = _EVENT.unpack_from(data, at)
                 if fd < 0:
                     continue
+                self.events += 1
                 try:
-                    link = os.readlink(f"/proc/self/fd/{fd}")
-                    if link not in self.links and stat.S_ISREG(os.fstat(fd).st_mode):
-                        self.links.add(link)
-                        self.files.update(self._found(link))
+                    allowed = self._settled(fd)
+                except Exception:  # noqa: BLE001 - any failure denies: an open left unanswered waits,
+                    allowed = False  # and bwrap's own exec is one (the grader's Popen would wait on it)
+                try:
+                    os.write(self.group, _RESPONSE.pack(fd, _FAN_ALLOW if allowed else _FAN_DENY))
                 finally:
                     os.close(fd)
 
+    def _settled(self, fd: int) -> bool:
+        """Whether ``fd``'s host file is wholly cached now, read in within the budget (False: deny its open)."""
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True  # a folder, a device: no page to probe
+        link = os.readlink(f"/proc/self/fd/{fd}")
+        if link in self._opened:
+            return True
+        paths = _found(self.seen, link)
+        if not paths or not all(self._cache(p) for p in paths):
+            return False
+        self._opened.add(link)
+        return True
 
-_OPENED = _Opened()
+    def _cache(self, path: Path) -> bool:
+        page = os.sysconf("SC_PAGE_SIZE")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            pages = -(-os.fstat(fd).st_size // page)
+            got = _Stat()
+            if _libc.syscall(_CACHESTAT, fd, ctypes.byref(_Range(0, 0)), ctypes.byref(got), 0) != 0:
+                got.cache = 0  # no cachestat: read it all
+            missing = (pages - min(got.cache, pages)) * page
+            if missing == 0:
+                return True
+            if missing > self.left:
+                return False
+            self.left -= missing
+            self.read += missing
+            buffer = bytearray(1 << 20)
+            while os.readv(fd, [buffer]):  # reading is what caches
+                pass
+            return True
+        finally:
+            os.close(fd)
 
 
-def job(tree_list: list[Path]) -> contextlib.AbstractContextManager[int]:
-    """Around a job whose overlays :func:`enter` mounts: the fanotify group they report opens to."""
-    return _OPENED.job(tree_list)
+@functools.lru_cache(maxsize=1 << 16)
+def _found(seen: tuple[tuple[str, Path], ...], link: str) -> list[Path]:
+    """The host's files the sandbox's ``link`` may be (its path inside, as the event's fd names it)."""
+    named = Path(link)
+    found = {host / named.relative_to(inside) for inside, host in seen if named.is_relative_to(inside)}
+    return sorted(p for p in found if p.is_file())
+
+
+@contextlib.contextmanager
+def settled(tree_list: list[Path], budget: int, moved: dict[str, Path]) -> Iterator[int]:
+    """Around a settled job whose overlays :func:`enter` mounts: the group they ask before each open.
+
+    The sandbox sees each tree where the host does, but those ``moved`` (where it sees them: the library).
+    """
+    seen = {str(t): t for t in tree_list} | {inside: t for inside, t in moved.items() if t in tree_list}
+    settler = _Settler(tuple(seen.items()), budget)
+    try:
+        yield settler.group
+    finally:
+        settler.close()
 
 
 def _escaped(folder: Path) -> str:
@@ -182,7 +202,7 @@ def _escaped(folder: Path) -> str:
 def enter(tree_list: list[Path], group: int, empty: Path, dev: Path) -> None:
     """In the child, before ``exec bwrap``: a mount namespace of its own with each tree behind a read-only overlay.
 
-    The overlays report opens to ``group`` (-1: to nobody, a job no settle() erases); ``empty`` is an empty folder (an
+    The overlays ask ``group`` before each open (-1: nobody, a job that needs no settled page cache); ``empty`` is an empty folder (an
     overlay without an upper layer needs two lower ones); ``dev`` gets an overlay of ``/dev`` for the device nodes.
     Host mounts made later still reach the namespace (``MS_SLAVE``); its own never reach the host.
     """
@@ -193,40 +213,8 @@ def enter(tree_list: list[Path], group: int, empty: Path, dev: Path) -> None:
         _check(_libc.mount(b"overlay", bytes(tree), b"overlay", _MS_RDONLY, lower), f"overlay on {tree}")
         if group < 0:
             continue
-        marked = _libc.fanotify_mark(
-            group, _FAN_MARK_ADD | _FAN_MARK_FILESYSTEM, _FAN_OPEN | _FAN_OPEN_EXEC, -100, bytes(tree)
-        )
+        marked = _libc.fanotify_mark(group, _FAN_MARK_ADD | _FAN_MARK_FILESYSTEM, _FAN_OPEN_PERM, -100, bytes(tree))
         _check(marked, f"fanotify_mark on {tree}")
     _check(
         _libc.mount(b"overlay", bytes(dev), b"overlay", _MS_RDONLY, f"lowerdir=/dev:{_escaped(empty)}".encode()), "/dev"
     )
-
-
-def settle() -> None:
-    """Every page of every file a sandbox of this process opened in the trees, cached again; OSError if unsure.
-
-    Unsure: events were lost (the queue overflowed) while a job still running was running.
-    """
-    with _OPENED.lock:
-        if _OPENED.pid != os.getpid():
-            return  # no sandbox of this process has run
-        _OPENED.read()
-        if _OPENED.lost & _OPENED.live:
-            raise OSError("the grader lost track of the files a running sandbox opened (too many opens)")
-        files = list(_OPENED.files)
-    buffer = bytearray(1 << 20)
-    whole, got = _Range(0, 0), _Stat()
-    for path in files:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:  # gone (a library copy removed): nothing left to probe
-            continue
-        try:
-            size = os.fstat(fd).st_size
-            pages = -(-size // os.sysconf("SC_PAGE_SIZE"))
-            if _libc.syscall(_CACHESTAT, fd, ctypes.byref(whole), ctypes.byref(got), 0) == 0 and got.cache >= pages:
-                continue
-            while os.readv(fd, [buffer]):  # where cachestat is missing too: reading is what caches
-                pass
-        finally:
-            os.close(fd)

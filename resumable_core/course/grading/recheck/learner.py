@@ -22,7 +22,7 @@ from typing import Any
 from ..isolation import Backend, Guarantee, Job, Limit, Mount, Outcome, capped_folder, owned
 from . import syscalls
 from .learner_view import learner_library
-from .plan import restarts, traced
+from .plan import traced
 from .restarter import HAND_SOCKET, RESTART, RESTART_SOCKET, Restarter
 
 RPC = "/grading/rpc"
@@ -256,7 +256,6 @@ class LearnerProcess:
             library=loaded,
             tracer=tuple(tracer),
             keep_scratch=False,  # nothing reads it after: what the learner leaves there never reaches the host's disk
-            settled=restarts(assignment),  # a fresh process must learn nothing of it
         )
         restarter = Restarter(layout.host("restart"), backend, fresh_job, job)
         stack.callback(restarter.close, 0.0)  # stop() closed it already; this is for the folders' sake

@@ -44,7 +44,7 @@ def traced(assignment: str) -> bool:
 
 
 def restarts(assignment: str) -> bool:
-    """A check of ``assignment`` restarts a call (:func:`...checks.support.restarts`): its learner's process is settled."""
+    """A check of ``assignment`` restarts a call (:func:`...checks.support.restarts`)."""
     return _marked(assignment, RESTARTS)
 
 

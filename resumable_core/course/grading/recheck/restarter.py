@@ -65,9 +65,7 @@ class Restarter:
 
     ``folder``: a folder of the host's (the checker sees it read-only at :data:`RESTART`); ``backend``
     runs each job; ``job_of`` builds each one; ``loaded``: the loaded process's job, frozen while any
-    fresh job runs (where the backend holds ``Guarantee.FREEZE``), and settled (``Job.settled``), or
-    no fresh job starts: the backend never recorded what it opened (its assignment restarts no call,
-    ``plan.restarts``).
+    fresh job runs (where the backend holds ``Guarantee.FREEZE``).
     """
 
     def __init__(self, folder: Path, backend: Backend, job_of: JobOf, loaded: Job) -> None:
@@ -107,16 +105,11 @@ class Restarter:
         If the job never asks (it died, stopped or hung in its cells), ``conn`` is closed when it
         ends: the checker's call then fails as one whose process ended, never passes. The loaded
         process is frozen from before the job starts until it ended: nothing it does meanwhile (an
-        open, a write) can reach the job; and what it did before to what every sandbox shares (the
-        page cache) is erased once it is frozen (``Backend.settle``), and what each fresh job did is
-        erased for the next (each is settled). A freeze or an erasure that fails, or a loaded job
-        not settled, closes ``conn`` unserved.
+        open, a write) can reach the job; and what it or an earlier fresh job did before to what every
+        sandbox shares (the page cache) it cannot see: the job is settled (``Job.settled``). A freeze
+        that fails closes ``conn`` unserved.
         """
-        if not self._loaded.settled:  # nobody recorded what it opened: settle() could not erase it
-            conn.close()
-            return
         with self._turns, conn, self._loaded.freezer.frozen():
-            self._backend.settle()
             own = self.folder.parent / f"fresh-{next(self._numbers)}"
             hand = own / "hand"
             hand.mkdir(parents=True)
