@@ -14,7 +14,7 @@ import nbformat
 import pytest
 import test_recheck_attacks as attacks  # tests/ is on sys.path under pytest (rootdir-relative import)
 
-from resumable_core.course.assignments import ASSIGNMENTS, REGISTRY
+from resumable_core.course.assignments import ASSIGNMENTS
 from resumable_core.course.checks.support import HIDDEN_SENTENCE
 from resumable_core.course.grading.errors import UnknownCheckError
 from resumable_core.course.grading.isolation import Backend, BwrapBackend, library_copy
@@ -439,20 +439,6 @@ def test_a_restarted_call_gets_a_settled_fresh_process(tmp_path):
     os.close(at)
     fresh.close(30)
     assert did == ["run settled=True"]
-
-
-def test_every_check_that_restarts_a_call_is_marked_so():
-    """Each check that restarts a call is marked so (``checks.support.restarts``, read by ``plan.restarts``)."""
-    from resumable_core.course.checks.support import RESTARTS
-    from resumable_core.course.grading.recheck.plan import restarts
-
-    for a in REGISTRY.values():
-        for module in (a.checks(), a.hidden()):
-            for name, check in vars(module).items():
-                if name.startswith("check_") and getattr(check, "__module__", None) == module.__name__:
-                    calls = "restarted" in check.__code__.co_names
-                    assert calls == getattr(check, RESTARTS, False), f"{module.__name__}.{name}"
-    assert [a for a in REGISTRY if restarts(a)] == ["postmortem"]
 
 
 def test_the_restarters_sockets_listen_however_deep_the_hosts_folder(tmp_path):

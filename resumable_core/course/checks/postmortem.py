@@ -40,7 +40,6 @@ from .support import (
     require,
     require_status_unknown,
     restarted,
-    restarts,
     scratch,
 )
 
@@ -405,7 +404,6 @@ def check_refund_refused(refund: Refund) -> None:
     require(not s.refunds(), _("a refused refund must leave the provider's book empty"))
 
 
-@restarts
 def check_refund_after_kill(refund: Refund) -> None:
     """SIGKILL right after the provider refunded; the restarted harness calls refund again: one refund.
 

@@ -119,21 +119,6 @@ def observes(check: Any) -> Any:
     return check
 
 
-RESTARTS = "restarts_a_call"
-"""The attribute of a check that calls a learner's function :func:`restarted` (:func:`restarts`)."""
-
-
-def restarts(check: Any) -> Any:
-    """Mark a check that calls a learner's function :func:`restarted`.
-
-    Only the learner's processes of an assignment with such a check have what they open recorded,
-    so the freshly started one learns nothing of them (:func:`..grading.recheck.plan.restarts`): it
-    slows every sandbox's end. An unmarked check's restarted call is refused, and fails.
-    """
-    setattr(check, RESTARTS, True)
-    return check
-
-
 class FailedAfterRestart(CheckFailed):
     """A check failed on what a :func:`restarted` call did: the re-check names it as such.
 

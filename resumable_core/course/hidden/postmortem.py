@@ -25,7 +25,7 @@ from ..checks.postmortem import (
     require_one_refund_after_restart,
     require_permanent,
 )
-from ..checks.support import replay, require, restarted, restarts
+from ..checks.support import replay, require, restarted
 from ..i18n import _ as course_
 from .i18n import _, fails_with
 from .reconcile import check_other_side_effect_tools, check_unknown_tool
@@ -173,7 +173,6 @@ def check_same_amount_orders(refund: Refund) -> None:
         "One logical refund has one key, the same on every retry and every re-run after a crash. Reread Part 2's contract (Exercise 3)."
     )
 )
-@restarts
 def check_refund_kill_then_timeout(refund: Refund) -> None:
     """SIGKILL after the refund, then the re-run meets a timeout: still one refund, its id returned.
 

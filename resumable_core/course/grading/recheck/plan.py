@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...assignments import REGISTRY
-from ...checks.support import HIDDEN_SENTENCE, OBSERVES, RESTARTS
+from ...checks.support import HIDDEN_SENTENCE, OBSERVES
 from ...notebook_cells import graded_sources, setup_cells
 from ..errors import UnknownCheckError
 from .learner_view import hidden_lines
@@ -41,11 +41,6 @@ def _marked(assignment: str, mark: str) -> bool:
 def traced(assignment: str) -> bool:
     """A check of ``assignment`` judges system calls (:func:`...checks.support.observes`): its learner's process is traced."""
     return _marked(assignment, OBSERVES)
-
-
-def restarts(assignment: str) -> bool:
-    """A check of ``assignment`` restarts a call (:func:`...checks.support.restarts`)."""
-    return _marked(assignment, RESTARTS)
 
 
 @dataclass(frozen=True)
