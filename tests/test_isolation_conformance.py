@@ -544,3 +544,42 @@ def test_a_frozen_job_leaves_no_lock_and_no_dropped_page_for_the_next(make, tmp_
         (out / "stop").touch()
         ended.join(30)
     assert probed.stdout.decode().split("\n") == ["probed", ""], (probed.stdout, probed.stderr)
+
+
+KEY_HOLDER = """
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+# add_key("user", description, payload, 1, the process keyring): /proc/keys lists it to every process of its host uid
+if libc.syscall(248, b"user", sys.argv[1].encode(), b"x", 1, ctypes.c_int(-2)) < 0:
+    sys.exit(f"add_key: {{os.strerror(ctypes.get_errno())}}")
+open("{out}/ready", "w").close()
+while not os.path.exists("{out}/stop"):
+    time.sleep(0.05)
+"""
+
+
+@guarantee(Guarantee.OWN_HOST_UID)
+def test_a_job_sees_no_key_of_another_running_job(make, tmp_path):
+    """A key a running job holds is listed in /proc/keys to every process of its host uid (the red team: one learner's
+    hidden inputs, as a key's description, reached a submission graded at the same time). Under uids of their own,
+    another job sees none of its keys."""
+    scratch, out = tmp_path / "scratch", tmp_path / "out"
+    scratch.mkdir(), out.mkdir()
+    backend, marker = make(), f"held-{uuid.uuid4().hex}"
+    shared = backend.inside(Mount(out, "/out", writable=True))
+    holder = Job(
+        (sys.executable, "-c", KEY_HOLDER.format(out=shared), marker), scratch, (Mount(out, "/out", writable=True),)
+    )
+    held = threading.Thread(target=backend.run, args=(holder,))
+    held.start()
+    try:
+        while held.is_alive() and not (out / "ready").exists():
+            threading.Event().wait(0.05)
+        assert held.is_alive()
+        (tmp_path / "other").mkdir()
+        seen = backend.run(Job((sys.executable, "-c", "print(open('/proc/keys').read())"), tmp_path / "other"))
+        assert seen.returncode == 0, seen
+        assert marker.encode() not in seen.stdout
+    finally:
+        (out / "stop").touch()
+        held.join(30)

@@ -53,6 +53,10 @@ class Guarantee(enum.Enum):
         "no lock it holds on a file every job sees, nor a page of one it drops from or reads into the page cache, "
         "reaches a job started while it is frozen or gone (a page: a settled job)"
     )
+    OWN_HOST_UID = (
+        "it runs under a host uid no other job running shares: the kernel's counts per user (keys, inotify, "
+        "fanotify, processes) are its own"
+    )
 
 
 class Freezer:

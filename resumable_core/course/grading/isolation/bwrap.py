@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import functools
 import os
 import resource
 import shutil
 import site
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,13 @@ from .sweep import sweep_left_behind
 
 BWRAP = "bwrap"
 PRLIMIT = "prlimit"
+SETPRIV = "setpriv"
+"""util-linux's ``setpriv``: bwrap (behind the tracer, which stays the grader's) runs under the sandbox's host uid."""
+UIDS = Path("/run/resumable-sandbox-uids")
+"""Where grading processes take a host uid of their own for each sandbox: a lock file and a folder per slot."""
+FIRST_UID = 1 << 20
+"""The first slot's host uid: no user of the machine has it (the slot's number is added)."""
+SLOTS = 4096
 """util-linux's ``prlimit``: sets bwrap's file-size cap behind a tracer that must not have it."""
 SCRATCH = "/grading/scratch"
 """Where the writable scratch folder appears inside the sandbox (also the working directory)."""
@@ -69,6 +78,78 @@ ALWAYS = frozenset(
         Guarantee.WALL,
     }
 )
+
+
+def _reachable(path: Path) -> bool:
+    """Whether any uid may walk down to ``path`` and read it (bwrap binds it under a uid of its own)."""
+    return all(p.stat().st_mode & 0o001 for p in path.parents) and path.stat().st_mode & 0o005 == 0o005
+
+
+@functools.cache
+def _own_uids() -> bool:
+    """Whether each sandbox runs under a host uid of its own: the grader is root, mounts, and lets other uids
+    make user namespaces (bwrap needs one)."""
+    if not shared.available() or not UIDS.parent.is_dir() or shutil.which(SETPRIV) is None:
+        return False
+    for knob, refuses in (
+        ("kernel/unprivileged_userns_clone", "0"),
+        ("kernel/apparmor_restrict_unprivileged_userns", "1"),
+    ):
+        with contextlib.suppress(OSError):
+            if Path("/proc/sys", knob).read_text().strip() == refuses:
+                return False
+    return True
+
+
+@contextlib.contextmanager
+def _own_uid() -> Iterator[int]:
+    """A host uid no other sandbox runs under until this one ends (a slot's lock, held by this process)."""
+    UIDS.mkdir(mode=0o711, exist_ok=True)
+    for slot in range(SLOTS):
+        fd = os.open(UIDS / f"{slot}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            (UIDS / str(slot)).mkdir(mode=0o711, exist_ok=True)
+            yield FIRST_UID + slot
+        finally:
+            os.close(fd)
+        return
+    raise IsolationUnavailable("bwrap", f"all {SLOTS} host uids of sandboxes are in use")
+
+
+def _lender(uid: int | None, lent: list[Path]) -> Callable[[Path], Path]:
+    """Where bwrap, under ``uid``, finds a host path: the slot's folder and its index in ``lent`` (None: the path)."""
+    if uid is None:
+        return Path
+
+    def lend(host: Path) -> Path:
+        lent.append(host)
+        return UIDS / str(uid - FIRST_UID) / str(len(lent) - 1)
+
+    return lend
+
+
+@functools.cache
+def _idmap(uid: int) -> int:
+    """A user namespace mapping 0 to ``uid`` (an fd held for the process's life): :func:`.shared.lend` maps through it."""
+    helper = subprocess.Popen(["unshare", "--user", "cat"], stdin=subprocess.PIPE, env=LAUNCH_ENV)
+    try:
+        proc = Path(f"/proc/{helper.pid}")
+        while os.readlink(proc / "ns/user") == os.readlink("/proc/self/ns/user"):
+            time.sleep(0.001)  # until it has its own namespace
+        (proc / "uid_map").write_text(f"0 {uid} 1\n")
+        (proc / "setgroups").write_text("deny\n")
+        (proc / "gid_map").write_text(f"0 {uid} 1\n")
+        return os.open(proc / "ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    finally:
+        helper.kill()
+        helper.wait()
+
+
 """What bwrap holds on any host it runs on; the rest depends on the cgroups and mounts the grader may make."""
 
 
@@ -80,8 +161,11 @@ def _system_trees() -> list[Path]:
     return [Path("/usr"), *(p for p in lib if p.is_dir() and not p.is_symlink()), *outside, Path("/etc")]
 
 
-def _system_binds() -> list[str]:
-    """``/usr``, the ``/lib*``/``/bin`` folders (or their merged-usr symlinks) and the interpreter's prefixes."""
+def _system_binds(lend: Callable[[Path], Path]) -> list[str]:
+    """``/usr``, the ``/lib*``/``/bin`` folders (or their merged-usr symlinks) and the interpreter's prefixes.
+
+    A prefix not every uid may reach (under ``/root``) is bound from where ``lend`` puts it.
+    """
     args = ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         top = Path("/") / name
@@ -92,7 +176,7 @@ def _system_binds() -> list[str]:
     prefixes = {Path(sys.base_prefix).resolve(), Path(sys.prefix)}
     for prefix in sorted(prefixes):
         if not str(prefix).startswith("/usr/"):
-            args += ["--ro-bind", str(prefix), str(prefix)]
+            args += ["--ro-bind", str(prefix if _reachable(prefix) else lend(prefix)), str(prefix)]
     for name in ETC_FILES:
         if Path("/etc", name).exists():
             args += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
@@ -173,23 +257,28 @@ class BwrapBackend:
             more.add(Guarantee.CPU)
         if "freezer" in controllers:
             more.add(Guarantee.FREEZE)
-        if "pids" in controllers or os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC
+        if "pids" in controllers or os.geteuid() != 0 or _own_uids():  # root is exempt from RLIMIT_NPROC
             more.add(Guarantee.PROCESSES)
         if os.geteuid() == 0:  # the scratch tmpfs is mounted by the grader, which needs root
             more.add(Guarantee.DISK)
         if shared.available():  # so are the overlays
             more.add(Guarantee.UNMARKED_FILES)
+        if _own_uids():
+            more.add(Guarantee.OWN_HOST_UID)
         return ALWAYS | more
 
     def inside(self, mount: Mount) -> str:
         return mount.inside
 
-    def command(self, job: Job, scratch: Path, etc: Path, library: Path | None) -> list[str]:
+    def command(
+        self, job: Job, scratch: Path, etc: Path, library: Path | None, lend: Callable[[Path], Path] = Path
+    ) -> list[str]:
         """The ``bwrap`` command line running ``job`` with ``scratch`` writable at :data:`SCRATCH`.
 
         ``etc``: an empty folder for the sandbox's own ``/etc/passwd`` and ``/etc/group`` (and, where
         it holds :attr:`Guarantee.UNMARKED_FILES`, its device nodes and copies of its read-only files).
-        The job's mounts go after all others.
+        The job's mounts go after all others. ``lend``: where bwrap finds a host path that is not a system
+        tree (:func:`.shared.lend`, where it holds :attr:`Guarantee.OWN_HOST_UID`).
         """
         private = Guarantee.UNMARKED_FILES in self.guarantees()
         if private:  # what :func:`.shared.enter` mounts on
@@ -202,28 +291,48 @@ class BwrapBackend:
         # The private /tmp and HOME first: a later bind may lie under them (a venv in /tmp/x/.venv).
         args += ["--size", str(self.limits.tmp_size), "--tmpfs", "/tmp"]
         args += ["--size", str(self.limits.tmp_size), "--tmpfs", HOME]
-        args += _system_binds()
+        args += _system_binds(lend)
         (etc / "empty").mkdir(exist_ok=True)
         for installed in _installed_libraries():
-            args += ["--ro-bind", str(etc / "empty"), installed]
-        args += ["--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
+            args += ["--ro-bind", str(lend(etc / "empty")), installed]
+        args += [
+            "--ro-bind",
+            str(lend(etc / "passwd")),
+            "/etc/passwd",
+            "--ro-bind",
+            str(lend(etc / "group")),
+            "/etc/group",
+        ]
         args += ["--proc", "/proc", "--dev", "/dev"]
         if private:  # the nodes of the sandbox's own overlay of /dev (:func:`.shared.enter`): their own locks
             for node in shared.DEVICES:
-                args += ["--dev-bind-try", str(etc / "dev" / node), f"/dev/{node}"]
+                args += ["--dev-bind-try", str(lend(etc / "dev" / node)), f"/dev/{node}"]
         if library is not None:
-            args += ["--ro-bind", str(library), LIBRARY]
-        args += ["--bind", str(scratch), SCRATCH, "--chdir", SCRATCH]
+            args += ["--ro-bind", str(lend(library)), LIBRARY]
+        args += ["--bind", str(lend(scratch)), SCRATCH, "--chdir", SCRATCH]
         for i, mount in enumerate(job.mounts):
             host = mount.host
             if private and not mount.writable and host.is_file():  # an input other jobs see: a copy of its own
                 host = Path(shutil.copyfile(host, etc / f"mount-{i}"))
-            args += ["--bind" if mount.writable else "--ro-bind", str(host), mount.inside]
+            args += ["--bind" if mount.writable else "--ro-bind", str(lend(host)), mount.inside]
         args += ["--remount-ro", "/"]  # bwrap's root is an uncapped tmpfs in memory: nothing may be written there
         args += ["--clearenv"]
         for k, v in sorted(_environment(self.env).items()):
             args += ["--setenv", k, v]
         return [*args, "--", *job.argv]
+
+    def _argv(
+        self, job: Job, limits: Limits, where: tuple[Path, Path, Path | None], uid: int | None, lent: list[Path]
+    ) -> list[str]:
+        """The whole command: the tracer, ``prlimit``, ``setpriv`` to ``uid`` (None: none), then :meth:`command`
+        with ``where`` (the scratch folder, ``etc``, the library); the host paths bwrap finds lent go in ``lent``."""
+        cmd = self.command(job, *where, _lender(uid, lent))
+        if uid is not None:  # after the tracer and prlimit: only bwrap and the sandbox run under it
+            cmd = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *cmd]
+        if job.tracer:  # the tracer's own output is not the learner's file: only bwrap gets the size cap
+            size = limits.file_size
+            cmd = [*job.tracer, PRLIMIT, f"--fsize={size}:{size}", "--", *cmd]
+        return cmd
 
     def run(self, job: Job) -> Outcome:
         """Run ``job`` in the sandbox until it ends or hits a limit; whatever it started dies with it.
@@ -238,17 +347,17 @@ class BwrapBackend:
         library = job.library if job.library is not None else self.library
         started = time.monotonic()
         sweep_left_behind()
-        with tempfile.TemporaryDirectory(prefix=owned("resumable-sandbox-etc-")) as etc:
+        own = _own_uid() if Guarantee.OWN_HOST_UID in self.guarantees() else contextlib.nullcontext(None)
+        with tempfile.TemporaryDirectory(prefix=owned("resumable-sandbox-etc-")) as etc, own as uid:
             cgroup = cgroup_for(limits)
             disk = None
             try:
                 disk = disk_for(scratch, limits.disk)
-                cmd = self.command(job, disk.path if disk else scratch, Path(etc), library)
-                if job.tracer:  # the tracer's own output is not the learner's file: only bwrap gets the size cap
-                    size = limits.file_size
-                    cmd = [*job.tracer, PRLIMIT, f"--fsize={size}:{size}", "--", *cmd]
+                lent: list[Path] = []
+                cmd = self._argv(job, limits, (disk.path if disk else scratch, Path(etc), library), uid, lent)
                 enforced = cgroup.controllers if cgroup else frozenset()
-                nproc = limits.processes + (0 if "pids" in enforced else processes_of_this_user())
+                # a uid of its own runs no other process
+                nproc = limits.processes + (0 if "pids" in enforced or uid is not None else processes_of_this_user())
                 trees = shared.trees(_system_trees(), library) if shared.available() else []
                 if cgroup is not None and "freezer" in enforced:
                     job.freezer.attach(cgroup.freeze)
@@ -260,12 +369,15 @@ class BwrapBackend:
                         else contextlib.nullcontext(-1) as group
                     ):
                         private = (trees, group, Path(etc, "empty"), Path(etc, "dev")) if trees else None
+                        loan = (lent, UIDS / str(uid - FIRST_UID), _idmap(uid)) if uid is not None else None
                         setup = functools.partial(
-                            _child_setup, limits, nproc, cgroup, private, cap_file_size=not job.tracer
+                            _child_setup, limits, nproc, cgroup, private, loan, cap_file_size=not job.tracer
                         )
                         # bwrap (the sandbox's pid 1, whose /proc/1/environ the job can read) and the tracer get
                         # only these variables: --clearenv cleans the job's, not bwrap's own.
-                        returncode, stdout, stderr, limit = start_and_wait(cmd, limits, env=LAUNCH_ENV, preexec=setup)
+                        returncode, stdout, stderr, limit = start_and_wait(
+                            cmd, limits, cwd=Path("/"), env=LAUNCH_ENV, preexec=setup
+                        )
                 finally:
                     job.freezer.attach(None)
                 limit = limit or (cgroup.hit() if cgroup else None)
@@ -290,6 +402,7 @@ def _child_setup(
     nproc: int,
     cgroup: Cgroup | None,
     private: tuple[list[Path], int, Path, Path] | None,
+    loan: tuple[list[Path], Path, int] | None = None,
     *,
     cap_file_size: bool = True,
 ) -> None:
@@ -308,6 +421,8 @@ def _child_setup(
         cgroup.enter()
     if private is not None:  # the shared trees behind overlays of its own (:func:`.shared.enter`)
         shared.enter(*private)
+    if loan is not None:  # what bwrap binds, where the sandbox's own host uid reaches it
+        shared.lend(*loan)
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     if cap_file_size:

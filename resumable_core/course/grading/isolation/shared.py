@@ -71,6 +71,19 @@ def _check(result: int, what: str) -> None:
 
 
 _CAP_SYS_ADMIN = 21
+_OPEN_TREE, _MOVE_MOUNT, _MOUNT_SETATTR = 428, 429, 442
+"""System call numbers, the same on every architecture."""
+_OPEN_TREE_CLONE, _AT_RECURSIVE, _AT_EMPTY_PATH, _MOVE_MOUNT_F_EMPTY_PATH = 1, 0x8000, 0x1000, 4
+_MOUNT_ATTR_IDMAP = 0x100000
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("set", ctypes.c_uint64),
+        ("clear", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns", ctypes.c_uint64),
+    ]
 
 
 def available() -> bool:
@@ -218,3 +231,33 @@ def enter(tree_list: list[Path], group: int, empty: Path, dev: Path) -> None:
     _check(
         _libc.mount(b"overlay", bytes(dev), b"overlay", _MS_RDONLY, f"lowerdir=/dev:{_escaped(empty)}".encode()), "/dev"
     )
+
+
+def lend(sources: list[Path], folder: Path, idmap: int) -> None:
+    """In the child, after :func:`enter`: each of ``sources`` at ``folder``/its index, owned by the sandbox's host uid.
+
+    A sandbox's bwrap runs under a host uid of its own, which may reach none of the grader's folders
+    (a temporary folder is its owner's alone). So each is cloned (``open_tree``), its owner, root,
+    shown as that uid (an idmapped mount through ``idmap``, a user namespace mapping 0 to it: what the
+    sandbox writes is root's on the host), and put where that uid reaches it: a tmpfs on ``folder``,
+    in the child's mount namespace only. A file system without idmapped mounts lends it as it is.
+    """
+    _check(_libc.mount(b"tmpfs", bytes(folder), b"tmpfs", 0, b"mode=0755,size=1m"), f"tmpfs on {folder}")
+    for i, source in enumerate(sources):
+        if not source.exists():  # a device node the host lacks (bwrap's --dev-bind-try skips it)
+            continue
+        target = folder / str(i)
+        if source.is_dir():
+            target.mkdir()
+        else:
+            target.touch()
+        tree = _libc.syscall(_OPEN_TREE, -100, bytes(source), _OPEN_TREE_CLONE | _AT_RECURSIVE | os.O_CLOEXEC)
+        if tree < 0:
+            _check(-1, f"open_tree {source}")
+        try:
+            attr = _MountAttr(_MOUNT_ATTR_IDMAP, 0, 0, idmap)
+            _libc.syscall(_MOUNT_SETATTR, tree, b"", _AT_EMPTY_PATH, ctypes.byref(attr), ctypes.sizeof(attr))
+            moved = _libc.syscall(_MOVE_MOUNT, tree, b"", -100, bytes(target), _MOVE_MOUNT_F_EMPTY_PATH)
+            _check(moved, f"move_mount {source}")
+        finally:
+            os.close(tree)
