@@ -9,8 +9,9 @@ size-capped tmpfs of its own where the grader may mount one, :class:`.disk.Disk`
 ``/tmp`` and ``HOME``, a clean environment (an allowlist), resource limits set in the child before
 ``exec`` (:class:`.Limits`), a cgroup for the whole sandbox where one can be made
 (:class:`.cgroup.Cgroup`: its memory, process and CPU caps; else only ``RLIMIT_AS`` per process and
-``RLIMIT_NPROC``, and no CPU cap), a wall clock after which the whole sandbox is killed, and caps on
-the output it may write to its pipes. Why and what it still lets through: ``docs/architecture.md``,
+``RLIMIT_NPROC``, and no CPU cap), a wall clock after which the whole sandbox is killed, caps on
+the output it may write to its pipes, and, where the grader is root, a host uid of its own (:func:`_own_uid`).
+Why and what it still lets through: ``docs/architecture.md``,
 "The sandbox".
 """
 
@@ -43,6 +44,7 @@ from .sweep import sweep_left_behind
 
 BWRAP = "bwrap"
 PRLIMIT = "prlimit"
+"""util-linux's ``prlimit``: sets bwrap's file-size cap behind a tracer that must not have it."""
 SETPRIV = "setpriv"
 """util-linux's ``setpriv``: bwrap (behind the tracer, which stays the grader's) runs under the sandbox's host uid."""
 UIDS = Path("/run/resumable-sandbox-uids")
@@ -50,7 +52,7 @@ UIDS = Path("/run/resumable-sandbox-uids")
 FIRST_UID = 1 << 20
 """The first slot's host uid: no user of the machine has it (the slot's number is added)."""
 SLOTS = 4096
-"""util-linux's ``prlimit``: sets bwrap's file-size cap behind a tracer that must not have it."""
+"""How many sandboxes may run at once on the machine."""
 SCRATCH = "/grading/scratch"
 """Where the writable scratch folder appears inside the sandbox (also the working directory)."""
 LIBRARY = "/grading/lib"
@@ -78,6 +80,7 @@ ALWAYS = frozenset(
         Guarantee.WALL,
     }
 )
+"""What bwrap holds on any host it runs on; the rest depends on the cgroups and mounts the grader may make."""
 
 
 def _reachable(path: Path) -> bool:
@@ -148,9 +151,6 @@ def _idmap(uid: int) -> int:
     finally:
         helper.kill()
         helper.wait()
-
-
-"""What bwrap holds on any host it runs on; the rest depends on the cgroups and mounts the grader may make."""
 
 
 def _system_trees() -> list[Path]:
@@ -347,7 +347,7 @@ class BwrapBackend:
         library = job.library if job.library is not None else self.library
         started = time.monotonic()
         sweep_left_behind()
-        own = _own_uid() if Guarantee.OWN_HOST_UID in self.guarantees() else contextlib.nullcontext(None)
+        own = _own_uid() if _own_uids() else contextlib.nullcontext(None)
         with tempfile.TemporaryDirectory(prefix=owned("resumable-sandbox-etc-")) as etc, own as uid:
             cgroup = cgroup_for(limits)
             disk = None
