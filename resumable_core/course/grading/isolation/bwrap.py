@@ -92,7 +92,7 @@ def _reachable(path: Path) -> bool:
 def _own_uids() -> bool:
     """Whether each sandbox runs under a host uid of its own: the grader is root, mounts, and lets other uids
     make user namespaces (bwrap needs one)."""
-    if not shared.available() or not UIDS.parent.is_dir() or shutil.which(SETPRIV) is None:
+    if not shared.available() or not UIDS.parent.is_dir() or not all(map(shutil.which, (SETPRIV, "unshare"))):
         return False
     for knob, refuses in (
         ("kernel/unprivileged_userns_clone", "0"),
