@@ -113,8 +113,37 @@ def wait_for(predicate: Callable[[], object], seconds: float) -> bool:
 
 
 def naming(text: str) -> list[int]:
-    """The running processes whose command line holds ``text`` (a folder a grading process or sandbox works in)."""
-    return [pid for pid, (_, _, cmdline) in _processes().items() if text in cmdline]
+    """The running processes whose command line holds ``text`` (a folder a grading process or sandbox works in), or
+    that see a folder under it mounted in a mount namespace not ours: a sandbox under a host uid of its own is lent
+    its folders, and its command line names the loans (``isolation.bwrap.UIDS``), its mounts the folders."""
+    sources = _mounted_from(text)
+    ours = os.readlink("/proc/self/ns/mnt")
+    found = []
+    for pid, (_, _, cmdline) in _processes().items():
+        with suppress(OSError):
+            if text in cmdline or (
+                os.readlink(f"/proc/{pid}/ns/mnt") != ours
+                and any(
+                    fields[2] == device and fields[3].startswith(root)
+                    for fields in map(str.split, Path(f"/proc/{pid}/mountinfo").read_text().splitlines())
+                    for device, root in sources
+                )
+            ):
+                found.append(pid)
+    return found
+
+
+def _mounted_from(text: str) -> list[tuple[str, str]]:
+    """What a mount of a folder under ``text`` (a path, or a path's start) shows in /proc/PID/mountinfo: a file
+    system's device (major:minor) and the start of the path from its root. The folder's own file system, and each
+    mounted under ``text`` in our namespace (a sandbox's scratch tmpfs), whole."""
+    top = next(p for p in (Path(text), *Path(text).parents) if os.path.ismount(p))
+    device = os.stat(top).st_dev
+    sources = [(f"{os.major(device)}:{os.minor(device)}", "/" + text.removeprefix(str(top)).lstrip("/"))]
+    for fields in map(str.split, Path("/proc/self/mountinfo").read_text().splitlines()):
+        if fields[4].startswith(text):
+            sources.append((fields[2], "/"))
+    return sources
 
 
 def descendants(pid: int) -> set[tuple[int, str]]:
