@@ -49,8 +49,9 @@ SETPRIV = "setpriv"
 """util-linux's ``setpriv``: bwrap (behind the tracer, which stays the grader's) runs under the sandbox's host uid."""
 UIDS = Path("/run/resumable-sandbox-uids")
 """Where grading processes take a host uid of their own for each sandbox: a lock file and a folder per slot."""
-FIRST_UID = 1 << 20
-"""The first slot's host uid: no user of the machine has it (the slot's number is added)."""
+FIRST_UID = 0x70000000
+"""The first slot's host uid (the slot's number is added): in the band systemd leaves unused, above its containers'
+uids (to 0x6FFFFFFF) and shadow's subordinate uids (to 600,100,000 by default), below 2^31 (docs/architecture.md)."""
 SLOTS = 4096
 """How many sandboxes may run at once on the machine."""
 SCRATCH = "/grading/scratch"
