@@ -194,7 +194,7 @@ def test_plain_install_brings_only_the_core(tmp_path):
     assert not heavy, f"a plain install pulled in {sorted(heavy)}"
     probe = (
         "import tempfile, resumable_core as rc\n"
-        "box = rc.RunFolder.create(tempfile.mkdtemp())\n"
+        "box = rc.RunFolder.create(tempfile.mkdtemp(dir='.'))\n"
         "r = box.run(rc.SCENARIOS['send_email'].task)\n"
         "print(r.status, len(box.world.sent_emails()))\n"
     )

@@ -294,6 +294,10 @@ def test_the_simulator_page_speaks_korean(korean: None) -> None:
     assert "도구가 실행된 뒤, 저장 지점 B 전" in sim.help.value and "부수 효과" in sim.help.value
     assert "체크포인트 파일이 없었습니다" in render.checkpoint_html(None)
     assert "행렬 계산" in MatrixHeatmap().run_button.description
+    from resumable_core import lab
+
+    recorded = MatrixHeatmap(strategies=[], recorded=lab.recorded_matrix()).recorded
+    assert recorded and all(r.strategy.endswith(" (기록됨)") for r in recorded)  # the heatmap's column labels
 
 
 @pytest.mark.slow

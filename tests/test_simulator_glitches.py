@@ -14,13 +14,15 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from resumable_core import lab
 from resumable_core.lab.render import heatmap_figure
-from resumable_core.lab.widgets import RECORDED, CrashSimulator, MatrixHeatmap
+from resumable_core.lab.widgets import CrashSimulator, MatrixHeatmap
 
 
 @pytest.mark.slow
 def test_recorded_labels_clear_the_legend() -> None:
     """With every strategy "(recorded)", as the student kit draws them, no strategy label touches the legend."""
-    recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix()]
+    recorded = [
+        replace(r, strategy=lab.say("{strategy} (recorded)", strategy=r.strategy)) for r in lab.recorded_matrix()
+    ]
     naive = [replace(r, strategy=name) for r in lab.recorded_matrix()[:14] for name in ("none", "delete", "rerun")]
     fig = heatmap_figure(naive + recorded)
     FigureCanvasAgg(fig).draw()
@@ -28,7 +30,7 @@ def test_recorded_labels_clear_the_legend() -> None:
     legend = fig.legends[0].get_window_extent(renderer)
     page = fig.bbox
     labels = [t for ax in fig.axes for t in ax.get_xticklabels() if t.get_text()]
-    assert any(RECORDED.strip() in t.get_text() for t in labels)
+    assert any("(recorded)" in t.get_text() for t in labels)
     for label in labels:
         box = label.get_window_extent(renderer)
         assert not box.overlaps(legend), f"{label.get_text()!r} overlaps the legend"
@@ -66,7 +68,10 @@ PARALLEL = "send_email+read_file"
 @pytest.mark.slow
 def test_the_parallel_heatmap_clears_its_legend_and_titles() -> None:
     """The parallel turn's one panel (8 points, a two-line title, "(recorded)" labels): no label on the legend, nothing cut off."""
-    recorded = [replace(r, strategy=r.strategy + RECORDED) for r in lab.recorded_matrix([PARALLEL])]
+    recorded = [
+        replace(r, strategy=lab.say("{strategy} (recorded)", strategy=r.strategy))
+        for r in lab.recorded_matrix([PARALLEL])
+    ]
     naive = [replace(r, strategy=name) for r in lab.recorded_matrix([PARALLEL])[:8] for name in ("none", "delete")]
     fig = heatmap_figure(naive + recorded)
     FigureCanvasAgg(fig).draw()

@@ -56,9 +56,6 @@ MY_RECONCILE = "my reconcile"
 """The strategy menu's label for the learner's own function."""
 MY_RECONCILE_HELP = N_("your reconcile(cp, tools) function")
 
-RECORDED = " (recorded)"
-"""Appended to the heatmap's label of a strategy whose rows were recorded, not run here."""
-
 DUPLICATE = 2
 """The index of "duplicate side effect" in :data:`~resumable_core.lab.render.CATEGORIES`."""
 
@@ -275,7 +272,7 @@ class MatrixHeatmap:
         self.crash_points = [p for p in CRASH_POINTS if p in passed] if crash_points is None else list(crash_points)
         self.reconcile = reconcile
         self.recorded = [
-            replace(r, strategy=r.strategy + RECORDED)
+            replace(r, strategy=_("{strategy} (recorded)").format(strategy=r.strategy))
             for r in recorded
             if r.strategy not in self.strategies and r.tool in self.scenarios and r.crash_point in self.crash_points
         ]
