@@ -334,6 +334,16 @@ def test_stdout_writes_and_exits_cannot_forge_the_result(tmp_path):
     assert report.inconclusive is None
 
 
+@pytest.mark.slow
+def test_a_learners_process_that_ends_in_its_cells_leaves_the_rerun_inconclusive(tmp_path):
+    """A notebook whose cell ends its process never serves: every cell asked about is inconclusive, with that reason."""
+    path = _submit(tmp_path, samples.REAL_CORRECT, extra_cell="import os\nos._exit(0)")
+    only = ["test_reconcile_B", "test_unknown_tool"]
+    report = _run(path, "reconcile", source=RECONCILE, only=only, timeout=30)
+    assert (report.inconclusive or "").startswith("the learner's process ended before the re-check")
+    assert dict(report) == dict.fromkeys(only, report.inconclusive)
+
+
 SNOOP = samples.REAL_CORRECT.replace(
     "    p = cp.pending_tool_use\n",
     "    import gc, sys\n"

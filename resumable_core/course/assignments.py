@@ -26,6 +26,8 @@ class Assignment:
     """The last lesson it needs: the READMEs put it after that lesson, and its checks point to no later one."""
     answer_is_a_loop: bool = False
     """The learner writes an agent loop: while it is graded, the library's own loop refuses to run."""
+    runs_agents: bool = True
+    """Its checks run agents on the scripted Claude: the re-check's processes import the model's SDK as they start."""
 
     @property
     def notebook(self) -> str:
@@ -56,7 +58,7 @@ REGISTRY: dict[str, Assignment] = {
     for a in (
         # Lesson 1's exercise, lesson 2's, then after lesson 4 (the postmortem's refund retries by lesson 4's
         # error taxonomy; the report agent resumes in its checklist's order) the postmortem and the whole path.
-        Assignment("resume_skeleton", 1, after_lesson=1),
+        Assignment("resume_skeleton", 1, after_lesson=1, runs_agents=False),
         Assignment("reconcile", 2, after_lesson=2),
         Assignment("postmortem", 3, after_lesson=4),
         Assignment("resume", 4, after_lesson=4, answer_is_a_loop=True),

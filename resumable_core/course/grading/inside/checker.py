@@ -82,8 +82,11 @@ def _visible_failure(error: BaseException, timeout: int) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__ or "failed"
 
 
-def connect(learner: Learner, ended: Path, deadline: float) -> str | None:
-    """Wait until the learner's process answers; None, or why it never did."""
+def connect(learner: Learner, ended: Path, deadline: float, *, warm: bool = False) -> str | None:
+    """Wait until the learner's process answers; None, or why it never did.
+
+    ``warm``: while it does not answer yet, import what the checks will (:func:`warm_up`), once.
+    """
     while True:
         try:
             learner.session()
@@ -93,7 +96,19 @@ def connect(learner: Learner, ended: Path, deadline: float) -> str | None:
                 return "the learner's process ended while loading the notebook"
             if time.monotonic() > deadline:
                 return "the learner's process did not finish loading the notebook in time"
+            if warm:
+                warm = False
+                warm_up()
+                continue
             time.sleep(0.05)
+
+
+def warm_up() -> None:
+    """Import the model's SDK and the scripted Claude: a check that runs an agent would, at a cost of seconds."""
+    import anthropic  # noqa: F401
+    import httpx2  # noqa: F401
+
+    from ....claude import ScriptedClaude  # noqa: F401
 
 
 def recheck(source: dict, assignment: str, learner: Learner, only: list[str] | None, timeout: int) -> Report:
@@ -141,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", default=None, help="the learner's process's system calls (strace's output)")
     p.add_argument("--restart", default=None, help="the host's socket that starts a fresh learner's process per call")
     p.add_argument("--ended", type=Path, help="appears when the learner's process has ended (default: SOCKET.ended)")
+    p.add_argument("--warm", action="store_true", help="while the learner's process loads, import what the checks use")
     args = p.parse_args(argv)
     out = os.fdopen(os.dup(1), "w")  # the result goes here; whatever a check prints goes to /dev/null
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -152,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         observe_with(Path(args.trace), Path(args.shared))
     ended = args.ended or Path(f"{args.learner}.ended")
-    why = connect(learner, ended, time.monotonic() + args.load_timeout)
+    why = connect(learner, ended, time.monotonic() + args.load_timeout, warm=args.warm)
     if why:
         wanted = only if only is not None else sorted(planned_calls(source, args.assignment))
         report = Report(dict.fromkeys(wanted, why), inconclusive=why)

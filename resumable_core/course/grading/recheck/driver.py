@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from ...notebook_cells import NOT_RUN, graded_sources, is_test, source_of
 from ..isolation import Backend, Job, Limit, Mount, Outcome, PlainBackend
 from ..reasons import printable
 from ..steps.budget import DEFAULT_TIMEOUT, STARTUP, recheck_budget
-from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, LearnerProcess, start
+from .learner import CHECKER_MODULE, CONTROL, ENDED, SOCKET, STOP_GRACE, LearnerProcess, start
 from .learner_view import kernel_notebook
 from .report import Report
 
@@ -37,8 +38,21 @@ def overall_seconds(source: dict, only: list[str] | None, timeout: int) -> float
     return recheck_budget(n, timeout)
 
 
-def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, timeout: int) -> Outcome:
-    """Run the checker against the serving ``learner`` until it prints its report."""
+def _start_checker(
+    learner: LearnerProcess,
+    trusted: dict,
+    only: list[str] | None,
+    timeout: int,
+    *,
+    loading: float = 0.0,
+    warm: bool = False,
+) -> Callable[..., Outcome | None]:
+    """Start the checker against ``learner``; what waits for its outcome (:func:`.learner.start`).
+
+    ``loading``: seconds the learner's process may still take to serve (0: it serves already); the
+    checker waits that long for it. ``warm``: meanwhile it imports the model's SDK (its checks would
+    import it later anyway), so that import overlaps the learner's start instead of following it.
+    """
     layout = learner.layout
     layout.give("checker", "source.ipynb", json.dumps(_without_solutions(trusted)))
     address = f"{layout.path('checker', 'rpc')}/{SOCKET}"
@@ -47,19 +61,32 @@ def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, tim
     argv += ["--timeout", str(int(timeout)), "--restart", layout.restart_socket()]
     argv += ["--ended", f"{layout.backend.inside(Mount(layout.host('control'), CONTROL))}/{ENDED}"]
     argv += ["--only", ",".join(only)] if only is not None else []
+    argv += ["--load-timeout", str(loading)] if loading else []
+    argv += ["--warm"] if warm else []
     if learner.traced:
         argv += ["--trace", layout.trace("checker")]
     # The checker's TMPDIR is its own on every backend: bwrap's private /tmp, plain's folder of the job's own.
-    job = Job(
-        tuple(argv), layout.host("scratch-checker"), layout.mounts("checker"), overall_seconds(trusted, only, timeout)
-    )
-    return start(layout, "checker", job)() or Outcome(-1, b"", b"", None, 0.0)  # no timeout: never None
+    wall = loading + overall_seconds(trusted, only, timeout)
+    job = Job(tuple(argv), layout.host("scratch-checker"), layout.mounts("checker"), wall)
+    return start(layout, "checker", job)
+
+
+def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, timeout: int) -> Outcome:
+    """Run the checker against the serving ``learner`` until it prints its report."""
+    # waited for without a timeout: never None
+    return _start_checker(learner, trusted, only, timeout)() or Outcome(-1, b"", b"", None, 0.0)
 
 
 def answer_is_a_loop(assignment: str) -> bool:
     """The assignment's answer is an agent loop: its re-check runs on the loopless library."""
     registered = REGISTRY.get(assignment)
     return registered is not None and registered.answer_is_a_loop
+
+
+def runs_agents(assignment: str) -> bool:
+    """The assignment's checks run agents (an unknown one's may): its re-check's processes load the model's SDK first."""
+    registered = REGISTRY.get(assignment)
+    return registered is None or registered.runs_agents
 
 
 def run(
@@ -82,6 +109,7 @@ def run(
     (``only``) are read from its result.
     """
     trusted = json.loads(Path(source).read_text(encoding="utf-8"))
+    checker = None
     if learner is None:
         import nbformat
 
@@ -95,14 +123,20 @@ def run(
             wall=timeout * n_code + STARTUP + overall_seconds(trusted, only, timeout),
             backend=backend or PlainBackend(),
             loopless=answer_is_a_loop(assignment),
-            anthropic=True,  # its test cells are blank: none imported what the checks' values need
+            # its test cells are blank: none imported what the checks' values need
+            anthropic=runs_agents(assignment),
         )
+        # started beside it: the two interpreters' starts and imports overlap (the checker waits for its socket)
+        loading = timeout * n_code + STARTUP
+        checker = _start_checker(learner, trusted, only, timeout, loading=loading, warm=runs_agents(assignment))
     try:
         _, why = learner.executed(1 << 30)
         if learner.ended():  # it never served: nothing to re-check against
+            if checker is not None:
+                checker(STOP_GRACE)  # it sees the ended mark and gives up
             why = f"the learner's process ended before the re-check: {why}"
             return Report(dict.fromkeys(only or [], why), inconclusive=why)
-        checked = _checker(learner, trusted, only, timeout)
+        checked = (checker or _start_checker(learner, trusted, only, timeout))() or Outcome(-1, b"", b"", None, 0.0)
     finally:
         learned = learner.stop()
     return _read_report(checked, learned, only)
