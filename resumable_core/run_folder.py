@@ -99,24 +99,24 @@ def count_effects(key: str, world: World, tool: str | None = None) -> int:
 
 def finished_turns(key: str) -> int:
     """How many turns an uncrashed run of scenario ``key`` takes in all."""
-    with tempfile.TemporaryDirectory(prefix="resumable-ref-") as tmp:
-        return RunFolder.create(tmp).run(scenario(key).task).checkpoint.turns
+    return _reference(key)[2]
 
 
 # Cached per process: every crash-matrix cell asks for its reference turn, and one uncrashed run
 # answers them all. Kept as JSON text so the cache hands out no dict a caller could change.
 @cache
-def _reference(key: str) -> tuple[int, tuple[tuple[str, str], ...]]:
-    """(turn, (tool, JSON input) of each call) of the first turn calling ``key``'s tool in an uncrashed run."""
+def _reference(key: str) -> tuple[int, tuple[tuple[str, str], ...], int]:
+    """(turn, (tool, JSON input) of each call) of the first turn calling ``key``'s tool in an uncrashed run, and
+    how many turns that run takes in all."""
     chosen = scenario(key)
     with tempfile.TemporaryDirectory(prefix="resumable-ref-") as tmp:
-        result = RunFolder.create(tmp).run(chosen.task)
+        checkpoint = RunFolder.create(tmp).run(chosen.task).checkpoint
     turn = 0
-    for m in result.checkpoint.messages:
+    for m in checkpoint.messages:
         if m["role"] != "assistant":
             continue
         turn += 1
         uses = [b for b in m["content"] if b.get("type") == "tool_use"]
         if any(b["name"] == chosen.tool for b in uses):
-            return turn, tuple((b["name"], json.dumps(b["input"], sort_keys=True)) for b in uses)
+            return turn, tuple((b["name"], json.dumps(b["input"], sort_keys=True)) for b in uses), checkpoint.turns
     raise ValueError(f"the {chosen.task!r} run never calls {chosen.tool}")
