@@ -68,7 +68,6 @@ import tempfile
 import traceback
 import typing
 import warnings
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -347,7 +346,14 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
     What the checks compute once per process (a scenario's reference run, say) is then made once and
     inherited by every child, not made again in each of them. The checks are the course's own code.
     """
-    nothing: Binding = defaultdict(lambda: lambda *args, **kwargs: None)
+
+    def nothing(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    # every name a cell takes, bound: the checks refuse a name the notebook does not define before they run
+    names: Binding = {
+        arg: nothing for cell in cells for call in cell.calls for kind, arg in call.args if kind == "name"
+    }
     with (
         tempfile.TemporaryDirectory(prefix="no-answers-") as workdir,
         contextlib.chdir(workdir),
@@ -356,7 +362,7 @@ def warm_up(cells: tuple[Cell, ...]) -> None:
         for cell in cells:
             with contextlib.suppress(Exception):  # each fails on functions that do nothing: only its caches count
                 for call in cell.calls:
-                    call.run(nothing)
+                    call.run(names)
 
 
 def best_alone(
@@ -761,6 +767,18 @@ def test_passes_each_stops_at_the_first_cell_that_fails(tmp_path):
     assert passes_each([_a_cell(marks)], {"f": print}) and later.exists()
     later.unlink()
     assert not passes_each([_a_cell(fails), _a_cell(marks)], {"f": print}) and not later.exists()
+
+
+def test_the_warm_up_runs_each_check_on_the_names_it_takes(tmp_path):
+    """warm_up binds every name a cell's checks take, so each check runs (and fills its caches) before any fork."""
+    ran = tmp_path / "ran"
+
+    def marks(f: Callable[..., Any]) -> None:
+        f()
+        ran.touch()
+
+    warm_up((_a_cell(marks),))
+    assert ran.exists()
 
 
 def test_a_candidate_refusing_each_call_is_scored_by_the_stand_in(monkeypatch):
