@@ -298,6 +298,8 @@ def test_the_simulator_page_speaks_korean(korean: None) -> None:
 
     recorded = MatrixHeatmap(strategies=[], recorded=lab.recorded_matrix()).recorded
     assert recorded and all(r.strategy.endswith(" (기록됨)") for r in recorded)  # the heatmap's column labels
+    mine = CrashSimulator(reconcile=lambda cp, tools: cp).strategy  # the learner's own function, in the menu
+    assert mine.value == "내 reconcile" and "내 reconcile" in mine.options
 
 
 @pytest.mark.slow

@@ -52,8 +52,8 @@ from .render import (
 
 __all__ = ["MY_RECONCILE", "CrashSimulator", "MatrixHeatmap"]
 
-MY_RECONCILE = "my reconcile"
-"""The strategy menu's label for the learner's own function."""
+MY_RECONCILE = N_("my reconcile")
+"""The strategy menu's label for the learner's own function, as ``_(MY_RECONCILE)`` says it in the learner's language."""
 MY_RECONCILE_HELP = N_("your reconcile(cp, tools) function")
 
 DUPLICATE = 2
@@ -96,6 +96,8 @@ class CrashSimulator:
 
     def __init__(self, reconcile: Reconcile | None = None) -> None:
         self.reconcile = reconcile
+        self.mine = _(MY_RECONCILE)
+        """The menu's entry for ``reconcile``."""
         self.cell: Cell | None = None
         """The last run's :class:`~resumable_core.lab.matrix.Cell` (None before the first run)."""
         self._make_controls()
@@ -119,8 +121,8 @@ class CrashSimulator:
 
         self.scenario = menu(list(SCENARIOS), _postmortem_scenario(), _("Scenario"), "210px", "rs-scenario")
         self.crash_point = menu(list(CRASH_POINTS), "after_tool", _("Crash point"), "260px", "rs-crash-point")
-        mine = [MY_RECONCILE] if self.reconcile is not None else []
-        first = MY_RECONCILE if mine else "rerun"
+        mine = [self.mine] if self.reconcile is not None else []
+        first = self.mine if mine else "rerun"
         self.strategy = menu([*STRATEGIES, *mine], first, _("Strategy"), "250px", "rs-strategy")
         self.run_button = widgets.Button(
             description=_("Run"),
@@ -175,13 +177,13 @@ class CrashSimulator:
     # -- callbacks --------------------------------------------------------------------
 
     def _strategy_fn(self) -> str | Reconcile:
-        if self.strategy.value == MY_RECONCILE and self.reconcile is not None:
+        if self.strategy.value == self.mine and self.reconcile is not None:
             return self.reconcile
         return str(self.strategy.value)
 
     def _show_help(self) -> None:
         label = self.strategy.value
-        strategy_help = _(MY_RECONCILE_HELP) if label == MY_RECONCILE else core(STRATEGIES[label].help)
+        strategy_help = _(MY_RECONCILE_HELP) if label == self.mine else core(STRATEGIES[label].help)
         self.help.value = settings_help_html(self.scenario.value, self.crash_point.value, label, strategy_help)
 
     def _show_outbox_for(self, scenario: str) -> None:
@@ -211,7 +213,7 @@ class CrashSimulator:
         except Exception as e:
             self.cell = None
             self.email_count.value = email_count_html(None)
-            where = _("your reconcile") if label == MY_RECONCILE else _("the run ({label})").format(label=label)
+            where = _("your reconcile") if label == self.mine else _("the run ({label})").format(label=label)
             self.status.value = _error_box(e, _(" raised in {where}").format(where=esc(where)))
             for w in (self.summary, self.error, self.checkpoint, self.outbox, self.conversation, self.story):
                 w.value = ""
@@ -337,7 +339,7 @@ class MatrixHeatmap:
             mine = getattr(self.reconcile, "__name__", MY_RECONCILE)
             for r in rows:
                 if r.strategy == mine and mine not in self.strategies:
-                    r.strategy = MY_RECONCILE
+                    r.strategy = _(MY_RECONCILE)
         return rows
 
     def compute(self) -> list[MatrixRow]:
