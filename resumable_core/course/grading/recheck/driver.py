@@ -71,12 +71,6 @@ def _start_checker(
     return start(layout, "checker", job)
 
 
-def _checker(learner: LearnerProcess, trusted: dict, only: list[str] | None, timeout: int) -> Outcome:
-    """Run the checker against the serving ``learner`` until it prints its report."""
-    # waited for without a timeout: never None
-    return _start_checker(learner, trusted, only, timeout)() or Outcome(-1, b"", b"", None, 0.0)
-
-
 def answer_is_a_loop(assignment: str) -> bool:
     """The assignment's answer is an agent loop: its re-check runs on the loopless library."""
     registered = REGISTRY.get(assignment)
@@ -114,21 +108,21 @@ def run(
         import nbformat
 
         nb = as_graded(nbformat.read(str(notebook), as_version=4), trusted)
-        n_code = sum(1 for c in nb.cells if c.cell_type == "code")
+        loading = timeout * sum(1 for c in nb.cells if c.cell_type == "code") + STARTUP
+        agents = runs_agents(assignment)
         learner = LearnerProcess.start(
             nb,
             None,
             assignment,
             timeout=timeout,
-            wall=timeout * n_code + STARTUP + overall_seconds(trusted, only, timeout),
+            wall=loading + overall_seconds(trusted, only, timeout),
             backend=backend or PlainBackend(),
             loopless=answer_is_a_loop(assignment),
             # its test cells are blank: none imported what the checks' values need
-            anthropic=runs_agents(assignment),
+            anthropic=agents,
         )
         # started beside it: the two interpreters' starts and imports overlap (the checker waits for its socket)
-        loading = timeout * n_code + STARTUP
-        checker = _start_checker(learner, trusted, only, timeout, loading=loading, warm=runs_agents(assignment))
+        checker = _start_checker(learner, trusted, only, timeout, loading=loading, warm=agents)
     try:
         _, why = learner.executed(1 << 30)
         if learner.ended():  # it never served: nothing to re-check against
@@ -136,6 +130,7 @@ def run(
                 checker(STOP_GRACE)  # it sees the ended mark and gives up
             why = f"the learner's process ended before the re-check: {why}"
             return Report(dict.fromkeys(only or [], why), inconclusive=why)
+        # waited for without a timeout: never None
         checked = (checker or _start_checker(learner, trusted, only, timeout))() or Outcome(-1, b"", b"", None, 0.0)
     finally:
         learned = learner.stop()
